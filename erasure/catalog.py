@@ -1,0 +1,285 @@
+"""The catalog file (DESIGN section 2) as validated models.
+
+A bad catalog fails with one message naming the file, the dataset and the field, and what is
+allowed there. Paths inside the catalog (lineage files, SQLite URLs) are relative to the file.
+"""
+
+from __future__ import annotations
+
+import glob
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from erasure.errors import CatalogError
+from erasure.model import DatasetRef
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatasetKind(StrEnum):
+    TABLE = "table"
+    VIEW = "view"
+    MATERIALIZED_VIEW = "materialized_view"
+    FILE = "file"
+    TOPIC = "topic"
+    FEATURE_STORE = "feature_store"
+    EMBEDDING_INDEX = "embedding_index"
+    MODEL = "model"
+    CACHE = "cache"
+    BACKUP = "backup"
+    REPORT = "report"
+
+
+# A view is computed on read: it holds no copy, so a loop through views alone never settles.
+UNMATERIALISED_KINDS = frozenset({DatasetKind.VIEW})
+
+
+class IdentifierSpec(_Strict):
+    normalise: Literal["email", "strip", "e164", "lower"]
+    default_region: str | None = None  # for e164: region of numbers written without +
+
+
+class ConnectionSpec(_Strict):
+    url: str | None = None
+    airflow_conn_id: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ConnectionSpec:
+        if (self.url is None) == (self.airflow_conn_id is None):
+            raise ValueError("give exactly one of 'url' or 'airflow_conn_id'")
+        return self
+
+
+class ReferenceSpec(_Strict):
+    """A one-way pointer from this dataset's column to a row of another that may be shared."""
+
+    column: str
+    dataset: str
+    key: str
+
+
+class RebuildSpec(_Strict):
+    dag_id: str | None = None
+    sql: list[str] | None = None
+
+    @field_validator("sql", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RebuildSpec:
+        if (self.dag_id is None) == (self.sql is None):
+            raise ValueError("give exactly one of 'dag_id' or 'sql'")
+        return self
+
+
+class AggregateSpec(_Strict):
+    quasi_identifiers: list[str] = Field(min_length=1)
+    count_column: str | None = None  # absent: k cannot be measured, the aggregate escalates
+    k_threshold: int | None = Field(default=None, ge=2)
+
+
+class ProducerSpec(_Strict):
+    """Who writes the dataset; an opaque producer (UDF, external call) hides column lineage."""
+
+    name: str
+    opaque: bool = False
+
+
+class DatasetAlias(_Strict):
+    namespace: str
+    name: str
+
+
+class DatasetSpec(_Strict):
+    namespace: str
+    name: str
+    connection: str | None = None
+    kind: DatasetKind
+    storage: Literal["mutable", "immutable"] = "mutable"
+    holds_subject: dict[str, list[str]] = Field(default_factory=dict)
+    references: list[ReferenceSpec] = Field(default_factory=list)
+    pii_columns: list[str] = Field(default_factory=list)
+    columns: list[str] | None = None  # schema for SQL lineage; else read from the warehouse
+    rebuild: RebuildSpec | None = None
+    aggregate: AggregateSpec | None = None
+    encryption: Literal["none", "per_subject"] = "none"
+    retention_days: int | None = Field(default=None, ge=0)
+    producer: ProducerSpec | None = None
+    aliases: list[DatasetAlias] = Field(default_factory=list)  # explicit, never guessed
+    owner: str | None = None
+    description: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.lower()
+
+    @field_validator("holds_subject", mode="before")
+    @classmethod
+    def _columns_as_lists(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: [v] if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @property
+    def ref(self) -> DatasetRef:
+        return DatasetRef(self.namespace, self.name)
+
+    @property
+    def materialised(self) -> bool:
+        return self.kind not in UNMATERIALISED_KINDS
+
+
+class SqlLineageSource(_Strict):
+    path: str
+    dialect: str | None = None
+
+
+class LineageSources(_Strict):
+    openlineage: list[str] = Field(default_factory=list)
+    sql: list[SqlLineageSource] = Field(default_factory=list)
+
+
+class Catalog(_Strict):
+    version: Literal[1]
+    k_threshold: int = Field(default=10, ge=2)
+    sla_days: int = Field(default=30, ge=1, le=30)
+    identifiers: dict[str, IdentifierSpec]
+    connections: dict[str, ConnectionSpec] = Field(default_factory=dict)
+    datasets: list[DatasetSpec]
+    lineage: LineageSources = Field(default_factory=LineageSources)
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Catalog:
+        seen: set[tuple[str, str]] = set()
+        names = {d.name for d in self.datasets}
+        for ds in self.datasets:
+            where = f"dataset {ds.name!r}"
+            if (ds.namespace, ds.name) in seen:
+                raise ValueError(f"{where}: declared twice in namespace {ds.namespace!r}")
+            seen.add((ds.namespace, ds.name))
+            if ds.connection is not None and ds.connection not in self.connections:
+                raise ValueError(
+                    f"{where} field 'connection': {ds.connection!r} is not declared; "
+                    f"allowed: {sorted(self.connections)}"
+                )
+            for id_type in ds.holds_subject:
+                if id_type not in self.identifiers:
+                    raise ValueError(
+                        f"{where} field 'holds_subject': identifier type {id_type!r} is not "
+                        f"declared under 'identifiers'; allowed: {sorted(self.identifiers)}"
+                    )
+            if (ds.holds_subject or ds.references) and ds.connection is None:
+                raise ValueError(
+                    f"{where} field 'connection': a dataset that holds the subject or "
+                    "references rows must name a connection to count them in"
+                )
+            for ref in ds.references:
+                if ref.dataset not in names:
+                    raise ValueError(
+                        f"{where} field 'references': dataset {ref.dataset!r} is not in the "
+                        "catalog"
+                    )
+            if ds.encryption == "per_subject" and ds.storage != "immutable":
+                raise ValueError(
+                    f"{where} field 'encryption': per_subject applies to immutable storage; "
+                    "set storage: immutable or drop encryption"
+                )
+        return self
+
+    def dataset(self, ref: DatasetRef) -> DatasetSpec | None:
+        """The catalog entry for a dataset identity or one of its explicit aliases."""
+        return self._index().get((ref.namespace, ref.name))
+
+    def by_name(self, name: str) -> DatasetSpec:
+        """The entry named `name` (unique across namespaces for references)."""
+        for ds in self.datasets:
+            if ds.name == name.lower():
+                return ds
+        raise CatalogError(f"dataset {name!r} is not in the catalog")
+
+    def canonical(self, ref: DatasetRef) -> DatasetRef:
+        """The catalog identity for an alias; unknown datasets stay as they are."""
+        ds = self.dataset(ref)
+        return ds.ref if ds is not None else ref
+
+    def k_for(self, ds: DatasetSpec) -> int:
+        if ds.aggregate is not None and ds.aggregate.k_threshold is not None:
+            return ds.aggregate.k_threshold
+        return self.k_threshold
+
+    def resolve(self, pattern: str) -> list[Path]:
+        """Files matching a catalog-relative glob, sorted."""
+        return sorted(Path(p) for p in glob.glob(str(self.base_dir / pattern)))
+
+    def connection_url(self, name: str) -> str:
+        """A SQLAlchemy URL for a catalog connection; sqlite paths are catalog-relative."""
+        spec = self.connections[name]
+        if spec.url is None:
+            raise CatalogError(
+                f"connection {name!r} uses airflow_conn_id {spec.airflow_conn_id!r}: resolve it "
+                "through Airflow, or give a 'url' to use it outside Airflow"
+            )
+        prefix = "sqlite:///"
+        if spec.url.startswith(prefix) and not spec.url.startswith(prefix + "/"):
+            path = spec.url[len(prefix) :]
+            if path and path != ":memory:":
+                return prefix + str((self.base_dir / path).resolve())
+        return spec.url
+
+    def _index(self) -> dict[tuple[str, str], DatasetSpec]:
+        cached: dict[tuple[str, str], DatasetSpec] | None = self.__dict__.get("_idx")
+        if cached is None:
+            cached = {}
+            for ds in self.datasets:
+                cached[(ds.namespace, ds.name)] = ds
+                for alias in ds.aliases:
+                    cached[(alias.namespace, alias.name.lower())] = ds
+            object.__setattr__(self, "_idx", cached)
+        return cached
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read and validate a catalog file; any problem raises CatalogError naming the spot."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: no such catalog file") from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{path}: the catalog must be a mapping with 'version: 1' at the top")
+    try:
+        return Catalog.model_validate({**raw, "base_dir": path.resolve().parent})
+    except ValidationError as exc:
+        raise CatalogError(_describe(path, raw, exc)) from None
+
+
+def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
+    lines = [f"{path}: invalid catalog ({exc.error_count()} problem(s))"]
+    for err in exc.errors():
+        loc = list(err["loc"])
+        where = ""
+        if len(loc) >= 2 and loc[0] == "datasets" and isinstance(loc[1], int):
+            entry = (raw.get("datasets") or [None] * (loc[1] + 1))[loc[1]]
+            name = entry.get("name") if isinstance(entry, dict) else None
+            label = f"dataset {name!r}" if name else f"dataset #{loc[1] + 1}"
+            field = ".".join(str(p) for p in loc[2:]) or "(entry)"
+            where = f"{label} field {field!r}"
+        elif loc:
+            where = f"field {'.'.join(str(p) for p in loc)!r}"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field; check the spelling against DESIGN section 2"
+        lines.append(f"  {where}: {msg}" if where else f"  {msg}")
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""One root exception and its narrow subclasses.
+
+Messages say what was wrong and what to do about it, and never contain a raw subject
+identifier: callers pass types, hashes, dataset names and counts, never values.
+"""
+
+from __future__ import annotations
+
+
+class ErasureError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class ConfigError(ErasureError):
+    """Settings are missing or inconsistent."""
+
+
+class CatalogError(ErasureError):
+    """The catalog file is invalid; the message names file, dataset and field."""
+
+
+class LineageError(ErasureError):
+    """Lineage input (SQL, OpenLineage events) cannot be read at all."""
+
+
+class SubjectError(ErasureError):
+    """A subject identifier is malformed or of an unknown type (the value is never echoed)."""
+
+
+class WarehouseError(ErasureError):
+    """A warehouse query failed: unreachable connection, missing table or column."""
+
+
+class VaultError(ErasureError):
+    """Vault/OpenBao refused, failed or could not be reached; the message names the address."""
+
+
+class KeyNotFoundError(VaultError):
+    """The subject key does not exist (never created, or already shredded)."""
+
+
+class ShredError(VaultError):
+    """A key could not be destroyed, or its destruction could not be proven."""
+
+
+class DecryptionError(ErasureError):
+    """A record cannot be decrypted: wrong key, key shredded, or data tampered with."""
+
+
+class SuppressionError(ErasureError):
+    """The suppression list could not be read or written."""
+
+
+class StoreError(ErasureError):
+    """The erasure store (its own database) failed or is not migrated."""

@@ -1,0 +1,183 @@
+"""The vocabulary every module shares: datasets, fields, lineage edges, gaps, plans.
+
+Identity follows OpenLineage: a dataset is (namespace, name), a field is dataset + column.
+Lineage edges are plain frozen dataclasses (a graph holds millions of them); everything that
+crosses a boundary (plan, evidence, CLI/HTTP documents) is a pydantic model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DatasetRef:
+    """An OpenLineage dataset identity: namespace + name (name lower-cased, as written)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"namespace": self.namespace, "name": self.name}
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class FieldRef:
+    """A column of a dataset; column None means the dataset as a whole (table-level lineage)."""
+
+    dataset: DatasetRef
+    column: str | None
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name}.{self.column if self.column is not None else '*'}"
+
+
+class EdgeType(StrEnum):
+    DIRECT = "DIRECT"  # the target's value is derived from the source's value: a disclosure
+    INDIRECT = "INDIRECT"  # the source influences which rows or how (filter, join, group by)
+
+
+class EdgeSubtype(StrEnum):
+    IDENTITY = "IDENTITY"
+    TRANSFORMATION = "TRANSFORMATION"
+    AGGREGATION = "AGGREGATION"
+    JOIN = "JOIN"
+    GROUP_BY = "GROUP_BY"
+    FILTER = "FILTER"
+    SORT = "SORT"
+    WINDOW = "WINDOW"
+    CONDITIONAL = "CONDITIONAL"
+    UNKNOWN = "UNKNOWN"  # table-level lineage: the producer did not say how
+
+
+class EdgeOrigin(StrEnum):
+    DECLARED = "declared"  # from SQL or the catalog
+    OBSERVED = "observed"  # from an OpenLineage run event
+
+
+@dataclass(frozen=True, slots=True)
+class LineageEdge:
+    """One column (or table) level dependency, with where we learnt it from."""
+
+    source: FieldRef
+    target: FieldRef
+    type: EdgeType
+    subtype: EdgeSubtype
+    origin: EdgeOrigin
+    producer: str  # the SQL file or OpenLineage job that declared/observed it
+    run_id: str | None = None
+    run_state: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    observed_at: datetime | None = None
+
+
+class GapKind(StrEnum):
+    UNCATALOGUED = "uncatalogued"  # lineage reaches a dataset the catalog does not know
+    OPAQUE_PRODUCER = "opaque_producer"  # UDF, external call, Python job: no column lineage
+    TABLE_ONLY_LINEAGE = "table_only_lineage"  # inputs/outputs known, columns not
+    NO_EVENTS = "no_events"  # a catalogued producer never reported a run
+    UNRESOLVED_COLUMN = "unresolved_column"  # SQL column whose table could not be resolved
+    UNPARSEABLE_SQL = "unparseable_sql"
+    TRUNCATED = "truncated"  # the closure hit its bound
+    ERROR_CYCLE = "error_cycle"  # a cycle with no materialisation boundary
+
+
+class Gap(BaseModel):
+    """Something the lineage does not know; every gap in a closure escalates."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: GapKind
+    detail: str
+    dataset: str | None = None  # dataset name, when the gap belongs to one
+
+
+class CycleKind(StrEnum):
+    FEEDBACK = "feedback"  # the loop crosses a materialised node: legal, e.g. incremental
+    ERROR = "error"  # no materialisation boundary: a definition loop
+
+
+class Cycle(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: CycleKind
+    datasets: list[str]  # dataset names in the strongly connected component, sorted
+
+
+class Action(StrEnum):
+    ERASE_ROWS = "erase_rows"
+    REBUILD = "rebuild"
+    CRYPTO_SHRED = "crypto_shred"
+    AGGREGATE_OK = "aggregate_ok"
+    ESCALATE = "escalate"
+    INSERT_TOMBSTONE = "insert_tombstone"
+
+
+class SubjectRef(BaseModel):
+    """What a request names: an identifier type and its raw value (kept secret)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    value: SecretStr
+
+    def __repr__(self) -> str:
+        return f"SubjectRef(type={self.type!r}, value=<redacted>)"
+
+    __str__ = __repr__
+
+
+class SubjectSummary(BaseModel):
+    """The subject as documents show it: type and keyed hash, never the value."""
+
+    type: str
+    hash: str | None = None
+    pepper_version: int | None = None
+
+
+class RootHit(BaseModel):
+    """A dataset where the subject was found, how, and how many rows."""
+
+    dataset: dict[str, str]
+    identifier_type: str
+    columns: list[str]
+    rows: int
+    via: str  # "request", "identity:<type>" or "reference:<dataset>.<column>"
+    shared_referrers: int = 0  # rows of other subjects pointing at the same row
+
+
+class PlanItem(BaseModel):
+    dataset: dict[str, str]  # {"namespace", "name"}
+    kind: str
+    action: Action
+    rule: str  # the decision-table row that fired, e.g. "2a"
+    reason: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    upstreams: list[str] = Field(default_factory=list)  # in-closure upstream dataset names
+
+
+class Plan(BaseModel):
+    """The decision for one subject over one lineage snapshot; no raw identifier in it."""
+
+    subject: SubjectSummary
+    roots: list[RootHit]
+    items: list[PlanItem]  # in action order: erasures, then rebuilds in lineage order, ...
+    coverage: float
+    gaps: list[Gap]
+    cycles: list[Cycle]
+    truncated: bool = False
+    lineage_snapshot: str  # content hash of the edges the plan was computed on
+    created_at: datetime
