@@ -186,8 +186,7 @@ class Catalog(_Strict):
             for ref in ds.references:
                 if ref.dataset not in names:
                     raise ValueError(
-                        f"{where} field 'references': dataset {ref.dataset!r} is not in the "
-                        "catalog"
+                        f"{where} field 'references': dataset {ref.dataset!r} is not in the catalog"
                     )
             if ds.encryption == "per_subject" and ds.storage != "immutable":
                 raise ValueError(
@@ -273,7 +272,7 @@ def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
         if len(loc) >= 2 and loc[0] == "datasets" and isinstance(loc[1], int):
             entry = (raw.get("datasets") or [None] * (loc[1] + 1))[loc[1]]
             name = entry.get("name") if isinstance(entry, dict) else None
-            label = f"dataset {name!r}" if name else f"dataset #{loc[1] + 1}"
+            label = f"dataset {str(name).lower()!r}" if name else f"dataset #{loc[1] + 1}"
             field = ".".join(str(p) for p in loc[2:]) or "(entry)"
             where = f"{label} field {field!r}"
         elif loc:

@@ -1,0 +1,546 @@
+"""Observed lineage: OpenLineage run events turned into column-level edges.
+
+A run publishes lineage only through its terminal COMPLETE event; START, RUNNING and OTHER
+events add facets to the same run (merged per run id), and FAIL/ABORT runs are kept as
+evidence without edges. Both shapes of the ColumnLineageDatasetFacet are read: per-field
+`fields` and the dataset-wide `dataset` array (spec facet 1-2-0).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from erasure.errors import LineageError
+from erasure.model import (
+    DatasetRef,
+    EdgeOrigin,
+    EdgeSubtype,
+    EdgeType,
+    FieldRef,
+    Gap,
+    GapKind,
+    LineageEdge,
+)
+
+__all__ = [
+    "EventDataset",
+    "EventJob",
+    "EventRun",
+    "ObservedLineage",
+    "RunEvent",
+    "RunState",
+    "RunSummary",
+    "edges_from_events",
+    "event_id",
+    "parse_event",
+    "read_event_file",
+]
+
+
+class RunState(StrEnum):
+    """The run-cycle transitions the spec defines for `eventType`."""
+
+    START = "START"
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    ABORT = "ABORT"
+    FAIL = "FAIL"
+    OTHER = "OTHER"
+
+
+TERMINAL_STATES = frozenset({RunState.COMPLETE, RunState.ABORT, RunState.FAIL})
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+# Identity fields: present and non-blank, or the event cannot be attributed.
+_Name = Annotated[str, AfterValidator(_not_blank)]
+
+
+class EventRun(BaseModel):
+    """`run`: the run id and its facets."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: _Name = Field(alias="runId")
+    facets: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventJob(BaseModel):
+    """`job`: namespace + name identify the producer."""
+
+    model_config = ConfigDict(extra="allow")
+
+    namespace: _Name
+    name: _Name
+    facets: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventDataset(BaseModel):
+    """An entry of `inputs` or `outputs`; facets are kept as free-form JSON."""
+
+    model_config = ConfigDict(extra="allow")
+
+    namespace: _Name
+    name: _Name
+    facets: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def ref(self) -> DatasetRef:
+        return DatasetRef(self.namespace, self.name.lower())
+
+
+class RunEvent(BaseModel):
+    """An OpenLineage RunEvent: the parts lineage needs, every other field kept as sent."""
+
+    model_config = ConfigDict(extra="allow")  # wire names only: the raw event is the evidence
+
+    event_type: RunState | None = Field(default=None, alias="eventType")
+    event_time: AwareDatetime = Field(alias="eventTime")
+    run: EventRun
+    job: EventJob
+    inputs: list[EventDataset] = Field(default_factory=list)
+    outputs: list[EventDataset] = Field(default_factory=list)
+    producer: str | None = None
+    schema_url: str | None = Field(default=None, alias="schemaURL")
+
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @field_validator("event_type", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("inputs", "outputs", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw(cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent]) -> RunEvent:
+        event = handler(data)
+        if isinstance(data, Mapping):
+            event._raw = copy.deepcopy(dict(data))
+        return event
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The event exactly as received (a copy): what evidence stores."""
+        return copy.deepcopy(self._content())
+
+    def _content(self) -> dict[str, Any]:
+        # model_construct skips validators, so nothing was captured: use the fields set.
+        return self._raw or self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+# --- column lineage facet (spec facets/1-2-0/ColumnLineageDatasetFacet.json) -----------------
+
+
+class _Transformation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    subtype: str | None = None
+    description: str | None = None
+    masking: bool | None = None
+
+
+class _InputField(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    namespace: str
+    name: str
+    field: str
+    transformations: list[_Transformation] | None = None
+
+    @property
+    def ref(self) -> FieldRef:
+        return FieldRef(DatasetRef(self.namespace, self.name.lower()), self.field)
+
+
+class _FieldLineage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    inputFields: list[_InputField]  # spec spelling
+    transformationType: str | None = None  # legacy (facet 1-0-x)
+    transformationDescription: str | None = None  # legacy (facet 1-0-x)
+
+
+class _ColumnLineageFacet(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    fields: dict[str, _FieldLineage] = Field(default_factory=dict)
+    dataset: list[_InputField] = Field(default_factory=list)
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _null_fields(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _null_dataset(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class _SchemaField(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+
+
+class _SchemaFacet(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    fields: list[_SchemaField] = Field(default_factory=list)
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<event>"
+
+
+def _describe(exc: ValidationError) -> str:
+    # Only location and message: pydantic's input echo could carry a subject identifier.
+    return "; ".join(f"{_loc(err['loc'])}: {err['msg']}" for err in exc.errors())
+
+
+def parse_event(raw: Mapping[str, Any] | str | bytes) -> RunEvent:
+    """Validate one OpenLineage RunEvent; LineageError names the offending field."""
+    if isinstance(raw, str | bytes):
+        try:
+            data: Any = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise LineageError(
+                f"OpenLineage event is not valid JSON (line {exc.lineno}, column {exc.colno}): "
+                f"{exc.msg}"
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise LineageError(f"OpenLineage event is not UTF-8 text: {exc.reason}") from exc
+    else:
+        data = raw
+    if not isinstance(data, Mapping):
+        raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
+    try:
+        return RunEvent.model_validate(dict(data))
+    except ValidationError as exc:
+        raise LineageError(f"malformed OpenLineage RunEvent: {_describe(exc)}") from exc
+
+
+class _BadJson(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def _array_items(text: str) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, element) of a JSON array, so errors can point at a line."""
+    decoder = json.JSONDecoder()
+    pos = text.index("[") + 1
+    count = 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        line = text.count("\n", 0, pos) + 1
+        if pos >= len(text):
+            raise _BadJson(line, "unterminated array")
+        if text[pos] == "]":
+            if text[pos + 1 :].strip():
+                raise _BadJson(line, "extra data after the array")
+            return
+        if count:
+            if text[pos] != ",":
+                raise _BadJson(line, "expected ',' or ']'")
+            pos += 1
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            line = text.count("\n", 0, pos) + 1
+        try:
+            item, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise _BadJson(exc.lineno, exc.msg) from exc
+        count += 1
+        yield line, item
+
+
+def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _BadJson(number, exc.msg) from exc
+
+
+def _file_items(text: str) -> Iterator[tuple[int, Any]]:
+    body = text.lstrip()
+    if not body:
+        return iter(())
+    if body.startswith("["):
+        return _array_items(text)
+    try:
+        single = json.loads(text)  # one (possibly pretty-printed) event
+    except json.JSONDecodeError:
+        return _json_lines(text)  # the usual case: one event per line
+    return iter([(text.count("\n", 0, len(text) - len(body)) + 1, single)])
+
+
+def read_event_file(path: Path) -> list[RunEvent]:
+    """Read a JSON-lines file (blank lines ok), a JSON array file or a single-event file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
+    events: list[RunEvent] = []
+    try:
+        for line, data in _file_items(text):
+            try:
+                events.append(parse_event(data))
+            except LineageError as exc:
+                raise LineageError(f"{path}:{line}: {exc}") from exc
+    except _BadJson as exc:
+        raise LineageError(f"{path}:{exc.line}: not valid JSON: {exc.message}") from exc
+    return events
+
+
+def event_id(event: RunEvent) -> str:
+    """Stable content hash of the raw event (key order and whitespace do not matter)."""
+    canonical = json.dumps(
+        event._content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# --- runs and edges -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run as evidence: its state, when, and what it read and wrote."""
+
+    run_id: str
+    job: str  # "<job namespace>/<job name>"
+    state: str  # terminal state if any, else the latest event type
+    event_time: datetime
+    inputs: tuple[DatasetRef, ...]
+    outputs: tuple[DatasetRef, ...]
+    event_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class ObservedLineage:
+    """Edges published by completed runs, the gaps they leave, and every run seen."""
+
+    edges: list[LineageEdge] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    runs: list[RunSummary] = field(default_factory=list)
+
+
+@dataclass
+class _MergedRun:
+    job: EventJob
+    run_id: str
+    inputs: dict[DatasetRef, dict[str, Any]]  # dataset -> merged facets
+    outputs: dict[DatasetRef, dict[str, Any]]
+    terminal: RunEvent | None
+    latest: RunEvent
+
+
+def _merge(datasets: dict[DatasetRef, dict[str, Any]], entries: list[EventDataset]) -> None:
+    for entry in entries:
+        # Later events win per facet name, as Marquez merges facets of a run.
+        datasets.setdefault(entry.ref, {}).update(entry.facets)
+
+
+def _merge_run(events: list[RunEvent]) -> _MergedRun:
+    ordered = sorted(events, key=lambda e: e.event_time)  # stable: arrival order breaks ties
+    inputs: dict[DatasetRef, dict[str, Any]] = {}
+    outputs: dict[DatasetRef, dict[str, Any]] = {}
+    terminal: RunEvent | None = None
+    for event in ordered:
+        _merge(inputs, event.inputs)
+        _merge(outputs, event.outputs)
+        if event.event_type in TERMINAL_STATES:
+            terminal = event
+    last = ordered[-1]
+    return _MergedRun(last.job, last.run.run_id, inputs, outputs, terminal, last)
+
+
+def _classify(transformation: _Transformation) -> tuple[EdgeType, EdgeSubtype]:
+    kind = transformation.type.strip().upper()
+    # An unknown type counts as DIRECT: over-stating a disclosure is the safe error here.
+    edge_type = EdgeType.INDIRECT if kind == EdgeType.INDIRECT else EdgeType.DIRECT
+    subtype_text = (transformation.subtype or "").strip().upper()
+    try:
+        subtype = EdgeSubtype(subtype_text)
+    except ValueError:
+        subtype = EdgeSubtype.UNKNOWN
+    return edge_type, subtype
+
+
+def _legacy_classify(lineage: _FieldLineage) -> tuple[EdgeType, EdgeSubtype]:
+    """No `transformations`: DIRECT (safe), subtype only as far as the legacy fields say."""
+    legacy = (lineage.transformationType or "").strip().upper()
+    if legacy == "IDENTITY":
+        return EdgeType.DIRECT, EdgeSubtype.IDENTITY
+    if legacy or (lineage.transformationDescription or "").strip():
+        return EdgeType.DIRECT, EdgeSubtype.TRANSFORMATION  # MASKED and free text included
+    return EdgeType.DIRECT, EdgeSubtype.UNKNOWN
+
+
+def _output_columns(facets: Mapping[str, Any], column_facet: _ColumnLineageFacet) -> list[str]:
+    columns = list(column_facet.fields)
+    try:
+        schema = _SchemaFacet.model_validate(facets.get("schema") or {})
+    except ValidationError:
+        schema = _SchemaFacet()
+    columns += [f.name for f in schema.fields if f.name not in column_facet.fields]
+    return columns
+
+
+_Link = tuple[FieldRef, FieldRef, EdgeType, EdgeSubtype]
+
+
+def _column_links(
+    output: DatasetRef, facets: Mapping[str, Any], facet: _ColumnLineageFacet
+) -> list[_Link]:
+    """(source, target, type, subtype) for every transformation the facet lists."""
+    links: list[_Link] = []
+    for column, lineage in facet.fields.items():
+        target = FieldRef(output, column)
+        for source in lineage.inputFields:
+            kinds = [_classify(t) for t in source.transformations or []]
+            links += [(source.ref, target, *kind) for kind in kinds or [_legacy_classify(lineage)]]
+
+    # Dataset-wide lineage (filter, join, group by...) reaches every column of the output.
+    targets = [FieldRef(output, c) for c in _output_columns(facets, facet)]
+    for source in facet.dataset:
+        # The `dataset` array exists for whole-dataset influence: INDIRECT unless it says so.
+        kinds = [_classify(t) for t in source.transformations or []]
+        for target in targets or [FieldRef(output, None)]:
+            links += [
+                (source.ref, target, *kind)
+                for kind in kinds or [(EdgeType.INDIRECT, EdgeSubtype.UNKNOWN)]
+            ]
+    return links
+
+
+def _edges_for_output(
+    run: _MergedRun, output: DatasetRef, facets: Mapping[str, Any], observed_at: datetime
+) -> tuple[list[LineageEdge], Gap | None]:
+    """Edges into one output of a completed run; table-level edges and a gap without columns."""
+    producer = f"{run.job.namespace}/{run.job.name}"
+    gap: Gap | None = None
+    problem = "carries no columnLineage facet"
+    facet: _ColumnLineageFacet | None = None
+    if facets.get("columnLineage") is not None:
+        try:
+            facet = _ColumnLineageFacet.model_validate(facets["columnLineage"])
+        except ValidationError as exc:
+            problem = f"has an unreadable columnLineage facet ({_describe(exc)})"
+
+    if facet is not None:
+        links = _column_links(output, facets, facet)
+    else:
+        table = FieldRef(output, None)
+        links = [
+            (FieldRef(s, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN) for s in run.inputs
+        ]
+        gap = Gap(
+            kind=GapKind.TABLE_ONLY_LINEAGE,
+            detail=f"job {producer} wrote {output.qualified} but {problem}; "
+            "only table-level lineage is known",
+            dataset=output.name,
+        )
+    edges = [
+        LineageEdge(
+            source=source,
+            target=target,
+            type=kind,
+            subtype=subtype,
+            origin=EdgeOrigin.OBSERVED,
+            producer=producer,
+            run_id=run.run_id,
+            run_state=RunState.COMPLETE.value,
+            observed_at=observed_at,
+        )
+        for source, target, kind, subtype in links
+    ]
+    return edges, gap
+
+
+def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
+    """Merge events per run and publish the edges of completed runs (duplicates ignored)."""
+    seen: set[str] = set()
+    by_run: dict[tuple[str, str, str], list[RunEvent]] = {}
+    ids: dict[tuple[str, str, str], list[str]] = {}
+    for event in events:
+        identity = event_id(event)
+        if identity in seen:
+            continue
+        seen.add(identity)
+        key = (event.job.namespace, event.job.name, event.run.run_id)
+        by_run.setdefault(key, []).append(event)
+        ids.setdefault(key, []).append(identity)
+
+    result = ObservedLineage()
+    edges: dict[LineageEdge, None] = {}
+    gaps: dict[Gap, None] = {}
+    for key, run_events in by_run.items():
+        run = _merge_run(run_events)
+        state_event = run.terminal or run.latest
+        state = state_event.event_type.value if state_event.event_type else RunState.OTHER.value
+        result.runs.append(
+            RunSummary(
+                run_id=run.run_id,
+                job=f"{run.job.namespace}/{run.job.name}",
+                state=state,
+                event_time=state_event.event_time,
+                inputs=tuple(run.inputs),
+                outputs=tuple(run.outputs),
+                event_ids=tuple(ids[key]),
+            )
+        )
+        if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
+            continue  # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
+        for output, facets in run.outputs.items():
+            new_edges, gap = _edges_for_output(run, output, facets, run.terminal.event_time)
+            edges.update(dict.fromkeys(new_edges))
+            if gap is not None:
+                gaps[gap] = None
+    result.edges = list(edges)
+    result.gaps = list(gaps)
+    return result

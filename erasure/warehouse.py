@@ -1,0 +1,138 @@
+"""Warehouse connections for the catalog: engines, table references, schemas.
+
+Dataset names are written `schema.table` in every dialect. On SQLite each schema is an
+attached database file next to the main one, so the same SQL runs on SQLite and Postgres.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from erasure.catalog import Catalog, DatasetSpec
+from erasure.errors import CatalogError, WarehouseError
+
+
+class Warehouse:
+    """Lazily built engines for the catalog's connections, one per connection name."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._engines: dict[str, Engine] = {}
+        self._tables: dict[tuple[str, str], sa.Table | None] = {}
+
+    def engine(self, connection: str) -> Engine:
+        if connection not in self._engines:
+            url = self.catalog.connection_url(connection)
+            try:
+                engine = sa.create_engine(url)
+            except (sa.exc.ArgumentError, ImportError) as exc:
+                raise CatalogError(
+                    f"connection {connection!r}: cannot use its URL ({type(exc).__name__}); "
+                    "check the driver and the URL form"
+                ) from None
+            if engine.dialect.name == "sqlite":
+                _attach_schemas(engine, self._schemas_on(connection))
+            self._engines[connection] = engine
+        return self._engines[connection]
+
+    def dialect(self, connection: str) -> str:
+        """sqlglot's name for the connection's SQL dialect."""
+        name = self.engine(connection).dialect.name
+        return {"postgresql": "postgres"}.get(name, name)
+
+    @contextmanager
+    def connect(self, ds: DatasetSpec) -> Iterator[Connection]:
+        """A connection to the dataset's warehouse; failures become WarehouseError."""
+        if ds.connection is None:
+            raise CatalogError(f"dataset {ds.name!r} has no connection to query it through")
+        engine = self.engine(ds.connection)
+        try:
+            with engine.connect() as conn:
+                yield conn
+        except sa.exc.OperationalError as exc:
+            raise WarehouseError(
+                f"dataset {ds.name!r}: warehouse connection {ds.connection!r} failed "
+                f"({_first_line(exc)}); check the server is up and the URL is right"
+            ) from None
+
+    def table(self, ds: DatasetSpec) -> sa.Table | None:
+        """The reflected table, or None when it does not exist (yet)."""
+        key = (ds.namespace, ds.name)
+        if key not in self._tables:
+            schema, name = split_name(ds.name)
+            assert ds.connection is not None
+            engine = self.engine(ds.connection)
+            try:
+                self._tables[key] = sa.Table(
+                    name, sa.MetaData(), schema=schema, autoload_with=engine
+                )
+            except sa.exc.NoSuchTableError:
+                self._tables[key] = None
+            except sa.exc.OperationalError as exc:
+                raise WarehouseError(
+                    f"dataset {ds.name!r}: cannot read its schema ({_first_line(exc)})"
+                ) from None
+        return self._tables[key]
+
+    def columns(self, ds: DatasetSpec) -> list[str] | None:
+        """Column names from the catalog, else from the live table; None if unknown."""
+        if ds.columns is not None:
+            return list(ds.columns)
+        if ds.connection is None:
+            return None
+        table = self.table(ds)
+        return None if table is None else [c.name for c in table.columns]
+
+    def forget_tables(self) -> None:
+        """Drop cached reflections (after a rebuild replaced a table)."""
+        self._tables.clear()
+
+    def dispose(self) -> None:
+        for engine in self._engines.values():
+            engine.dispose()
+        self._engines.clear()
+
+    def _schemas_on(self, connection: str) -> set[str]:
+        return {
+            split_name(ds.name)[0] or "main"
+            for ds in self.catalog.datasets
+            if ds.connection == connection
+        } - {"main"}
+
+
+def split_name(name: str) -> tuple[str | None, str]:
+    """`crm.customers` -> ("crm", "customers"); a bare name has no schema."""
+    schema, _, table = name.rpartition(".")
+    return (schema or None), table
+
+
+def sqlite_schema_path(main_db: Path, schema: str) -> Path:
+    """Where the attached database for `schema` lives beside the main SQLite file."""
+    return main_db.with_name(f"{main_db.stem}.{schema}{main_db.suffix or '.db'}")
+
+
+def _attach_schemas(engine: Engine, schemas: set[str]) -> None:
+    database = engine.url.database
+    if not database or database == ":memory:":
+        return
+    main_db = Path(database)
+
+    @sa.event.listens_for(engine, "connect")
+    def _attach(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        for schema in sorted(schemas):
+            # Schema names come from the validated catalog, not from a subject: safe to inline.
+            path = str(sqlite_schema_path(main_db, schema)).replace("'", "''")
+            cursor.execute(f"ATTACH DATABASE '{path}' AS \"{schema}\"")
+        cursor.close()
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(getattr(exc, "orig", exc)) or type(exc).__name__
+    return text.strip().splitlines()[0][:200]

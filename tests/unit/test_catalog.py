@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from erasure.catalog import DatasetKind, load_catalog
+from erasure.errors import CatalogError
+from erasure.model import DatasetRef
+
+GOOD = """
+version: 1
+identifiers:
+  email: {normalise: email}
+  customer_id: {normalise: strip}
+connections:
+  warehouse: {url: "sqlite:///wh.db"}
+datasets:
+  - namespace: warehouse
+    name: CRM.Customers
+    connection: warehouse
+    kind: table
+    holds_subject: {email: [email, alt_email], customer_id: id}
+    aliases: [{namespace: "postgres://db:5432", name: crm.public.customers}]
+  - namespace: warehouse
+    name: marts.ltv
+    kind: table
+    rebuild: {sql: "CREATE TABLE marts.ltv AS SELECT id FROM crm.customers"}
+    aggregate: {quasi_identifiers: [region], count_column: n, k_threshold: 5}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "catalog.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_good_catalog_normalises_names_columns_and_paths(tmp_path: Path) -> None:
+    catalog = load_catalog(write(tmp_path, GOOD))
+    customers = catalog.by_name("crm.customers")
+    assert customers.holds_subject == {"email": ["email", "alt_email"], "customer_id": ["id"]}
+    assert catalog.by_name("marts.ltv").rebuild.sql == [  # type: ignore[union-attr]
+        "CREATE TABLE marts.ltv AS SELECT id FROM crm.customers"
+    ]
+    assert catalog.k_for(catalog.by_name("marts.ltv")) == 5
+    assert catalog.k_for(customers) == 10
+    assert catalog.connection_url("warehouse") == f"sqlite:///{tmp_path.resolve()}/wh.db"
+
+
+def test_aliases_map_to_the_catalog_identity_and_nothing_else(tmp_path: Path) -> None:
+    catalog = load_catalog(write(tmp_path, GOOD))
+    alias = DatasetRef("postgres://db:5432", "crm.public.customers")
+    assert catalog.canonical(alias) == DatasetRef("warehouse", "crm.customers")
+    lookalike = DatasetRef("postgres://db:5432", "crm.public.customer")
+    assert catalog.canonical(lookalike) == lookalike
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "kind: table\n    holds",
+            "kind: tabel\n    holds",
+            ["dataset 'crm.customers' field 'kind'", "'table'", "'embedding_index'"],
+        ),
+        (
+            "holds_subject: {email: [email, alt_email], customer_id: id}",
+            "holds_subject: {passport: number}",
+            [
+                "dataset 'crm.customers' field 'holds_subject'",
+                "'passport'",
+                "allowed: ['customer_id', 'email']",
+            ],
+        ),
+        (
+            "connection: warehouse\n    kind: table\n    holds",
+            "connection: lake\n    kind: table\n    holds",
+            ["dataset 'crm.customers' field 'connection'", "'lake' is not declared"],
+        ),
+        (
+            "count_column: n, k_threshold: 5",
+            "count_column: n, k_threshold: 1",
+            ["dataset 'marts.ltv' field 'aggregate.k_threshold'", "greater than or equal to 2"],
+        ),
+        (
+            "rebuild: {sql:",
+            "rebuild: {dag_id: build, sql:",
+            ["dataset 'marts.ltv' field 'rebuild'", "exactly one of 'dag_id' or 'sql'"],
+        ),
+        (
+            "    kind: table\n    rebuild",
+            "    kind: table\n    colour: blue\n    rebuild",
+            ["dataset 'marts.ltv' field 'colour'", "unknown field"],
+        ),
+        ("version: 1", "version: 2", ["field 'version'", "1"]),
+    ],
+)
+def test_bad_catalog_names_file_dataset_field_and_what_is_allowed(
+    tmp_path: Path, old: str, new: str, expected: list[str]
+) -> None:
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(CatalogError) as err:
+        load_catalog(path)
+    message = str(err.value)
+    assert str(path) in message
+    for fragment in expected:
+        assert fragment in message
+
+
+def test_reference_to_unknown_dataset_and_per_subject_on_mutable_are_refused(
+    tmp_path: Path,
+) -> None:
+    bad = GOOD.replace(
+        "    aliases:", "    references: [{column: a, dataset: crm.nowhere, key: id}]\n    aliases:"
+    )
+    with pytest.raises(CatalogError, match=r"'crm\.nowhere' is not in the catalog"):
+        load_catalog(write(tmp_path, bad))
+    bad = GOOD.replace(
+        "    kind: table\n    rebuild", "    kind: table\n    encryption: per_subject\n    rebuild"
+    )
+    with pytest.raises(CatalogError, match="per_subject applies to immutable storage"):
+        load_catalog(write(tmp_path, bad))
+
+
+def test_unreadable_catalogs_say_what_is_wrong(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="no such catalog file"):
+        load_catalog(tmp_path / "missing.yaml")
+    with pytest.raises(CatalogError, match="not valid YAML"):
+        load_catalog(write(tmp_path, "version: [1"))
+    with pytest.raises(CatalogError, match="must be a mapping"):
+        load_catalog(write(tmp_path, "- 1"))
+
+
+def test_every_dataset_kind_is_accepted(tmp_path: Path) -> None:
+    for kind in DatasetKind:
+        text = GOOD.replace("kind: table\n    holds", f"kind: {kind.value}\n    holds", 1)
+        assert load_catalog(write(tmp_path, text)).by_name("crm.customers").kind is kind
