@@ -6,6 +6,9 @@ identifier: callers pass types, hashes, dataset names and counts, never values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class ErasureError(Exception):
     """Root of every error this package raises on purpose."""
@@ -53,3 +56,23 @@ class SuppressionError(ErasureError):
 
 class StoreError(ErasureError):
     """The erasure store (its own database) failed or is not migrated."""
+
+
+class EraseRefused(ErasureError):
+    """The dataset must not be erased row by row: shared (rule 2a), immutable, or no root."""
+
+
+class EraseFailed(ErasureError):
+    """The delete failed or left the subject's rows behind; it was rolled back."""
+
+
+class RebuildFailed(ErasureError):
+    """A rebuild could not run or did not succeed; the previous artefact is left in place."""
+
+
+class VerificationFailed(ErasureError):
+    """The subject is still found somewhere the plan erased or rebuilt; nothing is complete."""
+
+    def __init__(self, message: str, recounts: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.recounts = recounts

@@ -70,6 +70,14 @@ class Location:
         return [self.located[name].hit() for name in sorted(self.located)]
 
 
+def delete_statement(warehouse: Warehouse, located: Located) -> str:
+    """The DELETE that erases the subject's rows, as SQL text with placeholders, no values."""
+    statement = sa.delete(_table(warehouse, located.dataset)).where(located.predicate)
+    engine = warehouse.engine(located.dataset.connection or "")
+    sql = statement.compile(engine, compile_kwargs={"render_postcompile": True})
+    return " ".join(str(sql).split())
+
+
 def normalise_subject(catalog: Catalog, subject: SubjectRef) -> Identity:
     """The request's identifier in canonical form; SubjectError names the allowed types."""
     spec = catalog.identifiers.get(subject.type)
@@ -99,7 +107,7 @@ def locate(catalog: Catalog, warehouse: Warehouse, subject: SubjectRef) -> Locat
                 continue
             with warehouse.connect(ds) as conn:
                 table = _table(warehouse, ds)
-                predicate = _match(conn, catalog, table, columns, identity)
+                predicate = match_identity(conn, catalog, table, columns, identity)
                 rows = _count(conn, table, predicate, ds)
                 if rows == 0:
                     continue
@@ -133,14 +141,14 @@ def _column(table: sa.Table, ds: DatasetSpec, name: str) -> sa.Column[object]:
     return table.c[name]
 
 
-def _match(
+def match_identity(
     conn: Connection,
     catalog: Catalog,
     table: sa.Table,
     columns: list[str],
     identity: Identity,
 ) -> sa.ColumnElement[bool]:
-    """A parameterised predicate selecting the rows whose column equals the identity."""
+    """A parameterised predicate selecting the rows whose columns equal the identity."""
     spec = catalog.identifiers[identity.type]
     ds_name = table.fullname
     clauses: list[sa.ColumnElement[bool]] = []
@@ -148,7 +156,8 @@ def _match(
         col = table.c.get(name)
         if col is None:
             raise WarehouseError(f"table {ds_name!r}: column {name!r} from the catalog is missing")
-        text_col = sa.cast(col, sa.String)
+        # Casting a text column would defeat its index; only other types need it.
+        text_col = col if isinstance(col.type, sa.String) else sa.cast(col, sa.String)
         if spec.normalise == "e164":
             clauses.append(_phone_match(conn, table, col, identity.value, spec.default_region))
         elif spec.normalise in ("email", "lower"):

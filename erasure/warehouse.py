@@ -37,7 +37,7 @@ class Warehouse:
                     "check the driver and the URL form"
                 ) from None
             if engine.dialect.name == "sqlite":
-                _attach_schemas(engine, self._schemas_on(connection))
+                _sqlite_semantics(engine, self._schemas_on(connection))
             self._engines[connection] = engine
         return self._engines[connection]
 
@@ -117,20 +117,28 @@ def sqlite_schema_path(main_db: Path, schema: str) -> Path:
     return main_db.with_name(f"{main_db.stem}.{schema}{main_db.suffix or '.db'}")
 
 
-def _attach_schemas(engine: Engine, schemas: set[str]) -> None:
+def _sqlite_semantics(engine: Engine, schemas: set[str]) -> None:
+    """Make SQLite behave like the production warehouse: schemas, foreign keys, and
+    transactions that cover DDL (pysqlite would otherwise autocommit a DROP or CREATE)."""
     database = engine.url.database
-    if not database or database == ":memory:":
-        return
-    main_db = Path(database)
+    main_db = Path(database) if database and database != ":memory:" else None
 
     @sa.event.listens_for(engine, "connect")
-    def _attach(dbapi_conn: Any, _record: Any) -> None:
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
         for schema in sorted(schemas):
+            if main_db is None:
+                break
             # Schema names come from the validated catalog, not from a subject: safe to inline.
             path = str(sqlite_schema_path(main_db, schema)).replace("'", "''")
             cursor.execute(f"ATTACH DATABASE '{path}' AS \"{schema}\"")
         cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN")
 
 
 def _first_line(exc: Exception) -> str:

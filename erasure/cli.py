@@ -1,0 +1,251 @@
+"""The `erasure` command. `--json` prints machine-readable output on stdout; errors go to
+stderr with a non-zero exit and never echo a subject identifier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from erasure.catalog import load_catalog
+from erasure.errors import ErasureError
+from erasure.model import DatasetRef, Plan, SubjectRef
+
+EXIT_ERROR = 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        return handler(args)
+    except ErasureError as exc:
+        print(f"erasure: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="erasure", description="GDPR Art. 17 erasure: lineage closure, plan, proofs."
+    )
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="build the demo estate and plan an erasure over it")
+    demo.add_argument("--dir", type=Path, default=Path("var/demo"), help="where to build it")
+    demo.add_argument("--json", action="store_true", help="print the plan as JSON")
+    demo.set_defaults(handler=_demo)
+
+    plan = sub.add_parser("plan", help="locate a subject and plan their erasure")
+    plan.add_argument("--catalog", type=Path, required=True, help="catalog YAML file")
+    plan.add_argument(
+        "--subject",
+        required=True,
+        metavar="TYPE=VALUE",
+        help="identifier type and value; VALUE '-' reads it from stdin (kept out of ps/history)",
+    )
+    plan.add_argument("--max-nodes", type=int, default=None, help="bound on the closure size")
+    plan.add_argument("--json", action="store_true")
+    plan.set_defaults(handler=_plan)
+
+    lineage = sub.add_parser("lineage", help="inspect lineage").add_subparsers(metavar="WHAT")
+    sql = lineage.add_parser("sql", help="column lineage of a SQL script")
+    sql.add_argument("file", nargs="?", default="-", help="SQL file, or - for stdin")
+    sql.add_argument("--dialect", default=None, help="sqlglot dialect (default: generic ANSI)")
+    sql.add_argument("--schema", type=Path, default=None, help="JSON: table -> [columns]")
+    sql.add_argument("--json", action="store_true", help="accepted; the output is always JSON")
+    sql.set_defaults(handler=_lineage_sql)
+
+    closure = lineage.add_parser("closure", help="forward closure from datasets")
+    closure.add_argument("--catalog", type=Path, required=True)
+    closure.add_argument(
+        "--from",
+        dest="roots",
+        action="append",
+        required=True,
+        metavar="DATASET",
+        help="root dataset name (repeatable)",
+    )
+    closure.add_argument("--max-nodes", type=int, default=None)
+    closure.add_argument("--max-depth", type=int, default=None)
+    closure.add_argument("--json", action="store_true")
+    closure.set_defaults(handler=_lineage_closure)
+
+    ingest = lineage.add_parser("ingest", help="read OpenLineage event files and summarise them")
+    ingest.add_argument("files", nargs="+", type=Path, help="JSON-lines or JSON array files")
+    ingest.add_argument("--json", action="store_true")
+    ingest.set_defaults(handler=_lineage_ingest)
+    return parser
+
+
+def _subject(text: str) -> SubjectRef:
+    id_type, sep, value = text.partition("=")
+    if not sep or not id_type:
+        raise ErasureError(
+            "--subject must be TYPE=VALUE, e.g. email=- to read the value from stdin"
+        )
+    if value == "-":
+        value = sys.stdin.readline().rstrip("\n")
+    return SubjectRef(type=id_type.strip(), value=SecretStr(value))
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from erasure.workflow import make_plan
+
+    catalog = load_catalog(args.catalog)
+    kwargs: dict[str, Any] = {} if args.max_nodes is None else {"max_nodes": args.max_nodes}
+    plan = make_plan(catalog, _subject(args.subject), **kwargs)
+    _emit_plan(plan, args.json)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from erasure.demo.seed import DEMO_SUBJECT, build_demo
+    from erasure.workflow import make_plan
+
+    catalog = build_demo(args.dir)
+    id_type, value = DEMO_SUBJECT
+    if not args.json:
+        print(f"Demo estate built in {args.dir} ({len(catalog.datasets)} catalogued datasets).")
+        print(f"Planning the erasure of the demo customer, located by {id_type}.\n")
+    plan = make_plan(catalog, SubjectRef(type=id_type, value=SecretStr(value)))
+    _emit_plan(plan, args.json)
+    return 0
+
+
+def _emit_plan(plan: Plan, as_json: bool) -> None:
+    if as_json:
+        print(plan.model_dump_json(indent=2))
+    else:
+        from erasure.report import render_plan
+
+        print(render_plan(plan))
+
+
+def _lineage_sql(args: argparse.Namespace) -> int:
+    from erasure.lineage.sql import sql_lineage
+
+    script = sys.stdin.read() if args.file == "-" else _read(Path(args.file))
+    schema = None
+    if args.schema is not None:
+        try:
+            schema = json.loads(_read(args.schema))
+        except json.JSONDecodeError as exc:
+            raise ErasureError(
+                f"{args.schema}: not valid JSON ({exc.msg} at line {exc.lineno})"
+            ) from None
+        if not isinstance(schema, dict) or not all(isinstance(v, list) for v in schema.values()):
+            raise ErasureError(f"{args.schema}: must map table name -> list of column names")
+    print(json.dumps(sql_lineage(script, dialect=args.dialect, schema=schema).as_json(), indent=2))
+    return 0
+
+
+def _lineage_closure(args: argparse.Namespace) -> int:
+    from erasure.lineage.sources import build_lineage
+    from erasure.planner import materialised_predicate
+    from erasure.warehouse import Warehouse
+
+    catalog = load_catalog(args.catalog)
+    roots: list[DatasetRef] = []
+    for name in args.roots:
+        roots.append(catalog.by_name(name).ref)
+    warehouse = Warehouse(catalog)
+    try:
+        lineage = build_lineage(catalog, warehouse)
+    finally:
+        warehouse.dispose()
+    closure = lineage.graph.forward_closure(
+        roots,
+        max_nodes=args.max_nodes,
+        max_depth=args.max_depth,
+        is_materialised=materialised_predicate(catalog),
+    )
+    datasets: list[dict[str, Any]] = [
+        {
+            **ref.as_dict(),
+            "depth": closure.depth.get(ref, 0),
+            "catalogued": catalog.dataset(ref) is not None,
+            "upstreams": sorted(u.name for u in closure.upstreams.get(ref, set())),
+        }
+        for ref in closure.datasets
+    ]
+    doc = {
+        "roots": [r.as_dict() for r in roots],
+        "datasets": datasets,
+        "truncated": closure.truncated,
+        "truncated_at": [r.as_dict() for r in closure.truncated_at],
+        "cycles": [c.model_dump(mode="json") for c in closure.cycles],
+        "lineage_snapshot": lineage.graph.snapshot_id(),
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(
+        f"Forward closure from {', '.join(r.name for r in roots)}: "
+        f"{len(closure.datasets)} dataset(s){' (TRUNCATED)' if closure.truncated else ''}"
+    )
+    for entry in datasets:
+        mark = "" if entry["catalogued"] else "  [not in catalog]"
+        ups = ", ".join(entry["upstreams"]) or "-"
+        print(f"  {'  ' * entry['depth']}{entry['name']}  <- {ups}{mark}")
+    for cycle in closure.cycles:
+        print(f"  cycle ({cycle.kind}): {' -> '.join(cycle.datasets)}")
+    return 0
+
+
+def _lineage_ingest(args: argparse.Namespace) -> int:
+    from erasure.lineage.openlineage import edges_from_events, read_event_file
+
+    events = [event for path in args.files for event in read_event_file(path)]
+    observed = edges_from_events(events)
+    runs: list[dict[str, Any]] = [
+        {
+            "run_id": r.run_id,
+            "job": r.job,
+            "state": r.state,
+            "inputs": r.inputs,
+            "outputs": r.outputs,
+        }
+        for r in observed.runs
+    ]
+    doc = {
+        "events": len(events),
+        "runs": runs,
+        "edges": len(observed.edges),
+        "gaps": [g.model_dump(mode="json") for g in observed.gaps],
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(f"{doc['events']} event(s), {len(observed.runs)} run(s), {doc['edges']} edge(s)")
+        for run in runs:
+            print(
+                f"  {run['state']:<9} {run['job']}  -> {', '.join(map(str, run['outputs'])) or '-'}"
+            )
+        for gap in observed.gaps:
+            print(f"  gap {gap.kind}: {gap.detail}")
+    return 0
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise ErasureError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+-- The nightly backup is a full copy of the customer master.
+SELECT * FROM crm.customers

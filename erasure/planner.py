@@ -1,0 +1,397 @@
+"""The decision procedure (DESIGN section 3): one action per artefact of the closure.
+
+Rules are tried most conservative first; the first that fires decides and records its
+evidence. Nothing the lineage reaches is dropped: what no rule can clear escalates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from graphlib import CycleError, TopologicalSorter
+from typing import Any
+
+from erasure.catalog import Catalog, DatasetKind, DatasetSpec
+from erasure.errors import ErasureError
+from erasure.kanon import measure_k
+from erasure.lineage.graph import Closure, coverage
+from erasure.lineage.sources import CatalogLineage
+from erasure.locate import Located, Location, delete_statement
+from erasure.model import (
+    Action,
+    CycleKind,
+    DatasetRef,
+    Gap,
+    GapKind,
+    Plan,
+    PlanItem,
+    SubjectSummary,
+)
+from erasure.warehouse import Warehouse
+
+# Gap kinds that leave a dataset's derivation unknown: the dataset escalates (rule 1).
+_BLOCKING_GAPS = frozenset({GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL})
+
+# The suppression list stands in the plan as the target of the tombstone item.
+SUPPRESSION_LIST = DatasetRef("erasure", "suppression_list")
+
+DEFAULT_MAX_NODES = 10_000
+
+_ACTION_ORDER = {
+    Action.ERASE_ROWS: 0,
+    Action.CRYPTO_SHRED: 1,
+    Action.REBUILD: 2,
+    Action.AGGREGATE_OK: 3,
+    Action.ESCALATE: 4,
+    Action.INSERT_TOMBSTONE: 5,
+}
+
+
+@dataclass(frozen=True)
+class _Context:
+    catalog: Catalog
+    warehouse: Warehouse
+    location: Location
+    closure: Closure
+    gaps_by_dataset: dict[str, list[Gap]]
+    today: date
+
+
+def plan_erasure(
+    catalog: Catalog,
+    warehouse: Warehouse,
+    location: Location,
+    lineage: CatalogLineage,
+    subject: SubjectSummary,
+    *,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    max_depth: int | None = None,
+    now: datetime | None = None,
+) -> Plan:
+    """Classify every artefact of the forward closure from the located roots."""
+    now = now or datetime.now(UTC)
+    roots = [catalog.by_name(name).ref for name in sorted(location.located)]
+    closure = lineage.graph.forward_closure(
+        roots,
+        max_nodes=max_nodes,
+        max_depth=max_depth,
+        is_materialised=materialised_predicate(catalog),
+    )
+    cov, coverage_gaps = coverage(
+        closure, lineage.graph, columns_of=_columns_of(catalog, warehouse)
+    )
+    known = {(g.kind, g.dataset) for g in lineage.gaps}
+    gaps = list(lineage.gaps) + [g for g in coverage_gaps if (g.kind, g.dataset) not in known]
+    for cycle in closure.cycles:
+        if cycle.kind is CycleKind.ERROR:
+            gaps.extend(
+                Gap(
+                    kind=GapKind.ERROR_CYCLE,
+                    dataset=name,
+                    detail=f"cycle without a materialised node: {' -> '.join(cycle.datasets)}",
+                )
+                for name in cycle.datasets
+            )
+    if closure.truncated:
+        gaps.extend(
+            Gap(
+                kind=GapKind.TRUNCATED,
+                dataset=ref.name,
+                detail=f"closure bounded at {max_nodes} datasets / depth {max_depth}; "
+                "downstream of this dataset was not walked",
+            )
+            for ref in closure.truncated_at
+        )
+    in_closure = {ref.name for ref in _closure_datasets(closure, roots)}
+    by_dataset: dict[str, list[Gap]] = {}
+    for gap in gaps:
+        if gap.dataset is not None:
+            by_dataset.setdefault(gap.dataset, []).append(gap)
+    ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date())
+    items = [_decide(ctx, ref) for ref in _closure_datasets(closure, roots)]
+    items = _order(items, closure, warehouse, catalog)
+    items.append(_tombstone_item(subject))
+    return Plan(
+        subject=subject,
+        roots=location.roots(),
+        items=items,
+        coverage=round(cov, 4),
+        gaps=[g for g in gaps if g.dataset is None or g.dataset in in_closure],
+        cycles=list(closure.cycles),
+        truncated=closure.truncated,
+        lineage_snapshot=lineage.graph.snapshot_id(),
+        created_at=now,
+    )
+
+
+def _closure_datasets(closure: Closure, roots: Sequence[DatasetRef]) -> list[DatasetRef]:
+    """Closure datasets in topological order; roots absent from the graph still count."""
+    seen = set(closure.datasets)
+    return [r for r in roots if r not in seen] + list(closure.datasets)
+
+
+def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
+    ds = ctx.catalog.dataset(ref)
+    upstreams = sorted(u.name for u in ctx.closure.upstreams.get(ref, set()))
+    if ds is None:
+        return _item(
+            ref,
+            "unknown",
+            Action.ESCALATE,
+            "1",
+            "the lineage reaches this artefact but the catalog does not know it",
+            {"gap": GapKind.UNCATALOGUED.value},
+            upstreams,
+        )
+    located = ctx.location.located.get(ds.name)
+    blocking = [
+        g
+        for g in ctx.gaps_by_dataset.get(ds.name, [])
+        if g.kind in _BLOCKING_GAPS | {GapKind.TRUNCATED, GapKind.ERROR_CYCLE}
+    ]
+    if blocking and located is None:
+        return _item(
+            ref,
+            ds.kind,
+            Action.ESCALATE,
+            "1",
+            "its derivation is not fully known: " + "; ".join(g.detail for g in blocking),
+            {"gaps": [g.model_dump(mode="json") for g in blocking]},
+            upstreams,
+        )
+    if located is not None and ds.storage == "mutable":
+        return _decide_root(ctx.warehouse, ds, located, upstreams)
+    if ds.storage == "immutable":
+        return _decide_immutable(ctx, ds, upstreams)
+    if ds.kind is DatasetKind.VIEW:
+        return _item(
+            ref,
+            ds.kind,
+            Action.REBUILD,
+            "5",
+            "a view is recomputed from its cleaned sources on every read",
+            {"method": "view", "upstreams_first": upstreams},
+            upstreams,
+        )
+    if ds.rebuild is not None:
+        method: dict[str, Any] = (
+            {"method": "dag", "dag_id": ds.rebuild.dag_id}
+            if ds.rebuild.dag_id
+            else {"method": "sql", "statements": len(ds.rebuild.sql or [])}
+        )
+        return _item(
+            ref,
+            ds.kind,
+            Action.REBUILD,
+            "5",
+            "rebuildable: re-materialise from the cleaned upstreams, after them",
+            {**method, "upstreams_first": upstreams},
+            upstreams,
+        )
+    if ds.aggregate is not None:
+        return _decide_aggregate(ctx, ds, upstreams)
+    return _item(
+        ref,
+        ds.kind,
+        Action.ESCALATE,
+        "7",
+        f"a {ds.kind.value.replace('_', ' ')} derived from the subject's data that can "
+        "be neither rebuilt nor shown to be anonymous: the DPO decides",
+        {"kind": ds.kind.value, "owner": ds.owner},
+        upstreams,
+    )
+
+
+def _decide_root(
+    warehouse: Warehouse, ds: DatasetSpec, located: Located, upstreams: list[str]
+) -> PlanItem:
+    if located.shared_referrers > 0:
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.ESCALATE,
+            "2a",
+            f"{located.shared_rows} row(s) the subject points at are also referenced "
+            f"by {located.shared_referrers} row(s) of other people: not deleted",
+            {
+                "rows": located.rows,
+                "shared_rows": located.shared_rows,
+                "other_referrers": located.shared_referrers,
+                "via": located.via,
+            },
+            upstreams,
+        )
+    return _item(
+        ds.ref,
+        ds.kind,
+        Action.ERASE_ROWS,
+        "2",
+        f"holds {located.rows} row(s) of the subject ({located.via})",
+        {
+            "rows_before": located.rows,
+            "identifier_type": located.identifier_type,
+            "columns": located.columns,
+            "via": located.via,
+            "statement": delete_statement(warehouse, located),
+        },
+        upstreams,
+    )
+
+
+def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[str]) -> PlanItem:
+    expires = (
+        (ctx.today + timedelta(days=ds.retention_days)).isoformat()
+        if ds.retention_days is not None
+        else None
+    )
+    if ds.encryption == "per_subject":
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.CRYPTO_SHRED,
+            "3",
+            "immutable, written under per-subject keys: destroying the key makes "
+            "every copy unreadable",
+            {"retention_days": ds.retention_days, "last_copy_expires": expires},
+            upstreams,
+        )
+    until = expires or "an unknown date (no retention_days in the catalog)"
+    return _item(
+        ds.ref,
+        ds.kind,
+        Action.ESCALATE,
+        "4",
+        f"immutable and not per-subject encrypted: beyond use until {until}",
+        {"retention_days": ds.retention_days, "beyond_use_until": expires},
+        upstreams,
+    )
+
+
+def _decide_aggregate(ctx: _Context, ds: DatasetSpec, upstreams: list[str]) -> PlanItem:
+    assert ds.aggregate is not None
+    k = ctx.catalog.k_for(ds)
+    if ds.aggregate.count_column is None:
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.ESCALATE,
+            "6",
+            "aggregate without a count column: its k cannot be measured",
+            {"k": k, "quasi_identifiers": ds.aggregate.quasi_identifiers},
+            upstreams,
+        )
+    measured = measure_k(ctx.warehouse, ds, k)
+    evidence = measured.model_dump()
+    if measured.passes:
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.AGGREGATE_OK,
+            "6",
+            f"k-anonymous: smallest group {measured.min_group_size} >= k={k} over "
+            f"{measured.groups} groups",
+            evidence,
+            upstreams,
+        )
+    return _item(
+        ds.ref,
+        ds.kind,
+        Action.ESCALATE,
+        "6",
+        f"fails k={k}: smallest group {measured.min_group_size}, "
+        f"{measured.groups_below_k} of {measured.groups} groups below k",
+        evidence,
+        upstreams,
+    )
+
+
+def _item(
+    ref: DatasetRef,
+    kind: DatasetKind | str,
+    action: Action,
+    rule: str,
+    reason: str,
+    evidence: dict[str, Any],
+    upstreams: list[str],
+) -> PlanItem:
+    return PlanItem(
+        dataset=ref.as_dict(),
+        kind=str(kind.value if isinstance(kind, DatasetKind) else kind),
+        action=action,
+        rule=rule,
+        reason=reason,
+        evidence=evidence,
+        upstreams=upstreams,
+    )
+
+
+def _tombstone_item(subject: SubjectSummary) -> PlanItem:
+    return _item(
+        SUPPRESSION_LIST,
+        "table",
+        Action.INSERT_TOMBSTONE,
+        "tombstone",
+        "keep the subject out of every future CRM sync",
+        {"identifier_type": subject.type, "pepper_version": subject.pepper_version},
+        [],
+    )
+
+
+def _order(
+    items: list[PlanItem], closure: Closure, warehouse: Warehouse, catalog: Catalog
+) -> list[PlanItem]:
+    """Erasures children-first (foreign keys), rebuilds in lineage order, then the rest."""
+    topo = {ref.name: i for i, ref in enumerate(closure.datasets)}
+    erase_rank = _foreign_key_rank(
+        [catalog.by_name(i.dataset["name"]) for i in items if i.action is Action.ERASE_ROWS],
+        warehouse,
+    )
+
+    def key(item: PlanItem) -> tuple[int, int, str]:
+        name = item.dataset["name"]
+        rank = erase_rank.get(name, 0) if item.action is Action.ERASE_ROWS else topo.get(name, -1)
+        return _ACTION_ORDER[item.action], rank, name
+
+    return sorted(items, key=key)
+
+
+def _foreign_key_rank(datasets: list[DatasetSpec], warehouse: Warehouse) -> dict[str, int]:
+    """Position of each dataset so that a table referencing another is erased before it."""
+    names = {ds.name for ds in datasets}
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for ds in datasets:
+        table = warehouse.table(ds)
+        if table is None:
+            continue
+        for fk in table.foreign_keys:
+            parent = fk.column.table
+            parent_name = f"{parent.schema}.{parent.name}" if parent.schema else parent.name
+            if parent_name in names and parent_name != ds.name:
+                graph[parent_name].add(ds.name)  # the parent waits for its children
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError:
+        order = sorted(names)  # mutually referencing tables: one transaction per request then
+    return {name: i for i, name in enumerate(order)}
+
+
+def materialised_predicate(catalog: Catalog) -> Any:
+    def is_materialised(ref: DatasetRef) -> bool:
+        ds = catalog.dataset(ref)
+        return ds is None or ds.materialised
+
+    return is_materialised
+
+
+def _columns_of(catalog: Catalog, warehouse: Warehouse) -> Any:
+    def columns_of(ref: DatasetRef) -> list[str] | None:
+        ds = catalog.dataset(ref)
+        if ds is None:
+            return None
+        try:
+            return warehouse.columns(ds)
+        except ErasureError:
+            return None
+
+    return columns_of

@@ -1,0 +1,204 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from erasure.catalog import Catalog
+from erasure.model import Action, CycleKind, GapKind, Plan, SubjectRef
+from erasure.warehouse import Warehouse
+from erasure.workflow import make_plan
+from tests.unit.estate import make_estate
+
+CATALOG = """
+version: 1
+k_threshold: 3
+identifiers:
+  email: {normalise: email}
+  customer_id: {normalise: strip}
+connections:
+  warehouse: {url: "sqlite:///wh.db"}
+datasets:
+  - {namespace: w, name: src.people, connection: warehouse, kind: table,
+     holds_subject: {email: email, customer_id: id},
+     references: [{column: home_id, dataset: src.homes, key: id}]}
+  - {namespace: w, name: src.homes, connection: warehouse, kind: table}
+  - {namespace: w, name: src.visits, connection: warehouse, kind: table,
+     holds_subject: {customer_id: person_id}}
+  - {namespace: w, name: src.catalogue, connection: warehouse, kind: table}
+  - {namespace: w, name: src.unrelated, connection: warehouse, kind: table}
+  - {namespace: w, name: d.rebuilt, connection: warehouse, kind: table,
+     rebuild: {sql: "CREATE TABLE d.rebuilt AS SELECT p.id AS id, p.email AS email
+                     FROM src.people AS p"}}
+  - {namespace: w, name: d.indirect, connection: warehouse, kind: table,
+     rebuild: {sql: "CREATE TABLE d.indirect AS SELECT c.sku AS sku FROM src.catalogue AS c
+                     WHERE c.sku IN (SELECT v.sku FROM src.visits AS v)"}}
+  - {namespace: w, name: d.agg_ok, connection: warehouse, kind: table,
+     aggregate: {quasi_identifiers: [region], count_column: n}}
+  - {namespace: w, name: d.agg_bad, connection: warehouse, kind: table,
+     aggregate: {quasi_identifiers: [region], count_column: n, k_threshold: 5}}
+  - {namespace: w, name: d.agg_nocount, connection: warehouse, kind: table,
+     aggregate: {quasi_identifiers: [region]}}
+  - {namespace: w, name: d.archive, connection: warehouse, kind: file, storage: immutable,
+     encryption: per_subject, retention_days: 365}
+  - {namespace: w, name: d.backup, connection: warehouse, kind: backup, storage: immutable,
+     retention_days: 30}
+  - {namespace: w, name: d.model, connection: warehouse, kind: model}
+  - {namespace: w, name: d.view, connection: warehouse, kind: view}
+  - {namespace: w, name: d.opaque, connection: warehouse, kind: feature_store,
+     producer: {name: features.py, opaque: true}}
+  - {namespace: w, name: d.loop_a, connection: warehouse, kind: view}
+  - {namespace: w, name: d.loop_b, connection: warehouse, kind: view}
+lineage:
+  sql: [{path: "sql/*.sql"}]
+"""
+
+LINEAGE_SQL = {
+    "d.agg_ok": "SELECT p.region AS region, COUNT(*) AS n FROM src.people AS p GROUP BY p.region",
+    "d.agg_bad": "SELECT p.region AS region, COUNT(*) AS n FROM src.people AS p GROUP BY p.region",
+    "d.agg_nocount": "SELECT p.region AS region FROM src.people AS p GROUP BY p.region",
+    "d.archive": "SELECT p.id AS id, p.email AS blob FROM src.people AS p",
+    "d.backup": "SELECT p.id AS id, p.email AS email FROM src.people AS p",
+    "d.model": "SELECT r.id AS id FROM d.rebuilt AS r",
+    "d.view": "SELECT r.email AS email FROM d.rebuilt AS r",
+    "d.opaque": "SELECT r.id AS id FROM d.rebuilt AS r",
+    "x.unknown": "SELECT r.id AS id FROM d.model AS r",
+    "d.loop_a": "SELECT p.id AS id FROM src.people AS p UNION SELECT b.id AS id FROM d.loop_b AS b",
+    "d.loop_b": "SELECT a.id AS id FROM d.loop_a AS a",
+}
+
+ROWS = [
+    "CREATE TABLE src.homes (id INTEGER PRIMARY KEY)",
+    "INSERT INTO src.homes VALUES (1), (2)",
+    "CREATE TABLE src.people (id TEXT PRIMARY KEY, email TEXT, region TEXT, home_id INTEGER)",
+    "INSERT INTO src.people VALUES ('P1', 'Ann@Example.com', 'n', 1), ('P2', 'b@x.io', 'n', 1),"
+    " ('P3', 'c@x.io', 'n', 2), ('P4', 'd@x.io', 's', 2), ('P5', 'e@x.io', 's', 2),"
+    " ('P6', 'f@x.io', 's', 2)",
+    "CREATE TABLE src.visits (id INTEGER PRIMARY KEY, person_id TEXT, sku TEXT)",
+    "INSERT INTO src.visits VALUES (1, 'P1', 'A'), (2, 'P2', 'B')",
+    "CREATE TABLE src.catalogue (sku TEXT PRIMARY KEY)",
+    "INSERT INTO src.catalogue VALUES ('A'), ('B'), ('C')",
+    "CREATE TABLE src.unrelated (x INTEGER)",
+    "CREATE TABLE d.rebuilt AS SELECT p.id AS id, p.email AS email FROM src.people AS p",
+    "CREATE TABLE d.indirect AS SELECT sku FROM src.catalogue",
+    "CREATE TABLE d.agg_ok AS SELECT region, COUNT(*) AS n FROM src.people GROUP BY region",
+    "CREATE TABLE d.agg_bad AS SELECT region, COUNT(*) AS n FROM src.people GROUP BY region",
+    "INSERT INTO d.agg_bad VALUES ('w', 1)",
+    "CREATE TABLE d.agg_nocount AS SELECT DISTINCT region FROM src.people",
+]
+
+SUBJECT = SubjectRef(type="email", value=SecretStr("ann@example.com"))
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def estate(tmp_path: Path) -> tuple[Catalog, Warehouse]:
+    (tmp_path / "sql").mkdir()
+    for target, select in LINEAGE_SQL.items():
+        (tmp_path / "sql" / f"{target}.sql").write_text(select)
+    return make_estate(tmp_path, CATALOG, ROWS)
+
+
+@pytest.fixture
+def plan(estate: tuple[Catalog, Warehouse]) -> Plan:
+    catalog, warehouse = estate
+    return make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW)
+
+
+def decisions(plan: Plan) -> dict[str, tuple[Action, str]]:
+    return {i.dataset["name"]: (i.action, i.rule) for i in plan.items}
+
+
+def test_every_row_of_the_decision_table(plan: Plan) -> None:
+    assert decisions(plan) == {
+        "src.people": (Action.ERASE_ROWS, "2"),
+        "src.visits": (Action.ERASE_ROWS, "2"),
+        "src.homes": (Action.ESCALATE, "2a"),
+        "d.archive": (Action.CRYPTO_SHRED, "3"),
+        "d.backup": (Action.ESCALATE, "4"),
+        "d.rebuilt": (Action.REBUILD, "5"),
+        "d.indirect": (Action.REBUILD, "5"),
+        "d.view": (Action.REBUILD, "5"),
+        "d.agg_ok": (Action.AGGREGATE_OK, "6"),
+        "d.agg_bad": (Action.ESCALATE, "6"),
+        "d.agg_nocount": (Action.ESCALATE, "6"),
+        "d.model": (Action.ESCALATE, "7"),
+        "d.opaque": (Action.ESCALATE, "1"),
+        "x.unknown": (Action.ESCALATE, "1"),
+        "d.loop_a": (Action.ESCALATE, "1"),
+        "d.loop_b": (Action.ESCALATE, "1"),
+        "suppression_list": (Action.INSERT_TOMBSTONE, "tombstone"),
+    }
+
+
+def test_unrelated_data_stays_out(plan: Plan) -> None:
+    names = {i.dataset["name"] for i in plan.items}
+    assert "src.unrelated" not in names
+    assert "src.catalogue" not in names
+
+
+def test_aggregates_carry_their_measured_numbers(plan: Plan) -> None:
+    items = {i.dataset["name"]: i for i in plan.items}
+    ok = items["d.agg_ok"].evidence
+    assert (ok["k"], ok["min_group_size"], ok["groups"], ok["groups_below_k"]) == (3, 3, 2, 0)
+    assert ok["quasi_identifiers"] == ["region"]
+    assert ok["table_version"].startswith("sha256:")
+    assert "d.agg_ok" in ok["query"]
+    bad = items["d.agg_bad"].evidence
+    assert (bad["k"], bad["min_group_size"], bad["groups"], bad["groups_below_k"]) == (5, 1, 3, 3)
+    assert "fails k=5" in items["d.agg_bad"].reason
+
+
+def test_evidence_of_roots_shared_rows_and_immutable_copies(plan: Plan) -> None:
+    items = {i.dataset["name"]: i for i in plan.items}
+    assert items["src.people"].evidence["rows_before"] == 1
+    assert items["src.people"].evidence["statement"].startswith("DELETE FROM src.people WHERE")
+    assert items["src.homes"].evidence["other_referrers"] == 1
+    assert items["d.backup"].evidence["beyond_use_until"] == "2026-12-29"
+    assert "beyond use until 2026-12-29" in items["d.backup"].reason
+    assert items["d.archive"].evidence["last_copy_expires"] == "2027-11-29"
+    assert items["d.view"].evidence["method"] == "view"
+
+
+def test_execution_order(plan: Plan) -> None:
+    phases = [
+        Action.ERASE_ROWS,
+        Action.CRYPTO_SHRED,
+        Action.REBUILD,
+        Action.AGGREGATE_OK,
+        Action.ESCALATE,
+        Action.INSERT_TOMBSTONE,
+    ]
+    ranks = [phases.index(i.action) for i in plan.items]
+    assert ranks == sorted(ranks)
+    order = [i.dataset["name"] for i in plan.items]
+    assert order.index("d.rebuilt") < order.index("d.view")
+
+
+def test_cycles_gaps_and_coverage(plan: Plan) -> None:
+    assert [(c.kind, c.datasets) for c in plan.cycles] == [
+        (CycleKind.ERROR, ["d.loop_a", "d.loop_b"])
+    ]
+    kinds = {(g.kind, g.dataset) for g in plan.gaps}
+    assert (GapKind.OPAQUE_PRODUCER, "d.opaque") in kinds
+    assert (GapKind.ERROR_CYCLE, "d.loop_a") in kinds
+    assert 0.0 < plan.coverage <= 1.0
+
+
+def test_truncated_closure_escalates_its_frontier(estate: tuple[Catalog, Warehouse]) -> None:
+    catalog, warehouse = estate
+    plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, max_nodes=4)
+    assert plan.truncated
+    truncated = {g.dataset for g in plan.gaps if g.kind is GapKind.TRUNCATED}
+    assert truncated
+    for item in plan.items:
+        if item.dataset["name"] in truncated and item.rule != "2":
+            assert (item.action, item.rule) == (Action.ESCALATE, "1")
+
+
+def test_plan_document_holds_no_identifier(plan: Plan) -> None:
+    text = plan.model_dump_json()
+    assert "ann@example.com" not in text.lower()
+    assert "P1" not in text
