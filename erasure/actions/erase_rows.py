@@ -1,0 +1,164 @@
+"""Rule 2: delete the subject's rows from a mutable root, one transaction per dataset.
+
+The rows are selected by the predicate `locate()` built (values bound as parameters, never
+spliced into SQL). A second run finds nothing and says so, so a retried task is harmless.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.visitors import replacement_traverse
+
+from erasure.actions.transaction import describe_failure, transaction
+from erasure.catalog import Catalog, DatasetSpec
+from erasure.errors import CatalogError, EraseFailed, EraseRefused, WarehouseError
+from erasure.locate import Located, Location
+from erasure.model import Action, DatasetRef, Plan, PlanItem
+from erasure.warehouse import Warehouse
+
+
+class ErasureEvidence(BaseModel):
+    """What one `erase_rows` did, for the completion record (counts and SQL, no values)."""
+
+    dataset: str
+    rows_before: int
+    rows_deleted: int
+    rows_after: int
+    statement: str | None  # the DELETE with placeholders; None when nothing was located
+    executed_at: datetime
+    already_done: bool
+
+
+def erase_rows(
+    catalog: Catalog, warehouse: Warehouse, location: Location, dataset_name: str
+) -> ErasureEvidence:
+    """Delete the located subject's rows of one dataset in one transaction; idempotent."""
+    ds = catalog.by_name(dataset_name)
+    located = location.located.get(ds.name)
+    _check_erasable(catalog, ds, located)
+    if located is None:
+        # locate() read the warehouse and found none of the subject's rows here: a retry
+        # after the rows went, or a root that emptied itself. Nothing to delete.
+        return ErasureEvidence(
+            dataset=ds.name,
+            rows_before=0,
+            rows_deleted=0,
+            rows_after=0,
+            statement=None,
+            executed_at=datetime.now(UTC),
+            already_done=True,
+        )
+    table = warehouse.table(ds)
+    if table is None:
+        raise WarehouseError(
+            f"dataset {ds.name!r}: table does not exist in the warehouse; re-run locate and "
+            "plan before erasing"
+        )
+    predicate = subject_rows(table, located)
+    delete = sa.delete(table).where(predicate)
+    with warehouse.connect(ds) as conn:
+        statement = str(delete.compile(dialect=conn.dialect))
+        try:
+            with transaction(conn):
+                before = _count(conn, table, predicate)
+                deleted = conn.execute(delete).rowcount if before else 0
+                after = _count(conn, table, predicate)
+                if after != 0:
+                    raise EraseFailed(
+                        f"dataset {ds.name!r}: {after} of the subject's row(s) remained after "
+                        "the delete (a trigger or concurrent writer re-inserted them); rolled "
+                        "back. Stop the writer and retry"
+                    )
+        except sa.exc.DBAPIError as exc:
+            # `from None`: the driver's message may quote a key value and would reach logs.
+            raise EraseFailed(
+                f"dataset {ds.name!r}: deleting the subject's rows failed "
+                f"({describe_failure(exc)}); rolled back, nothing deleted. If a foreign key "
+                "refused it, erase the referencing dataset first (follow the plan's order)"
+            ) from None
+    return ErasureEvidence(
+        dataset=ds.name,
+        rows_before=before,
+        rows_deleted=max(deleted, 0),
+        rows_after=after,
+        statement=statement,
+        executed_at=datetime.now(UTC),
+        already_done=before == 0,
+    )
+
+
+def erase_all(
+    catalog: Catalog, warehouse: Warehouse, location: Location, plan: Plan
+) -> list[ErasureEvidence]:
+    """Run the plan's `erase_rows` items in the plan's order (referencing tables first)."""
+    return [
+        erase_rows(catalog, warehouse, location, _dataset_of(catalog, item).name)
+        for item in plan.items
+        if item.action is Action.ERASE_ROWS
+    ]
+
+
+def subject_rows(table: sa.Table, located: Located) -> sa.ColumnElement[bool]:
+    """The located predicate, re-pointed at `table` (the same table, perhaps re-reflected).
+
+    `Warehouse.forget_tables()` (after a rebuild) yields new Table objects; a predicate still
+    naming the old one would drag a second copy of the table into the FROM clause.
+    """
+
+    def swap(element: Any, **_kw: Any) -> Any:
+        if (
+            isinstance(element, sa.Column)
+            and isinstance(element.table, sa.Table)
+            and element.table is not table
+            and element.table.fullname == table.fullname
+        ):
+            if element.name not in table.c:
+                raise WarehouseError(
+                    f"dataset {located.dataset.name!r}: column {element.name!r} the subject "
+                    "was located by no longer exists; re-run locate"
+                )
+            return table.c[element.name]
+        return None
+
+    return replacement_traverse(located.predicate, {}, swap)
+
+
+def _check_erasable(catalog: Catalog, ds: DatasetSpec, located: Located | None) -> None:
+    if ds.storage == "immutable":
+        raise EraseRefused(
+            f"dataset {ds.name!r} is immutable storage: rows cannot be deleted; the plan "
+            "crypto-shreds or escalates it"
+        )
+    if located is not None and located.shared_referrers > 0:
+        raise EraseRefused(
+            f"dataset {ds.name!r}: {located.shared_rows} located row(s) are also referenced by "
+            f"{located.shared_referrers} row(s) of other people (rule 2a); they are escalated "
+            "to the DPO and never deleted by erase_rows"
+        )
+    referenced = any(ref.dataset == ds.name for d in catalog.datasets for ref in d.references)
+    if located is None and not ds.holds_subject and not referenced:
+        raise EraseRefused(
+            f"dataset {ds.name!r} neither holds the subject (no holds_subject in the catalog) "
+            "nor is referenced by a dataset that does: it is no root; only erase_rows items "
+            "of the plan are erased"
+        )
+
+
+def _dataset_of(catalog: Catalog, item: PlanItem) -> DatasetSpec:
+    ds = catalog.dataset(DatasetRef(item.dataset["namespace"], item.dataset["name"]))
+    if ds is None:
+        raise CatalogError(
+            f"plan item {item.dataset['name']!r} is not in the catalog: the plan was made "
+            "with another catalog; re-plan"
+        )
+    return ds
+
+
+def _count(conn: Connection, table: sa.Table, predicate: sa.ColumnElement[bool]) -> int:
+    query = sa.select(sa.func.count()).select_from(table).where(predicate)
+    return int(conn.execute(query).scalar_one())

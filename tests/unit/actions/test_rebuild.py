@@ -1,0 +1,258 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from erasure.actions.rebuild import (
+    RebuildFailed,
+    RunOutcome,
+    empty_feedback_cycles,
+    rebuild,
+    rebuild_all,
+    rebuild_order,
+)
+from erasure.catalog import Catalog
+from erasure.model import Action
+from erasure.warehouse import Warehouse
+from tests.unit.actions.support import count, item, plan_of
+from tests.unit.estate import make_estate
+
+CATALOG = """
+version: 1
+identifiers:
+  customer_id: {{normalise: strip}}
+connections:
+  warehouse: {{url: "sqlite:///wh.db"}}
+datasets:
+  - {{namespace: warehouse, name: crm.orders, connection: warehouse, kind: table,
+     holds_subject: {{customer_id: customer_id}}}}
+  - namespace: warehouse
+    name: marts.totals
+    connection: warehouse
+    kind: table
+    rebuild:
+      sql:
+{totals_sql}
+  - {{namespace: warehouse, name: marts.daily, connection: warehouse, kind: table,
+     rebuild: {{dag_id: build_daily}}}}
+  - {{namespace: warehouse, name: marts.recent, connection: warehouse, kind: view}}
+  - {{namespace: warehouse, name: marts.notes, connection: warehouse, kind: table}}
+  - namespace: warehouse
+    name: marts.refilled
+    connection: warehouse
+    kind: table
+    rebuild:
+      sql:
+        - DELETE FROM marts.refilled
+        - INSERT INTO marts.refilled (customer_id) SELECT customer_id FROM crm.orders
+"""
+
+TOTALS = (
+    "CREATE TABLE marts.totals AS SELECT customer_id, SUM(amount) AS total "
+    "FROM crm.orders GROUP BY customer_id"
+)
+BROKEN = "INSERT INTO marts.no_such_table VALUES (1)"
+
+ROWS = [
+    "CREATE TABLE crm.orders (id INTEGER PRIMARY KEY, customer_id TEXT, amount INTEGER)",
+    "INSERT INTO crm.orders VALUES (1, 'C1', 10), (2, 'C2', 20), (3, 'C3', 30)",
+    TOTALS,
+    "CREATE TABLE marts.daily (n INTEGER)",
+    "CREATE VIEW marts.recent AS SELECT * FROM daily WHERE n > 1",
+    "CREATE TABLE marts.refilled (customer_id TEXT, note TEXT DEFAULT 'kept')",
+]
+
+
+def catalog_text(*totals: str) -> str:
+    return CATALOG.format(totals_sql="\n".join(f"        - {s!r}" for s in totals))
+
+
+def estate(tmp_path: Path, *totals: str) -> tuple[Catalog, Warehouse]:
+    return make_estate(tmp_path, catalog_text(*(totals or (TOTALS,))), ROWS)
+
+
+def totals(warehouse: Warehouse) -> dict[str, int]:
+    with warehouse.engine("warehouse").connect() as conn:
+        return dict(conn.execute(sa.text("SELECT customer_id, total FROM marts.totals")).all())
+
+
+def test_sql_rebuild_recreates_the_table_from_cleaned_upstreams(tmp_path: Path) -> None:
+    catalog, warehouse = estate(tmp_path)
+    with warehouse.engine("warehouse").begin() as conn:
+        conn.execute(sa.text("DELETE FROM crm.orders WHERE customer_id = 'C1'"))
+
+    done = rebuild(catalog, warehouse, "marts.totals", trigger_dag=None)
+
+    assert (done.method, done.statements, done.dropped_first, done.rows_after) == (
+        "sql",
+        1,
+        True,
+        2,
+    )
+    assert totals(warehouse) == {"C2": 20, "C3": 30}
+
+
+def test_failing_statement_leaves_the_old_table_and_a_retry_succeeds(tmp_path: Path) -> None:
+    # SQLite DDL is transactional only inside an explicit BEGIN: the drop and the create of
+    # the first statement must both be undone when the second statement fails.
+    catalog, warehouse = estate(tmp_path, TOTALS, BROKEN)
+    with warehouse.engine("warehouse").begin() as conn:
+        conn.execute(sa.text("DELETE FROM crm.orders WHERE customer_id = 'C1'"))
+
+    with pytest.raises(RebuildFailed, match=r"statement 2 of 2 .*previous table is unchanged"):
+        rebuild(catalog, warehouse, "marts.totals", trigger_dag=None)
+    assert totals(warehouse) == {"C1": 10, "C2": 20, "C3": 30}
+
+    fixed, fixed_warehouse = make_estate(tmp_path, catalog_text(TOTALS), [])
+    rebuild(fixed, fixed_warehouse, "marts.totals", trigger_dag=None)
+    assert totals(fixed_warehouse) == {"C2": 20, "C3": 30}
+
+
+def test_refill_statements_keep_the_table(tmp_path: Path) -> None:
+    # DELETE + INSERT rebuilds refill the existing table: dropping it would break them.
+    catalog, warehouse = estate(tmp_path)
+
+    done = rebuild(catalog, warehouse, "marts.refilled", trigger_dag=None)
+
+    assert (done.dropped_first, done.statements, done.rows_after) == (False, 2, 3)
+    assert count(warehouse, "marts.refilled", "note = 'kept'") == 3
+
+
+def test_dag_rebuild_reports_the_run_and_fails_unless_it_succeeded(tmp_path: Path) -> None:
+    catalog, warehouse = estate(tmp_path)
+    asked: list[str] = []
+
+    def succeeds(dag_id: str) -> RunOutcome:
+        asked.append(dag_id)
+        return RunOutcome(run_id="manual__1", state="success")
+
+    done = rebuild(catalog, warehouse, "marts.daily", trigger_dag=succeeds)
+    assert (done.method, done.dag_id, done.run_id, done.rows_after) == (
+        "dag",
+        "build_daily",
+        "manual__1",
+        0,
+    )
+    assert asked == ["build_daily"]
+
+    def fails(dag_id: str) -> RunOutcome:
+        return RunOutcome(run_id="manual__2", state="failed")
+
+    with pytest.raises(RebuildFailed, match=r"DAG 'build_daily' run 'manual__2' .* 'failed'"):
+        rebuild(catalog, warehouse, "marts.daily", trigger_dag=fails)
+    with pytest.raises(RebuildFailed, match="pass trigger_dag"):
+        rebuild(catalog, warehouse, "marts.daily", trigger_dag=None)
+
+
+def test_view_needs_nothing_and_unrebuildable_is_refused(tmp_path: Path) -> None:
+    catalog, warehouse = estate(tmp_path)
+
+    view = rebuild(catalog, warehouse, "marts.recent", trigger_dag=None)
+    assert view.method == "view" and "computed on read" in view.detail
+    with pytest.raises(RebuildFailed, match="no 'rebuild'"):
+        rebuild(catalog, warehouse, "marts.notes", trigger_dag=None)
+
+
+def test_rebuild_order_keeps_the_planners_order_and_checks_it() -> None:
+    ordered = plan_of(
+        [
+            item("crm.orders", Action.ERASE_ROWS),
+            item("marts.a", Action.REBUILD, ["crm.orders"]),
+            item("marts.b", Action.REBUILD, ["marts.a"]),
+        ]
+    )
+    assert rebuild_order(ordered) == ["marts.a", "marts.b"]
+
+    swapped = plan_of(
+        [item("marts.b", Action.REBUILD, ["marts.a"]), item("marts.a", Action.REBUILD)]
+    )
+    with pytest.raises(RebuildFailed, match=r"'marts.b' before its upstream\(s\) marts.a"):
+        rebuild_order(swapped)
+
+
+def test_feedback_cycle_members_may_read_each_other_but_all_must_be_rebuilt() -> None:
+    loop = [
+        item("marts.seg", Action.REBUILD, ["marts.hist"]),
+        item("marts.hist", Action.REBUILD, ["marts.seg"]),
+    ]
+    assert rebuild_order(plan_of(loop, [["marts.seg", "marts.hist"]])) == [
+        "marts.seg",
+        "marts.hist",
+    ]
+
+    half = [loop[0], item("marts.hist", Action.ESCALATE, ["marts.seg"])]
+    with pytest.raises(RebuildFailed, match=r"marts\.hist are neither erased nor rebuilt"):
+        rebuild_order(plan_of(half, [["marts.seg", "marts.hist"]]))
+
+
+LOOP_CATALOG = """
+version: 1
+identifiers:
+  customer_id: {normalise: strip}
+connections:
+  warehouse: {url: "sqlite:///wh.db"}
+datasets:
+  - {namespace: warehouse, name: crm.orders, connection: warehouse, kind: table,
+     holds_subject: {customer_id: customer_id}}
+  - namespace: warehouse
+    name: marts.seen
+    connection: warehouse
+    kind: table
+    rebuild:
+      sql: >-
+        CREATE TABLE marts.seen AS SELECT customer_id FROM crm.orders
+        UNION SELECT customer_id FROM marts.seen_history
+  - namespace: warehouse
+    name: marts.seen_history
+    connection: warehouse
+    kind: table
+    rebuild:
+      sql: CREATE TABLE marts.seen_history AS SELECT customer_id FROM marts.seen
+"""
+
+LOOP_ROWS = [
+    "CREATE TABLE crm.orders (id INTEGER PRIMARY KEY, customer_id TEXT)",
+    "INSERT INTO crm.orders VALUES (1, 'C1'), (2, 'C2')",
+    "CREATE TABLE marts.seen_history (customer_id TEXT)",
+    "INSERT INTO marts.seen_history VALUES ('C1'), ('C2')",
+    "CREATE TABLE marts.seen AS SELECT customer_id FROM crm.orders",
+    # the subject's erasure, already done at the source:
+    "DELETE FROM crm.orders WHERE customer_id = 'C1'",
+]
+
+LOOP_PLAN = plan_of(
+    [
+        item("crm.orders", Action.ERASE_ROWS),
+        item("marts.seen", Action.REBUILD, ["crm.orders", "marts.seen_history"]),
+        item("marts.seen_history", Action.REBUILD, ["marts.seen"]),
+    ],
+    [["marts.seen", "marts.seen_history"]],
+)
+
+
+def test_feedback_loop_is_emptied_first_or_it_carries_the_subject_back(tmp_path: Path) -> None:
+    catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS)
+
+    # Rebuilt in order without emptying, last run's history puts the subject back.
+    for name in rebuild_order(LOOP_PLAN):
+        rebuild(catalog, warehouse, name, trigger_dag=None)
+    assert count(warehouse, "marts.seen", "customer_id = 'C1'") == 1
+
+    done = rebuild_all(catalog, warehouse, LOOP_PLAN, trigger_dag=None)
+
+    assert [(d.dataset, d.emptied_first) for d in done] == [
+        ("marts.seen", True),
+        ("marts.seen_history", True),
+    ]
+    for table in ("marts.seen", "marts.seen_history"):
+        assert count(warehouse, table, "customer_id = 'C1'") == 0
+        assert count(warehouse, table, "customer_id = 'C2'") == 1
+
+
+def test_emptying_skips_missing_tables(tmp_path: Path) -> None:
+    catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS[:4])
+
+    assert empty_feedback_cycles(catalog, warehouse, LOOP_PLAN) == ["marts.seen_history"]
+    assert count(warehouse, "marts.seen_history") == 0

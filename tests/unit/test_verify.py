@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from erasure.actions.erase_rows import erase_all
+from erasure.actions.rebuild import rebuild_all
+from erasure.catalog import Catalog
+from erasure.demo.seed import build_demo
+from erasure.locate import Location, locate
+from erasure.model import Action, Plan, SubjectRef
+from erasure.verify import VerificationFailed, recount
+from erasure.warehouse import Warehouse
+from erasure.workflow import make_plan
+from tests.unit.actions.support import (
+    assert_no_subject_values,
+    demo_subject,
+    demo_trigger,
+    enforce_foreign_keys,
+)
+
+
+@dataclass
+class Demo:
+    catalog: Catalog
+    warehouse: Warehouse
+    subject: SubjectRef
+    plan: Plan
+    location: Location
+
+    def act(self) -> None:
+        erase_all(self.catalog, self.warehouse, self.location, self.plan)
+        trigger = demo_trigger(self.catalog, self.warehouse, [])
+        rebuild_all(self.catalog, self.warehouse, self.plan, trigger_dag=trigger)
+
+    def recount(self, *, check: bool = True) -> dict[str, int]:
+        found = recount(
+            self.catalog, self.warehouse, self.subject, self.location, self.plan, check=check
+        )
+        return {r.dataset: r.found for r in found}
+
+    def run(self, sql: str) -> None:
+        with self.warehouse.engine("warehouse").begin() as conn:
+            conn.execute(sa.text(sql))
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    catalog = build_demo(tmp_path / "estate")
+    warehouse = Warehouse(catalog)
+    enforce_foreign_keys(warehouse)
+    subject = demo_subject()
+    plan = make_plan(catalog, subject, warehouse=warehouse)
+    yield Demo(catalog, warehouse, subject, plan, locate(catalog, warehouse, subject))
+    warehouse.dispose()
+
+
+def test_after_the_act_step_every_erased_and_rebuilt_dataset_counts_zero(demo: Demo) -> None:
+    demo.act()
+
+    found = recount(demo.catalog, demo.warehouse, demo.subject, demo.location, demo.plan)
+
+    checked = {
+        i.dataset["name"]
+        for i in demo.plan.items
+        if i.action in (Action.ERASE_ROWS, Action.REBUILD)
+    }
+    assert {r.dataset for r in found} == checked
+    assert all(r.ok and r.found == 0 and r.expected == 0 for r in found)
+    by_name = {r.dataset: r for r in found}
+    # derived tables are searched by the roots' identifier column names
+    assert "identifier column: email" in by_name["marts.customer_ltv"].searched_by
+    assert "identifier column: customer_id" in by_name["marts.segment_history"].searched_by
+
+
+def test_before_the_act_step_it_names_datasets_and_counts_but_no_value(demo: Demo) -> None:
+    with pytest.raises(VerificationFailed) as failed:
+        demo.recount()
+
+    message = str(failed.value)
+    assert "crm.orders: 3 row(s)" in message
+    assert "crm.customers: 1 row(s)" in message
+    assert "marts.customer_ltv: 1 row(s)" in message
+    assert_no_subject_values(message)
+    assert {r.dataset for r in failed.value.recounts if not r.ok} >= {"crm.orders"}
+    assert_no_subject_values("".join(r.model_dump_json() for r in failed.value.recounts))
+
+
+def test_a_row_that_came_back_is_caught_in_roots_and_derived_tables(demo: Demo) -> None:
+    demo.act()
+    # A late CRM sync re-inserts the customer under a new email, with an order; a stray job
+    # copies the subject into a mart. A fresh locate by email finds none of these rows.
+    demo.run(
+        "INSERT INTO crm.customers (id, email, region, address_id) "
+        "VALUES ('C0001', 'new.owner@example.org', 'north', 1)"
+    )
+    demo.run(
+        "INSERT INTO crm.orders (id, customer_id, product_id, amount, ordered_on, month) "
+        "VALUES (99999, 'C0001', 1, 35, '2026-11-30', '2026-11')"
+    )
+    demo.run(
+        "INSERT INTO marts.customer_ltv (customer_id, email, region, orders, lifetime_value) "
+        "VALUES ('C9999', 'ALICE.SMITH@example.com', 'north', 0, 0)"
+    )
+
+    with pytest.raises(VerificationFailed) as failed:
+        demo.recount()
+
+    assert "crm.customers: 1 row(s)" in str(failed.value)
+    assert "crm.orders: 1 row(s)" in str(failed.value)
+    assert "marts.customer_ltv: 1 row(s)" in str(failed.value)
+    assert_no_subject_values(str(failed.value))
+    assert demo.recount(check=False)["crm.orders"] == 1  # measuring alone never raises
