@@ -8,21 +8,22 @@ column- or table-level - reaches it.
 Validity: an edge counts for closure when it is current (``valid_to`` is None), or, given
 ``as_of``, when ``valid_from <= as_of < valid_to`` (None = open). Naive datetimes are read as UTC.
 
-Speed: datasets are interned to integers and the dataset adjacency is a pair of CSR arrays
-(numpy), rebuilt lazily after ``add_edges``. The walk, the boundary, the topological levels and
-the cycle pre-filter are level-synchronous array operations, so a closure of thousands of
-datasets costs a few dozen numpy calls, not a Python loop per edge.
+Speed: datasets are interned to integers. Each validity view gets an index, built lazily after
+``add_edges``: CSR adjacency both ways (numpy) plus one topological order and the strongly
+connected components of the whole graph. A closure is then a walk and a sort: a small one is
+walked in plain Python, a large one level by level with array operations, so a closure of
+thousands of datasets costs a few dozen numpy calls rather than a Python step per edge.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import islice
+from json.encoder import encode_basestring
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -38,15 +39,22 @@ _MICROSECOND = timedelta(microseconds=1)
 # Open interval ends as sentinels, so "valid at t" is two integer comparisons in numpy.
 _OPEN_START = int(np.iinfo(np.int64).min)
 _OPEN_END = int(np.iinfo(np.int64).max)
-_AS_OF_CACHE = 8  # adjacency views kept for distinct as_of instants (plans reuse a few)
+_AS_OF_CACHE = 8  # indexes kept for distinct as_of instants (plans reuse a few)
+# Below this many datasets a closure is walked in plain Python: numpy's per-call cost
+# exceeds the whole walk. Measured crossover on the bench estate; see bench/closure.py.
+SMALL_CLOSURE = 256
 _DIGEST = hashlib.sha256().digest_size
-# Built once: json.dumps with non-default options builds a new encoder on every call.
-_canonical_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_json_string: Callable[[str], str] = encode_basestring  # a JSON string literal, non-ASCII kept
 
 
 @dataclass
 class Closure:
-    """The datasets that depend on the roots, in an order that is safe to rebuild in."""
+    """The datasets that depend on the roots, in an order that is safe to rebuild in.
+
+    ``depth`` and ``upstreams`` are read-only mappings over ``datasets`` whose values are
+    computed when read: a closure can hold tens of thousands of datasets and most readers
+    look at a few.
+    """
 
     roots: list[DatasetRef]
     datasets: list[DatasetRef]  # roots first; upstreams before downstreams except in a cycle
@@ -147,16 +155,20 @@ def is_valid(edge: LineageEdge, as_of: datetime | None = None) -> bool:
 
 
 def edge_digest(edge: LineageEdge) -> bytes:
-    """SHA-256 of the edge's canonical JSON form (every attribute, datetimes in ISO 8601)."""
+    """SHA-256 of the edge's canonical form: the JSON array of every attribute, in field order.
+
+    Compact separators, non-ASCII kept, datetimes as ISO 8601 (aware ones in UTC), None as
+    null; identical to ``json.dumps(fields, ensure_ascii=False, separators=(",", ":"))``.
+    """
     source, target = edge.source, edge.target
-    doc = [
+    fields = (
         source.dataset.namespace,
         source.dataset.name,
         source.column,
         target.dataset.namespace,
         target.dataset.name,
         target.column,
-        # _value_ is the plain str: the encoder takes a slow path for str subclasses
+        # _value_ is the plain str behind the enum member
         edge.type._value_,
         edge.subtype._value_,
         edge.origin._value_,
@@ -166,8 +178,10 @@ def edge_digest(edge: LineageEdge) -> bytes:
         _iso(edge.valid_from),
         _iso(edge.valid_to),
         _iso(edge.observed_at),
-    ]
-    return hashlib.sha256(_canonical_json(doc).encode()).digest()
+    )
+    # Quoting field by field in C is a third faster than the encoder's Python wrapper.
+    text = "[" + ",".join(["null" if f is None else _json_string(f) for f in fields]) + "]"
+    return hashlib.sha256(text.encode()).digest()
 
 
 def snapshot_digest(edges: Iterable[LineageEdge]) -> str:
@@ -190,7 +204,9 @@ class _Index:
 
     __slots__ = (
         "_in_sets",
+        "_lists",
         "_refs",
+        "block",
         "comp",
         "cyclic",
         "in_degree",
@@ -220,36 +236,92 @@ class _Index:
         self.comp = comp
         self.position = np.empty(n, dtype=np.int64)
         self.position[_topological_order(comp, level, rank)] = np.arange(n, dtype=np.int64)
+        # A component's members are contiguous in that order; ``block`` is where it starts.
+        start = np.full(n, n, dtype=np.int64)
+        np.minimum.at(start, comp, self.position)
+        self.block = start[comp]
         self.cyclic = np.zeros(n, dtype=bool)
         for members in cyclic:
             self.cyclic[np.array(members, dtype=np.int64)] = True
         self._refs = refs  # append-only in the graph, so ids below n stay valid
         self._in_sets: list[frozenset[DatasetRef] | None] = [None] * n
+        self._lists: _Lists | None = None
+
+    def lists(self) -> _Lists:
+        """The same index as plain lists, for Python loops (a numpy scalar read is slower)."""
+        if self._lists is None:
+            self._lists = _Lists(
+                out_indptr=self.out_indptr.tolist(),
+                out_indices=self.out_indices.tolist(),
+                in_indptr=self.in_indptr.tolist(),
+                in_indices=self.in_indices.tolist(),
+                in_degree=self.in_degree.tolist(),
+                rank=self.rank.tolist(),
+                position=self.position.tolist(),
+                block=self.block.tolist(),
+                comp=self.comp.tolist(),
+                cyclic=self.cyclic.tolist(),
+            )
+        return self._lists
+
+    def upstream_ids(self, i: int) -> list[int]:
+        """Ids of dataset ``i``'s upstreams."""
+        lists = self.lists()
+        return lists.in_indices[lists.in_indptr[i] : lists.in_indptr[i + 1]]
 
     def upstream_set(self, i: int) -> frozenset[DatasetRef]:
         """Dataset ``i``'s upstreams, built once: copying a set later does not rehash its refs."""
         cached = self._in_sets[i]
         if cached is None:
-            ids = self.in_indices[self.in_indptr[i] : self.in_indptr[i + 1]].tolist()
-            cached = self._in_sets[i] = frozenset(self._refs[j] for j in ids)
+            cached = self._in_sets[i] = frozenset(self._refs[j] for j in self.upstream_ids(i))
         return cached
+
+
+@dataclass(slots=True)
+class _Lists:
+    out_indptr: list[int]
+    out_indices: list[int]
+    in_indptr: list[int]
+    in_indices: list[int]
+    in_degree: list[int]
+    rank: list[int]
+    position: list[int]
+    block: list[int]
+    comp: list[int]
+    cyclic: list[bool]
+
+
+@dataclass(slots=True)
+class _Walk:
+    """What either walk engine found, in closure order; the graph turns it into a Closure."""
+
+    ordered: list[int]  # dataset ids in closure order
+    depth: list[int]  # aligned with ordered
+    whole: list[bool]  # aligned: every upstream of the dataset is in the closure
+    locate: Callable[[int], int]  # dataset id -> position in ordered, -1 if outside
+    components: list[list[int]]  # cycles, as dataset ids
+    frontier: list[int]  # closure datasets with a valid edge leaving the closure
 
 
 class InMemoryLineageGraph:
     """A LineageGraph held in process memory; fine for millions of edges."""
 
-    def __init__(self, edges: Iterable[LineageEdge] = ()) -> None:
+    def __init__(
+        self, edges: Iterable[LineageEdge] = (), *, small_closure: int = SMALL_CLOSURE
+    ) -> None:
+        """``small_closure``: closures up to this many datasets are walked in plain Python."""
         self._edges: dict[LineageEdge, None] = {}  # an insertion-ordered set
         self._ids: dict[DatasetRef, int] = {}
         self._refs: list[DatasetRef] = []
         self._into: list[list[LineageEdge]] = []  # by target dataset id
-        # One entry per stored edge, parallel to self._edges; the CSR is built from these.
+        # One entry per stored edge, parallel to self._edges; the index is built from these.
         self._src = array("q")
         self._dst = array("q")
         self._valid_from = array("q")
         self._valid_to = array("q")
         self._digests = bytearray()  # edge_digest of the first self._digested edges
         self._digested = 0
+        self._small_closure = small_closure
         self._invalidate()
         self.add_edges(edges)
 
@@ -351,13 +423,19 @@ class InMemoryLineageGraph:
     ) -> Closure:
         """Every dataset reachable from ``roots`` over valid edges, breadth first.
 
-        Roots are always included, even beyond ``max_nodes``. ``max_depth`` counts edges from
-        the nearest root. When a bound stops the walk, ``truncated_at`` lists the closure
-        datasets that still have a valid edge to a dataset outside it (so ``truncated`` is
-        exact: a bound that cut nothing does not truncate). When ``max_nodes`` admits only part
-        of a level, datasets are admitted by name. Cycles are the closure's strongly connected
-        components of size > 1 or with a self-loop: FEEDBACK when ``is_materialised`` (default:
-        always true) holds for a member, ERROR otherwise.
+        Order: roots with no upstream in the closure first, by name; then every dataset after
+        its in-closure upstreams, a cycle's members together, following one topological order
+        of the whole graph (ties by name), so the closures of one graph agree with each other.
+        ``depth`` counts edges from the nearest root.
+
+        Bounds: roots are always included, even beyond ``max_nodes``; when ``max_nodes``
+        admits only part of a level, datasets are admitted by name. When a bound stops the
+        walk, ``truncated_at`` lists the closure datasets that still have a valid edge to a
+        dataset outside it, so ``truncated`` is exact: a bound that cut nothing does not
+        truncate.
+
+        Cycles: strongly connected components of the closure of size > 1 or with a self-loop;
+        FEEDBACK when ``is_materialised`` (default: always true) holds for a member, else ERROR.
         """
         if max_nodes is not None and max_nodes < 1:
             raise ValueError(f"max_nodes must be at least 1, got {max_nodes}")
@@ -368,79 +446,56 @@ class InMemoryLineageGraph:
         # A root no edge names is still the subject's data: it is in the closure, alone.
         unknown = [r for r in root_list if r not in self._ids]
         index = self._index(as_of)
-        root_ids = np.array(known, dtype=np.int64)
+        walk = None
+        if len(known) <= self._small_closure:
+            walk = _walk_small(
+                index, known, len(unknown), max_nodes, max_depth, self._small_closure
+            )
+        if walk is None:
+            walk = _walk_arrays(index, known, len(unknown), max_nodes, max_depth)
+        return self._closure(root_list, unknown, index, walk, as_of, is_materialised or _always)
 
-        in_closure, depth = _walk(index, root_ids, len(unknown), max_nodes, max_depth)
-        nodes = np.flatnonzero(in_closure)
-        n = nodes.size
-        local = np.full(index.n, -1, dtype=np.int64)
-        local[nodes] = np.arange(n, dtype=np.int64)
+    def _closure(
+        self,
+        roots: list[DatasetRef],
+        unknown: list[DatasetRef],
+        index: _Index,
+        walk: _Walk,
+        as_of: datetime | None,
+        is_materialised: Callable[[DatasetRef], bool],
+    ) -> Closure:
+        """The public Closure for a walk; unknown roots lead, with no lineage of their own."""
+        refs, ids, offset = self._refs, self._ids, len(unknown)
+        datasets = unknown + [refs[i] for i in walk.ordered]
+        extra = {r: k for k, r in enumerate(unknown)}
+        locate, ordered, whole = walk.locate, walk.ordered, walk.whole
 
-        # Every valid edge out of the closure: inside ones are its subgraph, outside ones mark
-        # where the walk stopped short.
-        tails = np.repeat(nodes, index.out_degree[nodes])
-        heads = _gather(index.out_indptr, index.out_indices, nodes)
-        inside = in_closure[heads]
-        frontier = np.unique(tails[~inside])
-        src, dst = local[tails[inside]], local[heads[inside]]
-        in_degree = np.bincount(dst, minlength=n)
-
-        # Roots with no upstream in the closure lead, by name; the rest follow the global order.
-        first = np.zeros(n, dtype=bool)
-        first[local[root_ids]] = True
-        first &= in_degree == 0
-        order = np.lexsort((np.where(first, index.rank[nodes], index.position[nodes]), ~first))
-
-        if frontier.size == 0:
-            members = nodes[index.cyclic[nodes]]
-            members = members[np.argsort(index.comp[members], kind="stable")]
-            cuts = np.flatnonzero(np.diff(index.comp[members])) + 1
-            components = [group.tolist() for group in np.split(members, cuts)] if n else []
-            components = [group for group in components if group]
-        else:  # a cut-off walk may hold only part of a global cycle: find its own
-            components = [nodes[group].tolist() for group in _condense(n, src, dst)[2]]
-
-        refs = [self._refs[i] for i in nodes.tolist()]
-        datasets = unknown + [refs[k] for k in order.tolist()]
-        # Depth and upstreams are views computed on access: building tens of thousands of
-        # sets of DatasetRef up front would cost more than the whole walk.
-        ids, extra = self._ids, {r: n + i for i, r in enumerate(unknown)}
-
-        def position(ref: object) -> int:
-            if not isinstance(ref, DatasetRef):
+        def position(ds: object) -> int:
+            if not isinstance(ds, DatasetRef):
                 return -1
-            gid = ids.get(ref)
-            k = int(local[gid]) if gid is not None and gid < local.size else -1
-            return k if k >= 0 else extra.get(ref, -1)
-
-        depths = depth[nodes].tolist() + [0] * len(unknown)
-        gids = nodes.tolist()
-        # Where every upstream is in the closure (the common case) the cached set is exact.
-        whole = (in_degree == index.in_degree[nodes]).tolist()
+            i = ids.get(ds)
+            k = locate(i) if i is not None else -1
+            return k + offset if k >= 0 else extra.get(ds, -1)
 
         def upstreams_of(k: int) -> set[DatasetRef]:
-            if k >= n:
+            if k < offset:
                 return set()
-            if whole[k]:
-                return set(index.upstream_set(gids[k]))
-            ups = index.in_indices[index.in_indptr[gids[k]] : index.in_indptr[gids[k] + 1]]
-            return {self._refs[j] for j in ups[in_closure[ups]].tolist()}
+            i = ordered[k - offset]
+            if whole[k - offset]:
+                return set(index.upstream_set(i))
+            return {refs[j] for j in index.upstream_ids(i) if locate(j) >= 0}
 
-        materialised = is_materialised or _always
         cycles = []
-        for component in components:
-            member_refs = [self._refs[i] for i in component]
-            kind = (
-                CycleKind.FEEDBACK if any(materialised(r) for r in member_refs) else CycleKind.ERROR
-            )
-            cycles.append(Cycle(kind=kind, datasets=sorted(r.name for r in member_refs)))
+        for component in walk.components:
+            members = [refs[i] for i in component]
+            kind = CycleKind.FEEDBACK if any(map(is_materialised, members)) else CycleKind.ERROR
+            cycles.append(Cycle(kind=kind, datasets=sorted(r.name for r in members)))
         cycles.sort(key=lambda c: c.datasets)
-
-        truncated_at = sorted((self._refs[i] for i in frontier.tolist()), key=_name_key)
+        truncated_at = sorted((refs[i] for i in walk.frontier), key=_name_key)
         return Closure(
-            roots=root_list,
+            roots=roots,
             datasets=datasets,
-            depth=_ClosureView(datasets, position, depths.__getitem__),
+            depth=_ClosureView(datasets, position, ([0] * offset + walk.depth).__getitem__),
             upstreams=_ClosureView(datasets, position, upstreams_of),
             truncated=bool(truncated_at),
             truncated_at=truncated_at,
@@ -542,24 +597,93 @@ def coverage(
     return share, sorted(gaps, key=lambda g: g.dataset or "")
 
 
-# -- array kernels --------------------------------------------------------------------------
+# -- the two walk engines: same result, different cost profile -------------------------------
 
 
-def _walk(
+def _walk_small(
     index: _Index,
-    roots: IntArray,
+    roots: list[int],
     extra_nodes: int,
     max_nodes: int | None,
     max_depth: int | None,
-) -> tuple[npt.NDArray[np.bool_], IntArray]:
-    """Level-synchronous BFS; returns the closure mask and each dataset's depth (-1 outside)."""
+    limit: int,
+) -> _Walk | None:
+    """Breadth-first walk over plain lists; None once the closure outgrows ``limit``."""
+    lists = index.lists()
+    out_ptr, out_idx, rank = lists.out_indptr, lists.out_indices, lists.rank
+    depth = dict.fromkeys(roots, 0)
+    count = len(depth) + extra_nodes
+    frontier = list(depth)
+    level = 0
+    while frontier and (max_depth is None or level < max_depth):
+        new = {v for u in frontier for v in out_idx[out_ptr[u] : out_ptr[u + 1]] if v not in depth}
+        if not new:
+            break
+        level += 1
+        cut = max_nodes is not None and count + len(new) > max_nodes
+        room = max(max_nodes - count, 0) if max_nodes is not None and cut else len(new)
+        if len(depth) + room > limit:
+            return None
+        if cut:
+            depth.update(dict.fromkeys(sorted(new, key=rank.__getitem__)[:room], level))
+            break
+        depth.update(dict.fromkeys(new, level))
+        count += len(new)
+        frontier = list(new)
+
+    in_degree = dict.fromkeys(depth, 0)
+    stopped: list[int] = []
+    for u in depth:
+        outside = False
+        for v in out_idx[out_ptr[u] : out_ptr[u + 1]]:
+            if v in in_degree:
+                in_degree[v] += 1
+            else:
+                outside = True
+        if outside:
+            stopped.append(u)
+    if stopped:
+        components, inner = _partial_cycles(index, list(depth))
+    else:
+        by_comp: dict[int, list[int]] = {}
+        for i in depth:
+            if lists.cyclic[i]:
+                by_comp.setdefault(lists.comp[i], []).append(i)
+        components, inner = list(by_comp.values()), {}
+    # Roots with no upstream in the closure lead, by name; the rest follow the global order.
+    leading = {r for r in roots if in_degree[r] == 0}
+    block, position = lists.block, lists.position
+
+    def key(i: int) -> tuple[int, int, int]:
+        return (0, rank[i], 0) if i in leading else (1, block[i], inner.get(i, position[i]))
+
+    ordered = sorted(depth, key=key)
+    at = {i: k for k, i in enumerate(ordered)}
+    return _Walk(
+        ordered=ordered,
+        depth=[depth[i] for i in ordered],
+        whole=[in_degree[i] == lists.in_degree[i] for i in ordered],
+        locate=lambda i: at.get(i, -1),
+        components=components,
+        frontier=stopped,
+    )
+
+
+def _walk_arrays(
+    index: _Index,
+    roots: list[int],
+    extra_nodes: int,
+    max_nodes: int | None,
+    max_depth: int | None,
+) -> _Walk:
+    """Level-synchronous walk with array operations: a few numpy calls per level."""
+    root_ids = np.array(roots, dtype=np.int64)
     in_closure = np.zeros(index.n, dtype=bool)
     depth = np.full(index.n, -1, dtype=np.int64)
-    in_closure[roots] = True
-    depth[roots] = 0
-    count = int(np.count_nonzero(in_closure)) + extra_nodes
-    frontier = np.unique(roots)
-    level = 0
+    in_closure[root_ids] = True
+    depth[root_ids] = 0
+    count = root_ids.size + extra_nodes
+    frontier, level = root_ids, 0
     while frontier.size and (max_depth is None or level < max_depth):
         reached = _gather(index.out_indptr, index.out_indices, frontier)
         new = np.unique(reached[~in_closure[reached]])
@@ -567,8 +691,7 @@ def _walk(
             break
         level += 1
         if max_nodes is not None and count + new.size > max_nodes:
-            room = max(max_nodes - count, 0)
-            new = new[np.argsort(index.rank[new], kind="stable")[:room]]
+            new = new[np.argsort(index.rank[new], kind="stable")[: max(max_nodes - count, 0)]]
             in_closure[new] = True
             depth[new] = level
             break
@@ -576,7 +699,80 @@ def _walk(
         depth[new] = level
         count += new.size
         frontier = new
-    return in_closure, depth
+
+    nodes = np.flatnonzero(in_closure)
+    # Every valid edge out of the closure: inside ones are its subgraph, outside ones mark
+    # where the walk stopped short.
+    tails = np.repeat(nodes, index.out_degree[nodes])
+    heads = _gather(index.out_indptr, index.out_indices, nodes)
+    inside = in_closure[heads]
+    stopped = np.unique(tails[~inside])
+    in_degree = np.bincount(heads[inside], minlength=index.n)[nodes]
+
+    if stopped.size:
+        components, inner = _partial_cycles(index, nodes.tolist())
+        within = index.position[nodes]
+        if inner:
+            cyclic = np.array(list(inner), dtype=np.int64)
+            within[np.searchsorted(nodes, cyclic)] = np.array(list(inner.values()))
+    else:
+        members = nodes[index.cyclic[nodes]]
+        members = members[np.argsort(index.comp[members], kind="stable")]
+        cuts = np.flatnonzero(np.diff(index.comp[members])) + 1
+        components = [part.tolist() for part in np.split(members, cuts) if part.size]
+        within = index.position[nodes]
+    # Roots with no upstream in the closure lead, by name; the rest follow the global order.
+    first = np.zeros(index.n, dtype=bool)
+    first[root_ids] = True
+    first = first[nodes] & (in_degree == 0)
+    order = np.lexsort((within, np.where(first, index.rank[nodes], index.block[nodes]), ~first))
+    ordered = nodes[order]
+    at = np.full(index.n, -1, dtype=np.int64)
+    at[ordered] = np.arange(ordered.size, dtype=np.int64)
+    table: list[list[int]] = []  # ``at`` as a list, made on first use: views read it often
+
+    def locate(i: int) -> int:
+        if not table:
+            table.append(at.tolist())
+        return table[0][i] if i < index.n else -1
+
+    return _Walk(
+        ordered=ordered.tolist(),
+        depth=depth[ordered].tolist(),
+        whole=(in_degree == index.in_degree[nodes])[order].tolist(),
+        locate=locate,
+        components=components,
+        frontier=stopped.tolist(),
+    )
+
+
+def _partial_cycles(index: _Index, members: list[int]) -> tuple[list[list[int]], dict[int, int]]:
+    """Cycles of a cut-off closure, and an order for its members that lie on global cycles.
+
+    A cut-off walk may hold only part of a global cycle: that part may hold smaller cycles or
+    none, and its members need a topological order of their own (the global order only
+    keeps a component's members together). Returns the cycles and, for those members, a
+    sort key that is only compared within one global component.
+    """
+    lists = index.lists()
+    cyclic = [i for i in members if lists.cyclic[i]]
+    at = {i: k for k, i in enumerate(cyclic)}
+    src: list[int] = []
+    dst: list[int] = []
+    for i in cyclic:
+        for j in lists.out_indices[lists.out_indptr[i] : lists.out_indptr[i + 1]]:
+            if j in at:
+                src.append(at[i])
+                dst.append(at[j])
+    comp, level, components = _condense(
+        len(cyclic), np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+    )
+    order = _topological_order(comp, level, index.rank[np.array(cyclic, dtype=np.int64)])
+    inner = {cyclic[k]: place for place, k in enumerate(order.tolist())}
+    return [[cyclic[k] for k in component] for component in components], inner
+
+
+# -- array kernels ---------------------------------------------------------------------------
 
 
 def _gather(indptr: IntArray, indices: IntArray, rows: IntArray) -> IntArray:
@@ -619,7 +815,7 @@ def _kahn_levels(n: int, src: IntArray, dst: IntArray) -> IntArray:
 
 
 def _condense(n: int, src: IntArray, dst: IntArray) -> tuple[IntArray, IntArray, list[list[int]]]:
-    """Strongly connected components and condensation levels of a local subgraph.
+    """Strongly connected components and condensation levels of a graph given as edge arrays.
 
     Returns (component of each node, level of each component id, cyclic components). Kahn
     from both ends strips every node that is on no cycle (almost all of a real lineage

@@ -1,0 +1,112 @@
+"""Settings read from the `ERASURE_*` environment (pydantic-settings).
+
+One flat class: every knob is one environment variable, `ERASURE_<FIELD>`, and a bad value
+raises ConfigError naming that variable (never echoing the value: some are secrets).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from erasure.errors import ConfigError
+
+ENV_PREFIX = "ERASURE_"
+
+# Vault mount paths: path segments, no leading/trailing slash (hvac adds them).
+_MOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)*$")
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets `field`."""
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+_AUTH = env_name("vault_auth_method")
+
+
+class Settings(BaseSettings):
+    """Every setting of the erasure service; construct it to read the environment."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", validate_default=True)
+
+    # Vault / OpenBao. No address means: use the embedded OpenBao (erasure.keys.vault).
+    vault_addr: str | None = None
+    vault_token: SecretStr | None = None
+    vault_auth_method: Literal["token", "approle", "kubernetes"] = "token"
+    vault_auth_mount: str | None = None  # default: the method's name ("approle", "kubernetes")
+    vault_role_id: str | None = None
+    vault_secret_id: SecretStr | None = None
+    vault_k8s_role: str | None = None
+    vault_k8s_jwt_path: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    vault_ca_cert: Path | None = None  # CA bundle for a TLS Vault; None: system store
+    vault_timeout_seconds: float = Field(default=10.0, gt=0)
+    vault_kv_mount: str = "erasure-kv"
+    vault_transit_mount: str = "erasure-transit"
+    keystore_kind: Literal["kv", "transit"] = "kv"
+    # How long Vault snapshots/backups are kept: a shredded key may live on in one until then.
+    vault_snapshot_retention_days: int = Field(default=30, ge=0)
+
+    # The erasure store (SQLAlchemy URL) and the catalog file.
+    store_url: str = "sqlite:///./var/erasure.db"
+    catalog_path: Path | None = None
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            # from None: the chained ValidationError would print input values, some secret.
+            raise ConfigError(_describe(exc)) from None
+
+    @field_validator("vault_addr")
+    @classmethod
+    def _check_addr(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be a URL starting with http:// or https://")
+        return value
+
+    @field_validator("vault_kv_mount", "vault_transit_mount", "vault_auth_mount")
+    @classmethod
+    def _check_mount(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip().strip("/")
+        if not _MOUNT_RE.match(value):
+            raise ValueError(
+                "must be a Vault mount path such as 'erasure-kv' (letters, digits, -_.)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> Settings:
+        if self.vault_auth_method == "approle":
+            missing = [
+                env_name(f)
+                for f in ("vault_role_id", "vault_secret_id")
+                if getattr(self, f) is None
+            ]
+            if missing:
+                raise ValueError(f"{_AUTH}=approle needs {' and '.join(missing)}")
+        if self.vault_auth_method == "kubernetes" and not self.vault_k8s_role:
+            raise ValueError(f"{_AUTH}=kubernetes needs {env_name('vault_k8s_role')}")
+        return self
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per bad variable, naming it and saying what is expected, without its value."""
+    lines = []
+    for error in exc.errors(include_input=False, include_url=False):
+        loc = error.get("loc") or ()
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        if loc:
+            lines.append(f"{env_name(str(loc[0]))}: {message}")
+        else:  # a cross-field check: its message names the variables itself
+            lines.append(message)
+    return "invalid settings: " + "; ".join(lines)

@@ -1,0 +1,157 @@
+"""The pepper (HMAC key of subject hashes) in KV v2 at `<mount>/pepper`, one KV version per
+pepper version. It is never shredded: tombstones hashed under any version must stay checkable.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from typing import Any
+
+import hvac
+import hvac.exceptions
+
+from erasure.errors import VaultError
+from erasure.keys.vault import address_of, ensure_kv_v2, is_not_found, vault_errors
+from erasure.pseudonym import Pepper
+
+PEPPER_BYTES = 32
+# KV v2 keeps 10 versions unless told otherwise, and would silently destroy old peppers.
+_MAX_VERSIONS = 100_000
+
+
+class PepperStore:
+    """Versioned pepper: `current()` for hashing, `all_versions()` for checking tombstones."""
+
+    def __init__(
+        self, client: hvac.Client, mount: str = "erasure-kv", path: str = "pepper"
+    ) -> None:
+        self._client = client
+        self._kv = client.secrets.kv.v2
+        self._mount = mount
+        self._path = path
+
+    @property
+    def location(self) -> str:
+        return f"{self._mount}/{self._path}"
+
+    def ensure_mount(self) -> None:
+        """Enable the KV v2 mount if absent (needs sys/mounts rights)."""
+        ensure_kv_v2(self._client, self._mount)
+
+    def current(self) -> Pepper:
+        """The newest pepper, creating version 1 (32 random bytes) on first use."""
+        latest = self._read()
+        return latest if latest is not None else self._write(cas=0)
+
+    def rotate(self) -> Pepper:
+        """Add a new pepper version and return it; older versions stay readable."""
+        return self._write(cas=self.current().version)
+
+    def all_versions(self) -> list[Pepper]:
+        """Every active version, oldest first; VaultError if KV pruned one (tombstones at risk)."""
+        with vault_errors(self._address, f"read metadata of {self.location}"):
+            try:
+                meta = self._kv.read_secret_metadata(path=self._path, mount_point=self._mount)
+            except hvac.exceptions.InvalidPath as exc:
+                if not is_not_found(exc):
+                    raise
+                return [self.current()]
+        data = meta["data"]
+        versions: dict[str, Any] = data.get("versions") or {}
+        current = int(data.get("current_version") or 0)
+        present = {int(v) for v in versions}
+        missing = sorted(set(range(1, current + 1)) - present)
+        if missing:
+            raise VaultError(
+                f"pepper versions {missing} at {self.location} ({self._address}) were pruned by "
+                "KV max_versions: tombstones hashed with them can no longer be matched; restore "
+                "them from a Vault snapshot"
+            )
+        peppers = []
+        for number in sorted(present):
+            info = versions[str(number)]
+            if info.get("destroyed") or info.get("deletion_time"):
+                continue  # deliberately retired by an operator
+            pepper = self._read(number)
+            if pepper is not None:
+                peppers.append(pepper)
+        return peppers
+
+    # -- internals ---------------------------------------------------------------------------
+
+    @property
+    def _address(self) -> str:
+        return address_of(self._client)
+
+    def _read(self, version: int | None = None) -> Pepper | None:
+        """One version (default: the latest), or None if the pepper was never written."""
+        label = f"{self.location} version {version}" if version else self.location
+        for _ in range(3):  # a concurrent first writer can make a 404 stale at once
+            with vault_errors(self._address, f"read {label}"):
+                try:
+                    response = self._kv.read_secret_version(
+                        path=self._path,
+                        version=version,
+                        mount_point=self._mount,
+                        raise_on_deleted_version=True,
+                    )
+                except hvac.exceptions.InvalidPath as exc:
+                    if not is_not_found(exc):
+                        raise
+                    if version is not None or not self._latest_is_live():
+                        return None
+                    continue
+            try:
+                secret = base64.b64decode(response["data"]["data"]["secret"], validate=True)
+                number = int(response["data"]["metadata"]["version"])
+            except (KeyError, TypeError, ValueError):
+                raise VaultError(
+                    f"the pepper at {self.location} ({self._address}) is malformed"
+                ) from None
+            return Pepper(version=number, secret=secret)
+        raise VaultError(f"the pepper at {self.location} ({self._address}) cannot be read")
+
+    def _latest_is_live(self) -> bool:
+        """False if no version exists; True if the latest exists; VaultError if it is deleted."""
+        try:
+            meta = self._kv.read_secret_metadata(path=self._path, mount_point=self._mount)
+        except hvac.exceptions.InvalidPath:
+            return False
+        data = meta["data"]
+        current = int(data.get("current_version") or 0)
+        if current == 0:
+            return False
+        latest = (data.get("versions") or {}).get(str(current), {})
+        if latest.get("destroyed") or latest.get("deletion_time"):
+            raise VaultError(
+                f"the latest pepper at {self.location} ({self._address}) is deleted: "
+                "undelete it; a new pepper would orphan every tombstone"
+            )
+        return True
+
+    def _write(self, cas: int) -> Pepper:
+        """Write version cas+1; if another writer got there first, theirs is the answer."""
+        secret = secrets.token_bytes(PEPPER_BYTES)
+        with vault_errors(self._address, f"write {self.location}"):
+            if cas == 0:
+                self._kv.update_metadata(
+                    path=self._path, max_versions=_MAX_VERSIONS, mount_point=self._mount
+                )
+            try:
+                response = self._kv.create_or_update_secret(
+                    path=self._path,
+                    secret={"secret": base64.b64encode(secret).decode()},
+                    cas=cas,
+                    mount_point=self._mount,
+                )
+            except hvac.exceptions.InvalidRequest as exc:
+                if "check-and-set" not in "; ".join(exc.errors or []):
+                    raise
+                winner = self._read()
+                if winner is None:
+                    raise VaultError(
+                        f"the pepper at {self.location} could not be written"
+                    ) from None
+                return winner
+        return Pepper(version=int(response["data"]["version"]), secret=secret)

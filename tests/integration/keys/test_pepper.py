@@ -1,0 +1,70 @@
+"""The pepper store: created once, rotated, every version kept for the suppression filter."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import hvac
+import pytest
+
+from erasure.errors import VaultError
+from erasure.keys.pepper import PepperStore
+from erasure.pseudonym import subject_hash
+
+pytestmark = [pytest.mark.integration, pytest.mark.vault]
+
+
+@pytest.fixture
+def store(vault: hvac.Client) -> PepperStore:
+    pepper_store = PepperStore(vault, mount=f"pepper-{uuid.uuid4().hex[:8]}")
+    pepper_store.ensure_mount()
+    return pepper_store
+
+
+def test_first_use_creates_version_one(store: PepperStore) -> None:
+    first = store.current()
+    assert first.version == 1 and len(first.secret) == 32
+    assert store.current() == first
+    assert store.all_versions() == [first]
+    assert "secret=<redacted>" in repr(first)
+
+
+def test_concurrent_first_use_agrees_on_one_pepper(store: PepperStore) -> None:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        peppers = set(pool.map(lambda _: store.current(), range(16)))
+    assert len(peppers) == 1
+
+
+def test_rotation_keeps_every_version(store: PepperStore) -> None:
+    first = store.current()
+    second = store.rotate()
+    assert second.version == 2 and second.secret != first.secret
+    assert store.current() == second
+    assert store.all_versions() == [first, second]
+    # A tombstone hashed under version 1 still matches after the rotation.
+    tombstone = subject_hash(first, "email", "jane@example.org")
+    assert tombstone in {subject_hash(p, "email", "jane@example.org") for p in store.all_versions()}
+
+
+def test_more_rotations_than_kv_keeps_by_default(store: PepperStore) -> None:
+    """KV v2 keeps 10 versions unless told otherwise; no pepper may be pruned."""
+    first = store.current()
+    for _ in range(12):
+        store.rotate()
+    versions = store.all_versions()
+    assert [p.version for p in versions] == list(range(1, 14))
+    assert versions[0] == first
+
+
+def test_a_pruned_version_is_reported_not_silently_skipped(
+    vault: hvac.Client, store: PepperStore
+) -> None:
+    store.current()
+    store.rotate()
+    vault.secrets.kv.v2.update_metadata(
+        path="pepper", max_versions=1, mount_point=store.location.split("/")[0]
+    )
+    store.rotate()  # KV now prunes versions 1 and 2
+    with pytest.raises(VaultError, match=r"pepper versions \[1, 2\].*pruned"):
+        store.all_versions()

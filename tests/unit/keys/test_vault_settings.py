@@ -1,0 +1,72 @@
+"""The Vault and key-store settings: ERASURE_* variables, errors that name them."""
+
+from __future__ import annotations
+
+import pytest
+
+from erasure.config import Settings
+from erasure.errors import ConfigError
+
+
+def test_defaults() -> None:
+    settings = Settings()
+    assert settings.vault_addr is None  # the embedded OpenBao
+    assert settings.vault_auth_method == "token"
+    assert settings.vault_kv_mount == "erasure-kv"
+    assert settings.vault_transit_mount == "erasure-transit"
+    assert settings.keystore_kind == "kv"
+    assert settings.vault_snapshot_retention_days == 30
+    assert settings.store_url.startswith("sqlite:///")
+
+
+def test_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERASURE_VAULT_ADDR", "https://vault.internal:8200/")
+    monkeypatch.setenv("ERASURE_VAULT_TOKEN", "s.secret")
+    monkeypatch.setenv("ERASURE_KEYSTORE_KIND", "transit")
+    monkeypatch.setenv("ERASURE_VAULT_SNAPSHOT_RETENTION_DAYS", "45")
+    settings = Settings()
+    assert settings.vault_addr == "https://vault.internal:8200"
+    assert settings.vault_token is not None
+    assert settings.vault_token.get_secret_value() == "s.secret"
+    assert "s.secret" not in repr(settings)
+    assert settings.keystore_kind == "transit"
+    assert settings.vault_snapshot_retention_days == 45
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ERASURE_VAULT_ADDR", "vault.internal:8200"),
+        ("ERASURE_KEYSTORE_KIND", "hsm"),
+        ("ERASURE_VAULT_SNAPSHOT_RETENTION_DAYS", "-1"),
+        ("ERASURE_VAULT_KV_MOUNT", "bad mount/"),
+        ("ERASURE_VAULT_AUTH_METHOD", "ldap"),
+    ],
+)
+def test_a_bad_value_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable):
+        Settings()
+
+
+def test_approle_needs_both_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERASURE_VAULT_AUTH_METHOD", "approle")
+    monkeypatch.setenv("ERASURE_VAULT_ROLE_ID", "role")
+    with pytest.raises(ConfigError, match="ERASURE_VAULT_SECRET_ID") as caught:
+        Settings()
+    assert "ERASURE_VAULT_ROLE_ID" not in str(caught.value)
+
+
+def test_kubernetes_needs_a_role() -> None:
+    with pytest.raises(ConfigError, match="ERASURE_VAULT_K8S_ROLE"):
+        Settings(vault_auth_method="kubernetes")
+
+
+def test_a_secret_that_fails_validation_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERASURE_VAULT_TIMEOUT_SECONDS", "s.very-secret-looking")
+    with pytest.raises(ConfigError) as caught:
+        Settings()
+    assert "very-secret" not in str(caught.value)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
