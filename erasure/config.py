@@ -54,6 +54,16 @@ class Settings(BaseSettings):
     # The erasure store (SQLAlchemy URL) and the catalog file.
     store_url: str = "sqlite:///./var/erasure.db"
     catalog_path: Path | None = None
+    # The nightly CRM export the crm_ingest DAG loads (CSV or JSON lines).
+    crm_export: Path | None = None
+    # How rebuild tasks run a rematerialisation DAG: through Airflow's REST API (a scheduler
+    # runs it), or in-process with dag.test() (the embedded demo and the tests).
+    rebuild_trigger: Literal["rest", "inprocess"] = "rest"
+    airflow_api_url: str = "http://127.0.0.1:8080"
+    airflow_api_user: str | None = None
+    airflow_api_password: SecretStr | None = None
+    # Key of the HMAC tokens tasks present to the plugin's scrub endpoint.
+    task_token_key: SecretStr | None = None
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -1,0 +1,1 @@
+"""Store revisions, one file each; `alembic revision -m "..."` at the repo root adds one."""

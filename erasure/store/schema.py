@@ -1,0 +1,197 @@
+"""The erasure store's tables (SQLAlchemy Core), shared by the code and the migrations' checks.
+
+Every table lives on `metadata`; a change here needs a new revision in `migrations/versions/`
+(tests/unit/store compares the two). No table holds a raw subject identifier: subjects appear
+only as keyed hashes (`erasure.pseudonym.subject_hash`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+# Stable constraint names, so later migrations can refer to them on SQLite and Postgres alike.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+HASH_LENGTH = 64  # hex of HMAC-SHA256
+
+
+class UtcDateTime(sa.types.TypeDecorator[datetime]):
+    """A timestamp that goes in and comes out as aware UTC (SQLite stores no zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: give the erasure store aware UTC timestamps")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+suppression_list = sa.Table(
+    "suppression_list",
+    metadata,
+    sa.Column("subject_hash", sa.String(HASH_LENGTH), primary_key=True),
+    sa.Column("pepper_version", sa.Integer, primary_key=True),
+    sa.Column("identifier_type", sa.String(64), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("request_ref", sa.String(128), nullable=True),
+    comment="Tombstones: keyed hashes of erased subjects that ingest must keep out.",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# The request registry (erasure.requests) and DPO rulings (erasure.rulings). The subject appears
+# as a keyed hash only; the raw identifier is parked encrypted in `request_secrets`.
+
+REQUEST_REF_LENGTH = 64
+RUN_ID_LENGTH = 250  # Airflow's dag_run.run_id
+DATASET_LENGTH = 512
+
+requests = sa.Table(
+    "requests",
+    metadata,
+    sa.Column("request_ref", sa.String(REQUEST_REF_LENGTH), primary_key=True),
+    sa.Column("subject_hash", sa.String(HASH_LENGTH), nullable=False),
+    sa.Column("identifier_type", sa.String(64), nullable=False),
+    sa.Column("pepper_version", sa.Integer, nullable=False),
+    sa.Column("legal_ground", sa.String(16), nullable=False),
+    sa.Column("received_on", sa.Date, nullable=False),
+    sa.Column("due_on", sa.Date, nullable=False),
+    sa.Column("extended_until", sa.Date, nullable=True),
+    sa.Column("extension_reason", sa.Text, nullable=True),
+    sa.Column("status", sa.String(32), nullable=False, index=True),
+    sa.Column("run_id", sa.String(RUN_ID_LENGTH), nullable=False),
+    sa.Column("dry_run", sa.Boolean, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("scrubbed_at", UtcDateTime, nullable=True),
+    sa.Column("secrets_destroyed_at", UtcDateTime, nullable=True),
+    comment="Erasure requests: the workflow's resumable state; subjects as keyed hashes only.",
+)
+
+request_secrets = sa.Table(
+    "request_secrets",
+    metadata,
+    sa.Column(
+        "request_ref",
+        sa.String(REQUEST_REF_LENGTH),
+        sa.ForeignKey("requests.request_ref", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("blob", sa.LargeBinary, nullable=False),
+    comment="The parked identifier and notes, envelope-encrypted under a request-scoped key.",
+)
+
+plans = sa.Table(
+    "plans",
+    metadata,
+    sa.Column(
+        "request_ref",
+        sa.String(REQUEST_REF_LENGTH),
+        sa.ForeignKey("requests.request_ref", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("plan_json", sa.Text, nullable=False),
+    sa.Column("lineage_snapshot", sa.String(128), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    comment="Plans per request: version 1 is acted on, 2+ are re-plans at verify.",
+)
+
+action_log = sa.Table(
+    "action_log",
+    metadata,
+    sa.Column(
+        "request_ref",
+        sa.String(REQUEST_REF_LENGTH),
+        sa.ForeignKey("requests.request_ref", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("dataset", sa.String(DATASET_LENGTH), primary_key=True),
+    sa.Column("action", sa.String(64), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("evidence_json", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    comment="What each action of a request did: how a retried task knows what is done.",
+)
+
+rulings = sa.Table(
+    "rulings",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "request_ref",
+        sa.String(REQUEST_REF_LENGTH),
+        sa.ForeignKey("requests.request_ref", ondelete="SET NULL"),
+        nullable=True,
+        index=True,
+    ),
+    sa.Column("dataset_namespace", sa.String(255), nullable=False),
+    sa.Column("dataset_name", sa.String(DATASET_LENGTH), nullable=False),
+    sa.Column("option", sa.String(32), nullable=False),
+    sa.Column("author_id", sa.String(255), nullable=False),
+    sa.Column("author_name", sa.String(255), nullable=False),
+    sa.Column("justification", sa.Text, nullable=False),
+    sa.Column("exemption", sa.String(1), nullable=True),
+    sa.Column("scheduled_by", sa.Date, nullable=True),
+    sa.Column("standing_until", sa.Date, nullable=True),
+    sa.Column("decided_at", UtcDateTime, nullable=False),
+    sa.Index("ix_rulings_dataset", "dataset_namespace", "dataset_name"),
+    comment="DPO rulings on escalated artefacts; a standing one covers later requests.",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Completion records (erasure.audit.records): append-only, hash-chained, signed. The database
+# refuses UPDATE and DELETE on them (triggers in the c8f2_records revision), and the one-row
+# chain head only moves forward with the chain.
+
+GENESIS_HASH = "0" * HASH_LENGTH  # the prev_hash of the first record
+
+completion_records = sa.Table(
+    "completion_records",
+    metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("request_ref", sa.String(REQUEST_REF_LENGTH), nullable=False, index=True),
+    sa.Column("subject_hash", sa.String(HASH_LENGTH), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(32), nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False, index=True),
+    sa.Column("body", sa.Text, nullable=False),  # canonical JSON
+    sa.Column("prev_hash", sa.String(HASH_LENGTH), nullable=False, unique=True),
+    sa.Column("record_hash", sa.String(HASH_LENGTH), nullable=False, unique=True),
+    sa.Column("signature", sa.String(255), nullable=False),
+    sa.Column("signing_key_version", sa.Integer, nullable=False),
+    comment="Completion records: append-only, hash-chained, signed in Vault.",
+)
+
+completion_chain_head = sa.Table(
+    "completion_chain_head",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("record_hash", sa.String(HASH_LENGTH), nullable=False),
+    comment="The newest completion record; appenders lock this row, so the chain cannot fork.",
+)

@@ -1,0 +1,110 @@
+"""Fixtures shared by the whole suite: a throwaway Postgres database and an isolated Airflow.
+
+Airflow reads its configuration once, on first import, so `pytest_configure` points it at a
+fresh AIRFLOW_HOME before any test module is collected: no test ever touches ~/airflow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Where the suite's own databases are created; override to use another server.
+POSTGRES_ADMIN_URLS = (
+    [os.environ["ERASURE_TEST_POSTGRES_URL"]]
+    if os.environ.get("ERASURE_TEST_POSTGRES_URL")
+    else [
+        "postgresql://postgres@127.0.0.1:5432/postgres",
+        "postgresql://root@127.0.0.1:5432/postgres",
+    ]
+)
+
+_airflow_home: Path | None = None
+_timings: dict[str, float] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _airflow_home
+    _airflow_home = Path(tempfile.mkdtemp(prefix="erasure-airflow-home-"))
+    os.environ["AIRFLOW_HOME"] = str(_airflow_home)
+    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+    os.environ.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)  # the home's own SQLite file
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _airflow_home is not None:
+        shutil.rmtree(_airflow_home, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for name, seconds in _timings.items():
+        terminalreporter.write_line(f"{name}: {seconds:.1f} s")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, uniquely named database on the local PostgreSQL, dropped at the end."""
+    psycopg = pytest.importorskip("psycopg")
+    admin_url, reasons = None, []
+    for url in POSTGRES_ADMIN_URLS:
+        try:
+            with psycopg.connect(url, connect_timeout=5):
+                admin_url = url
+                break
+        except psycopg.OperationalError as exc:
+            reasons.append(str(exc).strip().splitlines()[0])
+    if admin_url is None:
+        pytest.skip(
+            "PostgreSQL at 127.0.0.1:5432 is unreachable ("
+            + "; ".join(reasons)
+            + "); start it (CI does, in .ci/run) or set ERASURE_TEST_POSTGRES_URL"
+        )
+    name = f"erasure_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, _ = admin_url.rpartition("/")
+    try:
+        yield f"{base}/{name}"  # SQLAlchemy 2.1 and Airflow's hook both read this with psycopg 3
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_schema_url(postgres_url: str) -> str:
+    """`postgres_url` with a fresh, empty schema first on the search path: an isolated store."""
+    psycopg = pytest.importorskip("psycopg")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return f"{postgres_url}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Airflow's metadata DB (SQLite in the isolated AIRFLOW_HOME), migrated once per session."""
+    pytest.importorskip("airflow")
+    assert _airflow_home is not None
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
+    _timings["airflow db migrate (once per session)"] = time.perf_counter() - started
+    if result.returncode != 0:
+        pytest.fail(f"airflow db migrate failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+    return _airflow_home

@@ -1,0 +1,320 @@
+"""Tombstones, the suppression list on SQLite, and the ingest filter."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from erasure.catalog import Catalog
+from erasure.errors import SubjectError, SuppressionError
+from erasure.pseudonym import Pepper, normalise, subject_hash
+from erasure.store import Store, open_store
+from erasure.suppression import (
+    IdentifierColumn,
+    SuppressionFilter,
+    SuppressionList,
+    Tombstone,
+    check_subject,
+    identifier_columns,
+)
+
+V1 = Pepper(version=1, secret=b"\x01" * 32)
+V2 = Pepper(version=2, secret=b"\x02" * 32)
+EMAIL = "jane.doe@example.com"
+PHONE_E164 = "+442079460958"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with open_store(f"sqlite:///{tmp_path}/erasure.db") as store:
+        yield store
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Catalog:
+    return Catalog.model_validate(
+        {
+            "version": 1,
+            "identifiers": {
+                "email": {"normalise": "email"},
+                "phone": {"normalise": "e164", "default_region": "GB"},
+                "customer_id": {"normalise": "strip"},
+            },
+            "connections": {"warehouse": {"url": f"sqlite:///{tmp_path}/wh.db"}},
+            "datasets": [
+                {
+                    "namespace": "warehouse",
+                    "name": "crm.customers",
+                    "connection": "warehouse",
+                    "kind": "table",
+                    "holds_subject": {
+                        "email": ["email", "alt_email"],
+                        "phone": "phone",
+                        "customer_id": "id",
+                    },
+                }
+            ],
+        }
+    )
+
+
+def tomb(pepper: Pepper, id_type: str, normalised: str, ref: str | None = "req-1") -> Tombstone:
+    return Tombstone.for_subject(pepper, id_type, normalised, request_ref=ref)
+
+
+# -- Tombstone -------------------------------------------------------------------------------
+
+
+def test_tombstone_carries_the_keyed_hash_and_pepper_version() -> None:
+    t = tomb(V2, "email", EMAIL)
+    assert t.subject_hash == subject_hash(V2, "email", EMAIL)
+    assert t.pepper_version == 2
+    assert t.created_at.utcoffset() is not None
+    assert EMAIL not in t.model_dump_json()
+
+
+@pytest.mark.parametrize("bad", [EMAIL, "A" * 64, "a" * 63, ""])
+def test_tombstone_refuses_anything_but_a_lowercase_hex_hash(bad: str) -> None:
+    with pytest.raises(ValidationError):
+        Tombstone(subject_hash=bad, identifier_type="email", pepper_version=1)
+
+
+def test_tombstone_refuses_a_naive_timestamp() -> None:
+    with pytest.raises(ValidationError):
+        Tombstone(
+            subject_hash="a" * 64,
+            identifier_type="email",
+            pepper_version=1,
+            created_at=datetime(2025, 1, 1),
+        )
+
+
+# -- SuppressionList -------------------------------------------------------------------------
+
+
+def test_add_is_idempotent_and_keeps_the_first_tombstone(store: Store) -> None:
+    suppression = SuppressionList(store)
+    first = tomb(V1, "email", EMAIL, ref="req-1")
+    assert suppression.add(first) is True
+    assert suppression.add(tomb(V1, "email", EMAIL, ref="req-2")) is False
+    assert suppression.count() == 1
+    [found] = suppression.check("email", EMAIL, [V1], lambda v: normalise("email", v))
+    assert found == first
+
+
+def test_contains_and_hashes_are_per_pepper_version(store: Store) -> None:
+    suppression = SuppressionList(store)
+    t1, t2 = tomb(V1, "email", EMAIL), tomb(V2, "email", "other@example.com")
+    suppression.add(t1)
+    suppression.add(t2)
+    assert suppression.contains(t1.subject_hash, 1)
+    assert not suppression.contains(t1.subject_hash, 2)
+    assert suppression.hashes_for(1) == {t1.subject_hash}
+    assert suppression.hashes_for(3) == set()
+    assert suppression.hashes_by_version() == {1: {t1.subject_hash}, 2: {t2.subject_hash}}
+    assert suppression.count() == 2
+
+
+def test_check_normalises_and_finds_a_tombstone_written_before_a_rotation(store: Store) -> None:
+    suppression = SuppressionList(store)
+    suppression.add(tomb(V1, "email", EMAIL))
+    found = suppression.check("email", "  Jane.DOE@Example.com ", [V1, V2], _email)
+    assert [t.pepper_version for t in found] == [1]
+    assert suppression.check("email", "someone.else@example.com", [V1, V2], _email) == []
+
+
+def test_check_refuses_a_malformed_identifier_without_echoing_it(store: Store) -> None:
+    with pytest.raises(SubjectError) as info:
+        SuppressionList(store).check("email", "not-an-email", [V1], _email)
+    assert "not-an-email" not in str(info.value)
+
+
+def test_check_subject_normalises_as_the_catalog_says(store: Store, catalog: Catalog) -> None:
+    SuppressionList(store).add(tomb(V1, "phone", PHONE_E164))
+    found = check_subject(store, catalog, "phone", "020 7946 0958", [V1, V2])
+    assert [(t.identifier_type, t.pepper_version) for t in found] == [("phone", 1)]
+
+
+def test_check_subject_names_the_allowed_types(store: Store, catalog: Catalog) -> None:
+    with pytest.raises(SubjectError, match="allowed: customer_id, email, phone") as info:
+        check_subject(store, catalog, EMAIL, "x", [V1])
+    assert EMAIL not in str(info.value)  # a value typed where the type belongs is not echoed
+
+
+def test_an_unmigrated_store_raises_suppression_error(tmp_path: Path) -> None:
+    with (
+        open_store(f"sqlite:///{tmp_path}/bare.db", migrate=False) as bare,
+        pytest.raises(SuppressionError, match="migrated"),
+    ):
+        SuppressionList(bare).count()
+
+
+def test_logs_carry_hashes_and_types_never_the_identifier(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    t = tomb(V1, "email", EMAIL)
+    SuppressionList(store).add(t)
+    SuppressionList(store).check("email", EMAIL, [V1], _email)
+    assert t.subject_hash in caplog.text
+    assert EMAIL not in caplog.text
+
+
+# -- SuppressionFilter -----------------------------------------------------------------------
+
+COLUMNS = {
+    "email": IdentifierColumn("email", "email"),
+    "alt_email": IdentifierColumn("email", "email"),
+    "phone": IdentifierColumn("phone", "e164", default_region="GB"),
+}
+
+
+def suppressed(*tombstones: Tombstone) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for t in tombstones:
+        out.setdefault(t.pepper_version, set()).add(t.subject_hash)
+    return out
+
+
+def ids(rows: Iterator[dict[str, Any]]) -> list[int]:
+    return [row["id"] for row in rows]
+
+
+def test_a_tombstoned_email_is_dropped_whatever_its_case_and_whitespace() -> None:
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)))
+    rows = [
+        {"id": 1, "email": "  JANE.Doe@EXAMPLE.com\t"},
+        {"id": 2, "email": "john@example.com"},
+    ]
+    assert ids(flt.filter(rows)) == [2]
+    assert (flt.counts.read, flt.counts.loaded, flt.counts.suppressed) == (2, 1, 1)
+    assert flt.counts.suppressed_by_type == {"email": 1}
+
+
+def test_a_tombstoned_phone_is_dropped_in_national_format() -> None:
+    tombstone = tomb(V1, "phone", normalise("e164", "+44 20 7946 0958"))
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tombstone))
+    rows = [{"id": 1, "phone": "020 7946 0958"}, {"id": 2, "phone": "020 7946 0959"}]
+    assert ids(flt.filter(rows)) == [2]
+
+
+def test_every_identifier_column_is_checked_not_only_the_first() -> None:
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)))
+    rows = [
+        {"id": 1, "email": "clean@example.com", "alt_email": EMAIL, "phone": None},
+        {"id": 2, "email": "clean@example.com", "alt_email": None, "phone": None},
+    ]
+    assert ids(flt.filter(rows)) == [2]
+    assert flt.counts.suppressed == 1
+
+
+def test_a_tombstone_under_an_old_pepper_still_suppresses_after_rotation() -> None:
+    old = tomb(V1, "email", EMAIL)
+    new = tomb(V2, "email", "later@example.com")
+    flt = SuppressionFilter(COLUMNS, [V1, V2], suppressed(old, new))
+    rows = [
+        {"id": 1, "email": EMAIL},
+        {"id": 2, "email": "later@example.com"},
+        {"id": 3, "email": "kept@example.com"},
+    ]
+    assert ids(flt.filter(rows)) == [3]
+    assert flt.counts.suppressed == 2
+
+
+def test_tombstones_without_their_pepper_fail_closed() -> None:
+    with pytest.raises(SuppressionError, match=r"pepper version\(s\) \[1\]"):
+        SuppressionFilter(COLUMNS, [V2], suppressed(tomb(V1, "email", EMAIL)))
+
+
+def test_a_filter_needs_peppers_and_identifier_columns() -> None:
+    with pytest.raises(SuppressionError, match="no pepper"):
+        SuppressionFilter(COLUMNS, [], {})
+    with pytest.raises(SuppressionError, match="no identifier columns"):
+        SuppressionFilter({}, [V1], {})
+
+
+def test_two_secrets_for_one_pepper_version_are_refused() -> None:
+    with pytest.raises(SuppressionError, match="version 1"):
+        SuppressionFilter(COLUMNS, [V1, Pepper(version=1, secret=b"x" * 32)], {})
+
+
+def test_an_unnormalisable_identifier_is_loaded_and_counted() -> None:
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)))
+    rows = [
+        {"id": 1, "email": "no-at-sign"},
+        {"id": 2, "email": None, "phone": ""},  # missing is not invalid
+        {"id": 3},
+        {"id": 4, "email": "no-at-sign", "alt_email": EMAIL},  # suppressed wins
+    ]
+    assert ids(flt.filter(rows)) == [1, 2, 3]
+    c = flt.counts
+    assert (c.read, c.loaded, c.suppressed, c.invalid_identifier) == (4, 3, 1, 1)
+
+
+def test_non_string_identifiers_are_matched_as_text() -> None:
+    columns = {"id": IdentifierColumn("customer_id", "strip")}
+    flt = SuppressionFilter(columns, [V1], suppressed(tomb(V1, "customer_id", "42")))
+    assert ids(flt.filter([{"id": 42}, {"id": 0}, {"id": "42 "}])) == [0]
+
+
+def test_the_filter_streams_and_counts_across_calls() -> None:
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)))
+    pulled: list[int] = []
+
+    def source() -> Iterator[dict[str, Any]]:
+        for i in range(1, 4):
+            pulled.append(i)
+            yield {"id": i, "email": EMAIL if i == 2 else f"p{i}@example.com"}
+
+    out = flt.filter(source())
+    assert next(out)["id"] == 1
+    assert pulled == [1]  # nothing read ahead
+    assert next(out)["id"] == 3
+    out.close()
+    assert ids(flt.filter([{"id": 9, "email": "x@example.com"}])) == [9]
+    assert (flt.counts.read, flt.counts.loaded, flt.counts.suppressed) == (4, 3, 1)
+
+
+def test_from_list_uses_every_tombstone_in_the_store(store: Store) -> None:
+    suppression = SuppressionList(store)
+    suppression.add(tomb(V1, "email", EMAIL))
+    suppression.add(tomb(V2, "phone", PHONE_E164))
+    flt = SuppressionFilter.from_list(suppression, COLUMNS, [V1, V2])
+    rows = [{"id": 1, "email": EMAIL}, {"id": 2, "phone": "+44 20 7946 0958"}, {"id": 3}]
+    assert ids(flt.filter(rows)) == [3]
+    assert flt.tombstones == 2
+
+
+def test_identifier_columns_come_from_holds_subject(catalog: Catalog) -> None:
+    columns = identifier_columns(catalog, catalog.by_name("crm.customers"))
+    assert columns == {
+        "email": IdentifierColumn("email", "email"),
+        "alt_email": IdentifierColumn("email", "email"),
+        "phone": IdentifierColumn("phone", "e164", "GB"),
+        "id": IdentifierColumn("customer_id", "strip"),
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [" A@B.com ", "a@b", "@b", "a@", "a@@b", "", "   ", "ÄÖ@Ü.de", "a b@c"],
+)
+def test_the_filter_normalises_exactly_as_tombstones_are_made(value: str) -> None:
+    """A row matches iff normalise() succeeds and gives the tombstoned value."""
+    try:
+        expected: str | None = normalise("email", value)
+    except SubjectError:
+        expected = None
+    t = tomb(V1, "email", expected if expected else "x@y")
+    flt = SuppressionFilter({"e": IdentifierColumn("email", "email")}, [V1], suppressed(t))
+    assert ids(flt.filter([{"id": 1, "e": value}])) == ([] if expected else [1])
+
+
+def _email(value: str) -> str:
+    return normalise("email", value)
