@@ -7,14 +7,17 @@ types, column names and counts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import operators, visitors
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
 from erasure.catalog import Catalog, DatasetSpec
-from erasure.errors import SubjectError, WarehouseError
+from erasure.errors import CatalogError, SubjectError, WarehouseError
 from erasure.model import RootHit, SubjectRef
 from erasure.pseudonym import normalise
 from erasure.warehouse import Warehouse
@@ -324,3 +327,183 @@ def _other_referrers(
                 shared.add(value)
                 referrers += int(count)
     return len(shared), referrers
+
+
+# ---------------------------------------------------------------------------------------------
+# Relocating a subject from what was parked at plan time (erasure.requests.ParkedSecret)
+
+
+def parked_location(location: Location) -> tuple[list[Identity], dict[str, list[str]]]:
+    """What to park so `relocate` can rebuild this location after rows are gone: every
+    identity found, and for each reference root the key values it was located by (as text)."""
+    identities = sorted(location.identities, key=lambda i: (i.type, i.value))
+    reference_keys: dict[str, list[str]] = {}
+    for target_name, key in _reference_targets(location):
+        target = location.located.get(target_name)
+        if target is None:
+            continue
+        values = _in_values(target.predicate, target_name, key)
+        if values:
+            reference_keys[target_name] = sorted(values)
+    return identities, reference_keys
+
+
+def relocate(
+    catalog: Catalog,
+    warehouse: Warehouse,
+    identities: Iterable[Identity],
+    reference_keys: Mapping[str, Iterable[str]],
+) -> Location:
+    """The subject's rows found again from parked identities and reference keys, without
+    expanding through rows (they may be deleted already): predicates, recounted rows and
+    shared-referrer counts, as `locate()` returns them. Datasets with no rows left are absent."""
+    location = Location(identities=set(identities))
+    for identity in location.identities:
+        if identity.type not in catalog.identifiers:
+            raise SubjectError(
+                f"a parked identity has type {identity.type!r}, which the catalog no longer "
+                f"declares; allowed: {', '.join(sorted(catalog.identifiers))}. Restore the "
+                "type in the catalog, or re-plan"
+            )
+    holders = [ds for ds in catalog.datasets if ds.holds_subject]
+    for identity in sorted(location.identities, key=lambda i: (i.type, i.value)):
+        for ds in holders:
+            columns = ds.holds_subject.get(identity.type)
+            if not columns or warehouse.table(ds) is None:
+                continue
+            with warehouse.connect(ds) as conn:
+                table = _table(warehouse, ds)
+                predicate = match_identity(conn, catalog, table, columns, identity)
+                rows = _count(conn, table, predicate, ds)
+            if rows:
+                via = f"parked:{identity.type}"
+                _merge(location, ds, identity.type, columns, predicate, rows, via)
+    for target_name in sorted(reference_keys):
+        _relocate_reference(catalog, warehouse, location, target_name, reference_keys[target_name])
+    for hit in location.located.values():
+        if hit.rows < 0:
+            with warehouse.connect(hit.dataset) as conn:
+                hit.rows = _count(conn, _table(warehouse, hit.dataset), hit.predicate, hit.dataset)
+    return location
+
+
+def _relocate_reference(
+    catalog: Catalog,
+    warehouse: Warehouse,
+    location: Location,
+    target_name: str,
+    values: Iterable[str],
+) -> None:
+    """Locate the referenced rows by their parked keys and count who else points at them."""
+    target = catalog.by_name(target_name)
+    referrers = sorted(
+        (ds.name, ref.column, ref.key)
+        for ds in catalog.datasets
+        for ref in ds.references
+        if ref.dataset == target.name
+    )
+    key = _single_key(target.name, {k for _, _, k in referrers})
+    if key is None or warehouse.table(target) is None:
+        return
+    with warehouse.connect(target) as conn:
+        dst = _table(warehouse, target)
+        column = _column(dst, target, key)
+        keys = _typed(column, values)
+        if not keys:
+            return
+        predicate = column.in_(keys)
+        rows = _count(conn, dst, predicate, target)
+    if rows == 0:
+        return
+    shared_rows, others = _other_referrers(catalog, warehouse, location, target, key, keys)
+    holder, holder_column, _ = referrers[0]
+    existing = location.located.get(target.name)
+    if existing is None:
+        location.located[target.name] = Located(
+            target,
+            "reference",
+            [key],
+            predicate,
+            rows,
+            f"reference:{holder}.{holder_column}",
+            others,
+            shared_rows,
+        )
+    else:  # the target also holds the subject directly: widen, recount at the end
+        existing.predicate = sa.or_(existing.predicate, predicate)
+        existing.shared_referrers += others
+        existing.shared_rows += shared_rows
+        existing.rows = -1
+
+
+def _reference_targets(location: Location) -> list[tuple[str, str]]:
+    """(target dataset, key column) of every reference out of a located dataset."""
+    pairs = {
+        (ref.dataset.lower(), ref.key)
+        for hit in location.located.values()
+        for ref in hit.dataset.references
+    }
+    by_target: dict[str, set[str]] = {}
+    for target, key in pairs:
+        by_target.setdefault(target, set()).add(key)
+    out = []
+    for target, keys in sorted(by_target.items()):
+        only = _single_key(target, keys)
+        if only is not None:
+            out.append((target, only))
+    return out
+
+
+def _single_key(target: str, keys: set[str]) -> str | None:
+    """The one key column references use into `target`; parked keys cannot say which of
+    several columns a value belongs to, so the catalog must use one."""
+    if len(keys) > 1:
+        raise CatalogError(
+            f"dataset {target!r} is referenced through several key columns "
+            f"({', '.join(sorted(keys))}); parked reference keys need one key column per "
+            "referenced dataset: reference it by one key"
+        )
+    return next(iter(keys), None)
+
+
+def _in_values(predicate: sa.ColumnElement[bool], table_name: str, key: str) -> set[str]:
+    """The values of every `<key> IN (...)` on `table_name` in a located predicate."""
+    found: set[str] = set()
+    for element in visitors.iterate(predicate):
+        if not (
+            isinstance(element, BinaryExpression)
+            and element.operator is operators.in_op
+            and isinstance(element.left, sa.Column)
+            and element.left.name == key
+            and isinstance(element.left.table, sa.Table)
+            and element.left.table.fullname.lower() == table_name
+            and isinstance(element.right, BindParameter)
+        ):
+            continue
+        found.update(str(v) for v in element.right.value or () if v is not None)
+    return found
+
+
+def _typed(column: sa.Column[object], values: Iterable[str]) -> list[object]:
+    """Parked key texts back as the column's Python type, so the IN compares like with like."""
+    try:
+        python_type: type[object] | None = column.type.python_type
+    except NotImplementedError:
+        python_type = None
+    out: list[object] = []
+    for text in values:
+        if python_type is None or python_type is str:
+            out.append(text)
+            continue
+        try:
+            if python_type is bool:
+                out.append(text in ("True", "true", "1"))
+            elif python_type is datetime:
+                out.append(datetime.fromisoformat(text))
+            elif python_type is date:
+                out.append(date.fromisoformat(text))
+            else:
+                out.append(python_type(text))  # type: ignore[call-arg]
+        except (TypeError, ValueError):
+            continue  # not of the column's type: it cannot match a row there
+    return out

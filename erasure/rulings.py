@@ -1,0 +1,244 @@
+"""DPO rulings on escalated artefacts (DESIGN section 3).
+
+A ruling records who decided what about one dataset, when and why: rebuild/retrain by a
+date, delete the artefact, retain it under an Art. 17(3) exemption, or accept it as
+non-personal. A ruling with `standing_until` is *standing*: later requests cite it for that
+dataset instead of asking the DPO again, until the date. The DPO's latest standing ruling on
+a dataset is the one in force, so a newer one also shortens or ends an older one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from erasure.errors import ErasureError, StoreError
+from erasure.model import DatasetRef
+from erasure.store import Store
+from erasure.store.schema import requests, rulings
+
+log = logging.getLogger(__name__)
+
+
+class RulingError(ErasureError):
+    """A ruling is incomplete for its option, or names a request that is not registered."""
+
+
+class RulingOption(StrEnum):
+    REBUILD_BY_DATE = "rebuild_by_date"
+    DELETE_ARTEFACT = "delete_artefact"
+    RETAIN_EXEMPTION = "retain_exemption"
+    NON_PERSONAL = "non_personal"
+
+
+OPTION_LABELS: dict[RulingOption, str] = {
+    RulingOption.REBUILD_BY_DATE: "Rebuild or retrain it by a scheduled date",
+    RulingOption.DELETE_ARTEFACT: "Delete the artefact",
+    RulingOption.RETAIN_EXEMPTION: "Retain it under an Art. 17(3) exemption",
+    RulingOption.NON_PERSONAL: "Accept it as non-personal data",
+}
+
+
+class Exemption(StrEnum):
+    """Art. 17(3): the points under which data may be kept despite an erasure request."""
+
+    A = "a"
+    B = "b"
+    C = "c"
+    D = "d"
+    E = "e"
+
+
+EXEMPTIONS: dict[Exemption, str] = {
+    Exemption.A: "Art. 17(3)(a): exercising the right of freedom of expression and information",
+    Exemption.B: "Art. 17(3)(b): compliance with a legal obligation, or a task carried out in "
+    "the public interest or in the exercise of official authority",
+    Exemption.C: "Art. 17(3)(c): reasons of public interest in the area of public health",
+    Exemption.D: "Art. 17(3)(d): archiving in the public interest, scientific or historical "
+    "research, or statistical purposes",
+    Exemption.E: "Art. 17(3)(e): the establishment, exercise or defence of legal claims",
+}
+
+
+class Ruling(BaseModel):
+    """One DPO decision on one dataset, for a request or standing for later ones."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int | None = None  # assigned by `RulingBook.record`
+    request_ref: str | None = Field(default=None, max_length=64)
+    dataset_namespace: str = Field(min_length=1, max_length=255)
+    dataset_name: str = Field(min_length=1, max_length=512)
+    option: RulingOption
+    author_id: str = Field(min_length=1, max_length=255)
+    author_name: str = Field(min_length=1, max_length=255)
+    justification: str
+    exemption: Exemption | None = None
+    scheduled_by: date | None = None
+    standing_until: date | None = None
+    decided_at: AwareDatetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @field_validator("dataset_name")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.lower()  # as the catalog writes dataset names
+
+    @field_validator("decided_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return value.astimezone(UTC)
+
+    @model_validator(mode="after")
+    def _requirements(self) -> Ruling:
+        problems = ruling_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @classmethod
+    def for_dataset(cls, dataset: DatasetRef, **fields: Any) -> Ruling:
+        """A ruling on `dataset` (namespace and name taken from the reference)."""
+        return cls(dataset_namespace=dataset.namespace, dataset_name=dataset.name, **fields)
+
+    @property
+    def dataset(self) -> DatasetRef:
+        return DatasetRef(self.dataset_namespace, self.dataset_name)
+
+    @property
+    def standing(self) -> bool:
+        return self.standing_until is not None
+
+    def in_force_on(self, day: date) -> bool:
+        """Whether this standing ruling covers `day`."""
+        return (
+            self.standing_until is not None and self.decided_at.date() <= day <= self.standing_until
+        )
+
+
+def ruling_problems(ruling: Ruling) -> list[str]:
+    """Everything the ruling lacks or has wrong for its option (empty: it can be recorded)."""
+    problems = []
+    option = ruling.option
+    if not ruling.justification.strip():
+        problems.append("justification: must not be empty; say why the DPO decided this")
+    if not ruling.author_id.strip() or not ruling.author_name.strip():
+        problems.append("author_id and author_name: name the DPO who decided")
+    if option is RulingOption.RETAIN_EXEMPTION and ruling.exemption is None:
+        problems.append(
+            "exemption: retain_exemption must cite the Art. 17(3) point relied on, one of "
+            + "; ".join(f"{e.value} ({EXEMPTIONS[e].split(': ', 1)[1]})" for e in Exemption)
+        )
+    if option is not RulingOption.RETAIN_EXEMPTION and ruling.exemption is not None:
+        problems.append(f"exemption: only retain_exemption cites one, not {option.value}")
+    if option is RulingOption.REBUILD_BY_DATE and ruling.scheduled_by is None:
+        problems.append(
+            "scheduled_by: rebuild_by_date needs the date by which the artefact is rebuilt "
+            "or retrained"
+        )
+    if option is not RulingOption.REBUILD_BY_DATE and ruling.scheduled_by is not None:
+        problems.append(f"scheduled_by: only rebuild_by_date is scheduled, not {option.value}")
+    decided_on = ruling.decided_at.date()
+    if ruling.scheduled_by is not None and ruling.scheduled_by < decided_on:
+        problems.append("scheduled_by: must not be before the day of the decision")
+    if ruling.standing_until is not None and ruling.standing_until < decided_on:
+        problems.append("standing_until: must not be before the day of the decision")
+    return problems
+
+
+class RulingBook:
+    """The rulings in the erasure store; append-only from here."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._engine = store.engine
+
+    def record(self, ruling: Ruling) -> Ruling:
+        """Store the ruling and return it with its id; RulingError names what is missing."""
+        # model_copy(update=...) skips validation: check again before anything is stored.
+        problems = ruling_problems(ruling)
+        if problems:
+            raise RulingError(f"the ruling cannot be recorded: {'; '.join(problems)}")
+        values = ruling.model_dump(exclude={"id"})
+        with self._db("record the ruling"), self._engine.begin() as conn:
+            if ruling.request_ref is not None:
+                known = conn.execute(
+                    sa.select(requests.c.request_ref).where(
+                        requests.c.request_ref == ruling.request_ref
+                    )
+                ).first()
+                if known is None:
+                    raise RulingError(
+                        f"request {ruling.request_ref!r} is not registered: a ruling cites a "
+                        "registered request, or none (a standing ruling)"
+                    )
+            new_id = conn.execute(rulings.insert().values(**values)).inserted_primary_key
+        stored = ruling.model_copy(update={"id": int(new_id[0]) if new_id else None})
+        log.info(
+            "ruling %s on %s: %s by %s%s",
+            stored.id,
+            stored.dataset.qualified,
+            stored.option.value,
+            stored.author_id,
+            f", standing until {stored.standing_until}" if stored.standing_until else "",
+        )
+        return stored
+
+    def standing_for(self, dataset: DatasetRef, today: date) -> Ruling | None:
+        """The standing ruling in force for `dataset` on `today`, if any.
+
+        The DPO's latest standing ruling (decided by `today`) governs; if it has lapsed, the
+        dataset has none, even when an older one would still run: asking again is the safe side.
+        """
+        c = rulings.c
+        query = (
+            sa.select(rulings)
+            .where(
+                c.dataset_namespace == dataset.namespace,
+                c.dataset_name == dataset.name.lower(),
+                c.standing_until.is_not(None),
+            )
+            .order_by(c.decided_at.desc(), c.id.desc())
+        )
+        with self._db("read standing rulings"), self._engine.connect() as conn:
+            for row in conn.execute(query):
+                latest = _ruling(row)
+                if latest.decided_at.date() > today:
+                    continue  # decided after the day asked about
+                return latest if latest.in_force_on(today) else None
+        return None
+
+    def for_request(self, request_ref: str) -> list[Ruling]:
+        """The rulings made for a request, oldest first."""
+        c = rulings.c
+        query = sa.select(rulings).where(c.request_ref == request_ref).order_by(c.decided_at, c.id)
+        with self._db("read the request's rulings"), self._engine.connect() as conn:
+            return [_ruling(row) for row in conn.execute(query)]
+
+    def get(self, ruling_id: int) -> Ruling | None:
+        """One ruling by id (e.g. the standing ruling a plan cites)."""
+        with self._db("read the ruling"), self._engine.connect() as conn:
+            row = conn.execute(sa.select(rulings).where(rulings.c.id == ruling_id)).one_or_none()
+        return None if row is None else _ruling(row)
+
+    @contextmanager
+    def _db(self, verb: str) -> Iterator[None]:
+        try:
+            yield
+        except sa.exc.SQLAlchemyError as exc:
+            orig = getattr(exc, "orig", None) or exc
+            reason = str(orig).strip().splitlines()[0][:200] if str(orig).strip() else ""
+            raise StoreError(
+                f"could not {verb} in the erasure store at {self._store.url} "
+                f"({type(orig).__name__}: {reason}); check the store is reachable and migrated"
+            ) from None
+
+
+def _ruling(row: sa.Row[Any]) -> Ruling:
+    return Ruling.model_validate(dict(row._mapping))
