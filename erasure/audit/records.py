@@ -1,0 +1,500 @@
+"""Completion records: an append-only, hash-chained, signed ledger in the erasure store.
+
+Every record carries the hash of the one before it (canonical form: `erasure.audit.canonical`)
+and an Ed25519 signature made in Vault (`erasure.audit.signing`); the database refuses UPDATE
+and DELETE (triggers created by the `c8f2_records` migration), and a one-row chain head moves
+forward only with the chain. `verify` walks it all (`erasure.audit.chain`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, time
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import to_jsonable_python
+from sqlalchemy.engine import Connection, RowMapping
+
+from erasure.audit.canonical import (
+    GENESIS_HASH,
+    RECORD_FORMAT,
+    canonical_json,
+    hash_document,
+    sha256_hex,
+)
+from erasure.audit.chain import ChainProblem, ChainReport, ChainWalk
+from erasure.audit.evidence import EvidenceError, effective_erasure_date, parse_completion
+from erasure.audit.signing import RecordSigner, SignatureFormatError, load_public_key
+from erasure.errors import ErasureError
+from erasure.store.database import Store
+from erasure.store.schema import completion_chain_head, completion_records
+
+__all__ = [
+    "GENESIS_HASH",
+    "RECORD_FORMAT",
+    "ChainProblem",
+    "ChainReport",
+    "CompletionRecord",
+    "ForbiddenContentError",
+    "RecordError",
+    "RecordKind",
+    "RecordLedger",
+    "RecordStatus",
+    "canonical_json",
+    "effective_erasure_date",
+    "hash_document",
+]
+
+HEAD_ID = 1
+
+# As the requests table allows (b7e1_requests): no '@', '+' or spaces, so an e-mail address
+# or a phone number can never be used as a reference.
+REQUEST_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_E = TypeVar("_E", bound=StrEnum)
+
+
+class RecordError(ErasureError):
+    """A completion record cannot be written or read as asked."""
+
+
+class ForbiddenContentError(RecordError):
+    """A record would contain a raw identifier the caller declared forbidden."""
+
+
+class RecordKind(StrEnum):
+    RECEIVED = "received"
+    EXTENDED = "extended"
+    ESCALATED = "escalated"
+    DECIDED = "decided"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class RecordStatus(StrEnum):
+    COMPLETE = "complete"
+    COMPLETE_WITH_EXEMPTIONS = "complete_with_exemptions"
+    FAILED = "failed"
+
+
+class CompletionRecord(BaseModel):
+    """One signed link of the chain; no raw identifier in it, the subject only by keyed hash."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(ge=1)
+    request_ref: str
+    subject_hash: str
+    kind: RecordKind
+    status: RecordStatus | None = None
+    created_at: datetime
+    body: dict[str, Any]
+    prev_hash: str
+    record_hash: str
+    signature: str
+    signing_key_version: int
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("created_at must be timezone-aware")
+        return value.astimezone(UTC)
+
+    def hash_document(self) -> dict[str, Any]:
+        """The object `record_hash` is computed over (see the module docstring)."""
+        return hash_document(
+            seq=self.seq,
+            request_ref=self.request_ref,
+            subject_hash=self.subject_hash,
+            kind=str(self.kind),
+            status=None if self.status is None else str(self.status),
+            created_at=self.created_at,
+            body=self.body,
+            prev_hash=self.prev_hash,
+            signing_key_version=self.signing_key_version,
+        )
+
+    def computed_hash(self) -> str:
+        """SHA-256 of the canonical form, recomputed from the fields."""
+        return sha256_hex(canonical_json(self.hash_document()))
+
+
+def json_body(body: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
+    """`body` as plain JSON objects (dates and models serialised), as it will be stored."""
+    raw = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+    try:
+        text = json.dumps(to_jsonable_python(raw), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RecordError(
+            f"the record body is not JSON-serialisable ({type(exc).__name__}): give plain "
+            "values, dates, or pydantic models; no NaN or infinity"
+        ) from None
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise RecordError("the record body must be a JSON object")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The ledger
+
+
+class RecordLedger:
+    """The completion records of one erasure store; appends are serialised and signed."""
+
+    def __init__(self, store: Store, signer: RecordSigner | None = None) -> None:
+        self._store = store
+        self._signer = signer
+
+    def append(
+        self,
+        request_ref: str,
+        subject_hash: str,
+        kind: RecordKind | str,
+        body: Mapping[str, Any] | BaseModel,
+        status: RecordStatus | str | None = None,
+        *,
+        forbidden: frozenset[str] = frozenset(),
+    ) -> CompletionRecord:
+        """Sign and append one record at the head of the chain; returns it."""
+        kind = _kind(kind)
+        status = _status(kind, status)
+        _check_ref(request_ref)
+        if not _HEX64.match(subject_hash):
+            raise RecordError(
+                "subject_hash must be the 64-hex keyed hash (erasure.pseudonym.subject_hash), "
+                f"got a value of length {len(subject_hash)}"
+            )
+        doc = json_body(body)
+        _guard(
+            forbidden,
+            {"request_ref": request_ref, "subject_hash": subject_hash, "body": doc},
+            request_ref,
+        )
+        if kind is RecordKind.COMPLETED:
+            doc = _completion_body(doc, status)
+        signer = self._require_signer("append a record")
+        version = signer.latest_version()
+        with self._chain() as conn:
+            head = conn.execute(
+                sa.select(completion_chain_head.c.seq, completion_chain_head.c.record_hash)
+                .where(completion_chain_head.c.id == HEAD_ID)
+                .with_for_update()
+            ).one_or_none()
+            if head is None:
+                raise RecordError(
+                    "the completion chain head is missing: the store is not migrated or was "
+                    "tampered with; run `erasure audit verify`"
+                )
+            done = conn.execute(
+                sa.select(completion_records.c.seq)
+                .where(completion_records.c.request_ref == request_ref)
+                .where(completion_records.c.kind == RecordKind.COMPLETED.value)
+                .limit(1)
+            ).scalar()
+            if done is not None:
+                raise RecordError(
+                    f"request {request_ref} is already completed (record seq {done}): a "
+                    "completed request takes no further records"
+                )
+            fields: dict[str, Any] = {
+                "seq": int(head.seq) + 1,
+                "request_ref": request_ref,
+                "subject_hash": subject_hash,
+                "kind": kind.value,
+                "status": None if status is None else status.value,
+                "created_at": datetime.now(UTC),
+                "body": doc,
+                "prev_hash": str(head.record_hash),
+                "signing_key_version": version,
+            }
+            record_hash = sha256_hex(canonical_json(hash_document(**fields)))
+            signature, used = signer.sign(record_hash.encode("ascii"), key_version=version)
+            if used != version:  # the version is inside the hash: it must be the one used
+                raise RecordError(f"the signer used key version {used}, not {version}")
+            record = CompletionRecord(**fields, record_hash=record_hash, signature=signature)
+            conn.execute(
+                completion_records.insert().values(
+                    **{**fields, "body": canonical_json(doc).decode("utf-8")},
+                    record_hash=record_hash,
+                    signature=signature,
+                )
+            )
+            conn.execute(
+                completion_chain_head.update()
+                .where(completion_chain_head.c.id == HEAD_ID)
+                .values(seq=record.seq, record_hash=record_hash)
+            )
+        return record
+
+    def list(
+        self,
+        since: date | datetime | None = None,
+        status: RecordStatus | str | None = None,
+        request_ref: str | None = None,
+        kind: RecordKind | str | None = None,
+    ) -> builtins.list[CompletionRecord]:
+        """Records in chain order, filtered by creation time, status, request and kind."""
+        query = sa.select(completion_records).order_by(completion_records.c.seq)
+        if since is not None:
+            start = since if isinstance(since, datetime) else datetime.combine(since, time(), UTC)
+            if start.tzinfo is None:
+                start = start.replace(tzinfo=UTC)
+            query = query.where(completion_records.c.created_at >= start)
+        if status is not None:
+            query = query.where(completion_records.c.status == _enum(RecordStatus, status).value)
+        if request_ref is not None:
+            query = query.where(completion_records.c.request_ref == request_ref)
+        if kind is not None:
+            query = query.where(completion_records.c.kind == _kind(kind).value)
+        with self._store.engine.connect() as conn:
+            return [_record(row) for row in conn.execute(query).mappings()]
+
+    def show(self, ref: str) -> builtins.list[CompletionRecord]:
+        """Every record of request `ref`, in chain order ([] if there is none)."""
+        return self.list(request_ref=ref)
+
+    def head(self) -> tuple[int, str]:
+        """The chain head: (seq, record_hash) of the newest record; (0, GENESIS_HASH) if none."""
+        with self._store.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(completion_chain_head.c.seq, completion_chain_head.c.record_hash).where(
+                    completion_chain_head.c.id == HEAD_ID
+                )
+            ).one_or_none()
+        if row is None:
+            raise RecordError("the completion chain head is missing: run `erasure audit verify`")
+        return int(row.seq), str(row.record_hash)
+
+    def links(self, first: int, last: int) -> builtins.list[dict[str, Any]]:
+        """The hash links and signatures of seq first..last (no bodies, no request refs)."""
+        c = completion_records.c
+        query = (
+            sa.select(c.seq, c.prev_hash, c.record_hash, c.signature, c.signing_key_version)
+            .where(c.seq.between(first, last))
+            .order_by(c.seq)
+        )
+        with self._store.engine.connect() as conn:
+            return [dict(row) for row in conn.execute(query).mappings()]
+
+    def public_keys(self) -> dict[int, str]:
+        """The signer's public keys by version (base64 of the raw Ed25519 key)."""
+        return self._require_signer("read the public keys").public_keys()
+
+    def verify(
+        self,
+        public_keys: Mapping[int, str] | None = None,
+        anchor: tuple[int, str] | None = None,
+    ) -> ChainReport:
+        """Walk every record: hash, link, sequence, signature, then the head (and `anchor`).
+
+        `public_keys` defaults to the signer's. `anchor` is a (seq, record_hash) an auditor
+        noted earlier: it catches a chain cut back to before that record.
+        """
+        walk = ChainWalk(self._public_key_source(public_keys).get, anchor)
+        c = completion_records.c
+        with self._store.engine.connect() as conn:
+            rows = conn.execution_options(yield_per=1000).execute(
+                sa.select(completion_records).order_by(c.seq)
+            )
+            for row in rows.mappings():
+                walk.record(row)
+            head = conn.execute(
+                sa.select(completion_chain_head.c.seq, completion_chain_head.c.record_hash).where(
+                    completion_chain_head.c.id == HEAD_ID
+                )
+            ).one_or_none()
+        walk.finish(None if head is None else (int(head.seq), str(head.record_hash)))
+        return walk.report()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _require_signer(self, action: str) -> RecordSigner:
+        if self._signer is None:
+            raise RecordError(
+                f"cannot {action} without the signing key: configure Vault "
+                "(ERASURE_VAULT_ADDR, ERASURE_VAULT_TOKEN)"
+            )
+        return self._signer
+
+    def _public_key_source(self, given: Mapping[int, str] | None) -> _Keys:
+        if given is not None:
+            return _Keys(lambda: dict(given))
+        signer = self._signer
+        if signer is None:
+            return _Keys(None)
+        return _Keys(signer.public_keys)
+
+    @contextmanager
+    def _chain(self) -> Iterator[Connection]:
+        """A transaction holding the chain lock: one appender at a time, so no fork."""
+        dialect = self._store.dialect
+        if dialect not in ("sqlite", "postgresql"):
+            raise RecordError(f"completion records need SQLite or PostgreSQL, not {dialect}")
+        with self._store.engine.connect() as conn:
+            if dialect == "sqlite":
+                # Take the write lock now, not at the first write: two appenders must not
+                # both read the same head.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Postgres: the head is read with SELECT ... FOR UPDATE inside this transaction.
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+
+class _Keys:
+    """Public keys fetched once, on first need (an empty chain needs none)."""
+
+    def __init__(self, fetch: Callable[[], Mapping[int, str]] | None) -> None:
+        self._fetch = fetch
+        self._keys: dict[int, Ed25519PublicKey | None] | None = None
+
+    def get(self, version: int) -> Ed25519PublicKey | None:
+        if self._keys is None:
+            if self._fetch is None:
+                raise RecordError(
+                    "verifying signatures needs the public keys: configure Vault "
+                    "(ERASURE_VAULT_ADDR, ERASURE_VAULT_TOKEN) or pass them in"
+                )
+            loaded: dict[int, Ed25519PublicKey | None] = {}
+            for v, text in dict(self._fetch()).items():
+                try:
+                    loaded[int(v)] = load_public_key(text)
+                except SignatureFormatError:
+                    loaded[int(v)] = None
+            self._keys = loaded
+        return self._keys.get(version)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _record(row: RowMapping) -> CompletionRecord:
+    try:
+        return CompletionRecord.model_validate({**row, "body": json.loads(row["body"])})
+    except (ValidationError, ValueError):
+        raise RecordError(
+            f"completion record seq {row['seq']} in the store is malformed: it was altered "
+            "outside the ledger; run `erasure audit verify`"
+        ) from None
+
+
+def _enum(cls: type[_E], value: _E | str) -> _E:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise RecordError(
+            f"{value!r} is not a record {cls.__name__}; use one of {allowed}"
+        ) from None
+
+
+def _kind(kind: RecordKind | str) -> RecordKind:
+    return _enum(RecordKind, kind)
+
+
+def _status(kind: RecordKind, status: RecordStatus | str | None) -> RecordStatus | None:
+    """completed: complete | complete_with_exemptions; failed: failed; others: none."""
+    value = None if status is None else _enum(RecordStatus, status)
+    if kind is RecordKind.COMPLETED:
+        if value not in (RecordStatus.COMPLETE, RecordStatus.COMPLETE_WITH_EXEMPTIONS):
+            raise RecordError(
+                "a completed record needs status complete or complete_with_exemptions"
+            )
+        return value
+    if kind is RecordKind.FAILED:
+        if value not in (None, RecordStatus.FAILED):
+            raise RecordError("a failed record has status failed")
+        return RecordStatus.FAILED
+    if value is not None:
+        raise RecordError(f"a {kind.value} record has no status (got {value.value})")
+    return None
+
+
+def _check_ref(request_ref: str) -> None:
+    if not REQUEST_REF.match(request_ref):
+        # Not echoed: a caller that passes an identifier here must not see it in a log.
+        raise RecordError(
+            "request_ref must be 3-64 letters, digits and ._- starting with a letter or digit"
+        )
+
+
+def _completion_body(doc: dict[str, Any], status: RecordStatus | None) -> dict[str, Any]:
+    """Check a completed body and state its effective erasure date."""
+    try:
+        evidence = parse_completion(doc)
+    except EvidenceError as exc:
+        raise RecordError(str(exc)) from None
+    if not evidence.verification.passed:
+        raise RecordError(
+            "the verification in the completion body did not pass: nothing is reported "
+            "complete that was not verified; record 'failed' instead"
+        )
+    if evidence.has_exemptions != (status is RecordStatus.COMPLETE_WITH_EXEMPTIONS):
+        raise RecordError(
+            "status must be complete_with_exemptions exactly when a DPO ruling retains data "
+            "under an Art. 17(3) exemption"
+        )
+    effective = evidence.computed_effective_date()
+    if evidence.effective_erasure_date is not None and evidence.effective_erasure_date != effective:
+        raise RecordError(
+            f"effective_erasure_date {evidence.effective_erasure_date} disagrees with the "
+            f"evidence, which implies {effective}; omit it and the ledger states it"
+        )
+    return {**doc, "effective_erasure_date": effective.isoformat()}
+
+
+def _guard(forbidden: frozenset[str], document: dict[str, Any], request_ref: str) -> None:
+    """Refuse the record if a forbidden string (a raw identifier) appears anywhere in it."""
+    needles = {f.strip().casefold() for f in forbidden if f and f.strip()}
+    if not needles:
+        return
+    # Every key and value of the serialised record is looked at, unescaped.
+    where = _find(document, needles, "")
+    if where is not None:
+        # The message names the place, never the value.
+        raise ForbiddenContentError(
+            f"the record for request {_safe_ref(request_ref, needles)} contains a forbidden "
+            f"identifier at {where}: records hold keyed hashes only; remove it from the body"
+        )
+
+
+def _find(value: Any, needles: set[str], path: str) -> str | None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            text = str(key)
+            if any(n in text.casefold() for n in needles):
+                return f"a key under {path or 'the record'}"
+            found = _find(item, needles, f"{path}.{text}" if path else text)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _find(item, needles, f"{path}[{index}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, str):
+        return path if any(n in value.casefold() for n in needles) else None
+    if isinstance(value, bool) or value is None:
+        return None
+    # Numbers: a whole-value match (a customer id 4711), not a digit run inside a count.
+    return path if str(value).casefold() in needles else None
+
+
+def _safe_ref(request_ref: str, needles: set[str]) -> str:
+    return "<redacted>" if any(n in request_ref.casefold() for n in needles) else request_ref
