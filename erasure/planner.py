@@ -263,7 +263,7 @@ def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[str]) -> P
         Action.ESCALATE,
         "4",
         f"immutable and not per-subject encrypted: beyond use until {until}",
-        {"retention_days": ds.retention_days, "beyond_use_until": expires},
+        {"retention_days": ds.retention_days, "retention_expiry_date": expires},
         upstreams,
     )
 

@@ -1,19 +1,69 @@
 """The steps of an erasure (DESIGN section 1) as functions over models.
 
 The CLI, the DAG and the plugin all go through here, so that none of them holds decisions.
+Every step is idempotent on the request reference: what is done is in the action log, and a
+retried step returns the recorded evidence instead of acting twice.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from erasure.actions.erase_rows import erase_rows
+from erasure.actions.rebuild import RunOutcome, empty_feedback_cycles, rebuild
+from erasure.actions.transaction import describe_failure, transaction
+from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.catalog import Catalog
+from erasure.errors import ErasureError, VerificationFailed
+from erasure.kanon import measure_k
 from erasure.lineage.sources import build_lineage
-from erasure.locate import locate, normalise_subject
-from erasure.model import Plan, SubjectRef, SubjectSummary
-from erasure.planner import DEFAULT_MAX_NODES, plan_erasure
+from erasure.locate import Identity, Location, locate, normalise_subject, parked_location, relocate
+from erasure.model import Action, DatasetRef, Plan, PlanItem, SubjectRef, SubjectSummary
+from erasure.planner import DEFAULT_MAX_NODES, SUPPRESSION_LIST, plan_erasure
 from erasure.pseudonym import Pepper, subject_hash
-from erasure.warehouse import Warehouse
+from erasure.requests import (
+    ActionStatus,
+    ErasureRequest,
+    ParkedSecret,
+    RegisteredRequest,
+    Registration,
+    RequestStatus,
+)
+from erasure.rulings import Ruling, RulingOption
+from erasure.services import Services
+from erasure.suppression import Tombstone
+from erasure.verify import recount
+from erasure.warehouse import Warehouse, split_name
+
+log = logging.getLogger(__name__)
+
+TriggerDag = Callable[[str], RunOutcome]
+
+# The DPO's choices on an escalated artefact, as the Airflow prompt shows them.
+DPO_OPTIONS: dict[str, RulingOption] = {
+    "Rebuild or retrain by a date": RulingOption.REBUILD_BY_DATE,
+    "Delete the artefact": RulingOption.DELETE_ARTEFACT,
+    "Retain under an Art. 17(3) exemption": RulingOption.RETAIN_EXEMPTION,
+    "Accept as non-personal": RulingOption.NON_PERSONAL,
+}
+
+# The verification is logged like an action, so `complete` reads what `verify` found.
+_VERIFICATION = DatasetRef("erasure", "verification")
+_VERIFY = "verify"
+
+
+class StepError(ErasureError):
+    """A step cannot run yet or at all; the message says what must happen first."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning without a request (CLI `plan`, `demo`)
 
 
 def summarise_subject(
@@ -36,6 +86,7 @@ def make_plan(
     *,
     pepper: Pepper | None = None,
     warehouse: Warehouse | None = None,
+    location: Location | None = None,
     max_nodes: int = DEFAULT_MAX_NODES,
     now: datetime | None = None,
 ) -> Plan:
@@ -44,7 +95,7 @@ def make_plan(
     own = warehouse is None
     warehouse = warehouse or Warehouse(catalog)
     try:
-        location = locate(catalog, warehouse, subject)
+        location = location or locate(catalog, warehouse, subject)
         lineage = build_lineage(catalog, warehouse)
         return plan_erasure(
             catalog, warehouse, location, lineage, summary, max_nodes=max_nodes, now=now
@@ -52,3 +103,646 @@ def make_plan(
     finally:
         if own:
             warehouse.dispose()
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. register
+
+
+def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registration:
+    """Validate the submitted request, hash and park its identifier; idempotent on the ref."""
+    request = ErasureRequest.parse(conf)
+    registration = svc.registry.register(request, catalog=svc.catalog, run_id=run_id)
+    if registration.created:
+        record = _request(svc, request.request_ref)
+        svc.ledger.append(
+            record.request_ref,
+            record.subject_hash,
+            RecordKind.RECEIVED,
+            {
+                "identifier_type": record.identifier_type,
+                "pepper_version": record.pepper_version,
+                "legal_ground": record.legal_ground.value,
+                "received_on": record.received_on.isoformat(),
+                "due_on": record.due_on.isoformat(),
+                "dry_run": record.dry_run,
+                "run_id": run_id,
+            },
+            forbidden=_forbidden(request.identifier.get_secret_value()),
+        )
+    return registration
+
+
+# ---------------------------------------------------------------------------------------------
+# 2-3. locate and plan
+
+
+def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Plan:
+    """Locate the subject, pin what was found (encrypted), and fix the plan the run acts on."""
+    record = _request(svc, ref)
+    if 1 in svc.registry.plan_versions(ref):
+        return svc.registry.plan(ref, 1)
+    parked = svc.registry.unpark(ref)
+    subject = SubjectRef(type=record.identifier_type, value=parked.identifier)
+    location = locate(svc.catalog, svc.warehouse, subject)
+    identities, reference_keys = parked_location(location)
+    svc.registry.update_parked(
+        ref, parked.model_copy(update={"identities": identities, "reference_keys": reference_keys})
+    )
+    pepper = svc.pepper(record.pepper_version)
+    plan = make_plan(
+        svc.catalog, subject, pepper=pepper, warehouse=svc.warehouse, location=location, now=now
+    )
+    svc.registry.save_plan(ref, plan, 1)
+    _advance(svc, ref, RequestStatus.PLANNED)
+    for item in plan.items:
+        if item.action is Action.ESCALATE:
+            _apply_standing_ruling(svc, ref, item, (now or datetime.now(UTC)).date())
+    return plan
+
+
+def items_for(plan: Plan, action: Action) -> list[str]:
+    """Dataset names of the plan's items with `action`, in plan (execution) order."""
+    return [item.dataset["name"] for item in plan.items if item.action is action]
+
+
+def pending_escalations(svc: Services, ref: str) -> list[PlanItem]:
+    """Escalated items no ruling (standing or the DPO's) has resolved yet."""
+    plan = svc.registry.plan(ref, 1)
+    return [
+        item
+        for item in plan.items
+        if item.action is Action.ESCALATE
+        and svc.registry.action_status(ref, _ref(item), Action.ESCALATE) is not ActionStatus.DONE
+    ]
+
+
+def escalation_prompt(item: PlanItem) -> dict[str, str]:
+    """The subject and body of the DPO's prompt for one escalated artefact (no identifier)."""
+    lines = [
+        f"**Artefact** `{item.dataset['name']}` ({item.kind}, "
+        f"namespace `{item.dataset['namespace']}`)",
+        f"**Why it escalates** (rule {item.rule}): {item.reason}",
+    ]
+    if item.upstreams:
+        lines.append("**Derived from**: " + ", ".join(f"`{u}`" for u in item.upstreams))
+    for key, value in sorted(item.evidence.items()):
+        if key != "gaps":
+            lines.append(f"- {key}: {value}")
+    lines.append(
+        "Choose what happens to this artefact and justify it; a standing ruling applies to "
+        "later requests for this dataset until the date you give."
+    )
+    return {"subject": f"Erasure: decide on {item.dataset['name']}", "body": "\n\n".join(lines)}
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. act
+
+
+def erase(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
+    """Delete the subject's rows from one root, children before parents."""
+    plan, item = _item(svc, ref, dataset, Action.ERASE_ROWS)
+    done = _done(svc, ref, item)
+    if done is not None:
+        return done
+    earlier = items_for(plan, Action.ERASE_ROWS)
+    _require_done(svc, ref, plan, earlier[: earlier.index(dataset)], "erased before it")
+    return _run(
+        svc, ref, item, lambda: erase_rows(svc.catalog, svc.warehouse, _relocate(svc, ref), dataset)
+    )
+
+
+def rebuild_artefact(
+    svc: Services, ref: str, dataset: str, trigger_dag: TriggerDag | None
+) -> dict[str, Any]:
+    """Re-materialise one derived artefact after every upstream the plan touches."""
+    plan, item = _item(svc, ref, dataset, Action.REBUILD)
+    done = _done(svc, ref, item)
+    if done is not None:
+        return done
+    upstream_items = [
+        i.dataset["name"]
+        for i in plan.items
+        if i.dataset["name"] in item.upstreams
+        and i.action in (Action.ERASE_ROWS, Action.REBUILD)
+        and not _same_cycle(plan, i.dataset["name"], dataset)
+    ]
+    _require_done(svc, ref, plan, upstream_items, "done before it is rebuilt")
+
+    def act() -> BaseModel:
+        emptied = (
+            empty_feedback_cycles(svc.catalog, svc.warehouse, plan)
+            if _in_cycle(plan, dataset)
+            else []
+        )
+        evidence = rebuild(svc.catalog, svc.warehouse, dataset, trigger_dag=trigger_dag)
+        return evidence.model_copy(
+            update={"emptied_first": dataset in emptied or evidence.emptied_first}
+        )
+
+    return _run(svc, ref, item, act)
+
+
+def shred(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
+    """Destroy every per-subject key of the subject's identifiers, and prove each is gone."""
+    _plan, item = _item(svc, ref, dataset, Action.CRYPTO_SHRED)
+    done = _done(svc, ref, item)
+    if done is not None:
+        return done
+
+    def act() -> dict[str, Any]:
+        keys = []
+        for key_hash in _identity_hashes(svc, ref):
+            if svc.keystore.exists(key_hash):
+                keys.append(svc.cipher.shred(key_hash).model_dump(mode="json"))
+        now = datetime.now(UTC)
+        expiry = max(
+            (date.fromisoformat(k["snapshot_expiry_date"]) for k in keys),
+            default=now.date() + timedelta(days=svc.settings.vault_snapshot_retention_days),
+        )
+        return {
+            "dataset": dataset,
+            "keys": keys,
+            "keys_shredded": sum(1 for k in keys if not k["already_absent"]),
+            "identifiers_checked": len(_identity_hashes(svc, ref)),
+            "snapshot_expiry_date": expiry.isoformat(),
+            "shredded_at": now.isoformat(),
+        }
+
+    return _run(svc, ref, item, act)
+
+
+def confirm_aggregate(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
+    """Measure k again once the roots are erased, and record the numbers."""
+    plan, item = _item(svc, ref, dataset, Action.AGGREGATE_OK)
+    done = _done(svc, ref, item)
+    if done is not None:
+        return done
+    _require_done(
+        svc, ref, plan, items_for(plan, Action.ERASE_ROWS), "erased before k is confirmed"
+    )
+    ds = svc.catalog.by_name(dataset)
+
+    def act() -> dict[str, Any]:
+        svc.warehouse.forget_tables()
+        measured = measure_k(svc.warehouse, ds, svc.catalog.k_for(ds))
+        if not measured.passes:
+            raise StepError(
+                f"aggregate {dataset!r} no longer passes k={measured.k} (smallest group "
+                f"{measured.min_group_size}): re-plan the request so the DPO decides on it"
+            )
+        return {"at_plan": item.evidence, "at_act": measured.model_dump()}
+
+    return _run(svc, ref, item, act)
+
+
+def rule(svc: Services, ref: str, dataset: str, answer: Mapping[str, Any]) -> dict[str, Any]:
+    """Record the DPO's answer to one escalation (from the Airflow prompt) and carry it out."""
+    _plan, item = _item(svc, ref, dataset, Action.ESCALATE)
+    done = _done(svc, ref, item)
+    if done is not None:
+        return done
+    chosen = list(answer.get("chosen_options") or [])
+    if len(chosen) != 1 or chosen[0] not in DPO_OPTIONS:
+        raise StepError(f"the answer on {dataset!r} must choose one of: {', '.join(DPO_OPTIONS)}")
+    params = dict(answer.get("params_input") or {})
+    user = dict(answer.get("responded_by_user") or {})
+    ruling = Ruling.for_dataset(
+        _ref(item),
+        request_ref=ref,
+        option=DPO_OPTIONS[chosen[0]],
+        author_id=str(user.get("id") or "unknown"),
+        author_name=str(user.get("name") or user.get("id") or "unknown"),
+        justification=str(params.get("justification") or "").strip(),
+        exemption=params.get("exemption") or None,
+        scheduled_by=params.get("scheduled_by") or None,
+        standing_until=params.get("standing_until") or None,
+        decided_at=_as_datetime(answer.get("responded_at")),
+    )
+    return _carry_out(svc, ref, item, ruling)
+
+
+def tombstone(svc: Services, ref: str) -> dict[str, Any]:
+    """Suppress every identifier of the subject in future CRM syncs (hashes only)."""
+    record = _request(svc, ref)
+    pepper = svc.pepper(record.pepper_version)
+    item = PlanItem(
+        dataset=SUPPRESSION_LIST.as_dict(),
+        kind="table",
+        action=Action.INSERT_TOMBSTONE,
+        rule="tombstone",
+        reason="keep the subject out of future syncs",
+    )
+    done = _done(svc, ref, item)
+    if done is not None:
+        return done
+
+    def act() -> dict[str, Any]:
+        stones = []
+        for identity in sorted(_identities(svc, ref), key=lambda i: (i.type, i.value)):
+            stone = Tombstone.for_subject(pepper, identity.type, identity.value, request_ref=ref)
+            new = svc.suppression.add(stone)
+            stones.append(
+                {
+                    "subject_hash": stone.subject_hash,
+                    "identifier_type": stone.identifier_type,
+                    "pepper_version": stone.pepper_version,
+                    "new": new,
+                }
+            )
+        return {"tombstones": stones}
+
+    return _run(svc, ref, item, act)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. verify
+
+
+def verify(
+    svc: Services, ref: str, *, require_scrubbed: bool = True, now: datetime | None = None
+) -> dict[str, Any]:
+    """The second look: recount, keys gone, tombstones present, escalations ruled, re-plan."""
+    now = now or datetime.now(UTC)
+    record = _request(svc, ref)
+    plan = svc.registry.plan(ref, 1)
+    _advance(svc, ref, RequestStatus.VERIFYING)
+    parked = svc.registry.unpark(ref)
+    location = _relocate(svc, ref)
+    subject = SubjectRef(type=record.identifier_type, value=parked.identifier)
+    checks: list[dict[str, Any]] = []
+    for count in recount(svc.catalog, svc.warehouse, subject, location, plan, check=False):
+        checks.append(
+            _check(count.dataset, "recount", f"{count.found} row(s) of the subject", count.ok)
+        )
+    for item in plan.items:
+        status = svc.registry.action_status(ref, _ref(item), item.action)
+        checks.append(
+            _check(
+                item.dataset["name"],
+                f"{item.action.value} done",
+                str(status),
+                status is ActionStatus.DONE,
+            )
+        )
+    for key_hash in _identity_hashes(svc, ref):
+        gone = not svc.keystore.exists(key_hash)
+        checks.append(
+            _check(
+                svc.keystore.key_id(key_hash),
+                "key destroyed",
+                "absent" if gone else "STILL PRESENT",
+                gone or not items_for(plan, Action.CRYPTO_SHRED),
+            )
+        )
+    pepper = svc.pepper(record.pepper_version)
+    for identity in _identities(svc, ref):
+        hashed = subject_hash(pepper, identity.type, identity.value)
+        present = svc.suppression.contains(hashed, pepper.version)
+        checks.append(
+            _check(
+                f"suppression_list/{identity.type}",
+                "tombstone",
+                "present" if present else "missing",
+                present,
+            )
+        )
+    replan = make_plan(
+        svc.catalog,
+        subject,
+        pepper=pepper,
+        warehouse=svc.warehouse,
+        location=relocate(svc.catalog, svc.warehouse, *_parked_location(parked)),
+        now=now,
+    )
+    planned = {(i.dataset["namespace"], i.dataset["name"]) for i in plan.items}
+    for item in replan.items:
+        if (item.dataset["namespace"], item.dataset["name"]) not in planned:
+            checks.append(
+                _check(
+                    item.dataset["name"], "re-plan", "appeared since the plan: not handled", False
+                )
+            )
+    for root in replan.roots:
+        shared = root.shared_referrers > 0 and _ruled(svc, ref, root.dataset)
+        checks.append(
+            _check(
+                root.dataset["name"],
+                "re-locate",
+                f"{root.rows} row(s) found",
+                root.rows == 0 or shared,
+            )
+        )
+    version = max(svc.registry.plan_versions(ref)) + 1
+    svc.registry.save_plan(ref, replan, version)
+    if require_scrubbed:
+        scrubbed = _request(svc, ref).scrubbed_at is not None
+        checks.append(
+            _check(
+                "airflow metadata",
+                "identifier scrubbed",
+                "yes" if scrubbed else "NOT YET",
+                scrubbed,
+            )
+        )
+    passed = all(c["passed"] for c in checks)
+    result = {
+        "passed": passed,
+        "checked_at": now.isoformat(),
+        "checks": checks,
+        "replan_version": version,
+    }
+    status = ActionStatus.DONE if passed else ActionStatus.FAILED
+    svc.registry.record_action(ref, _VERIFICATION, _VERIFY, status, result)
+    if not passed:
+        failed = [f"{c['target']} ({c['check']}: {c['result']})" for c in checks if not c["passed"]]
+        raise VerificationFailed(
+            f"request {ref}: verification failed on {len(failed)} check(s): "
+            + "; ".join(failed[:10]),
+            failed,
+        )
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. complete
+
+
+def complete(svc: Services, ref: str, *, now: datetime | None = None) -> CompletionRecord:
+    """Append the signed completion record, then destroy the request key (raw identifier)."""
+    now = now or datetime.now(UTC)
+    record = _request(svc, ref)
+    existing = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.COMPLETED]
+    if existing:
+        if record.secrets_destroyed_at is None:
+            svc.registry.destroy_secrets(ref)
+        return existing[0]
+    verification = _verification(svc, ref)
+    plan = svc.registry.plan(ref, 1)
+    actions = {(a.dataset, a.action): a for a in svc.registry.actions(ref)}
+    artefacts = []
+    for item in plan.items:
+        if item.action is Action.INSERT_TOMBSTONE:
+            continue
+        done = actions.get((_label(item), item.action.value))
+        artefacts.append(
+            {
+                "dataset": item.dataset["name"],
+                "namespace": item.dataset["namespace"],
+                "kind": item.kind,
+                "action": item.action.value,
+                "rule": item.rule,
+                "reason": item.reason,
+                "evidence": {**item.evidence, **(done.evidence if done else {})},
+                "upstreams": item.upstreams,
+            }
+        )
+    rulings = [r.model_dump(mode="json") for r in svc.rulings.for_request(ref)]
+    tomb = actions.get((_label_of(SUPPRESSION_LIST), Action.INSERT_TOMBSTONE.value))
+    body = {
+        "artefacts": artefacts,
+        "rulings": rulings,
+        "roots": [r.model_dump(mode="json") for r in plan.roots],
+        "lineage": {
+            "snapshot_id": plan.lineage_snapshot,
+            "coverage": plan.coverage,
+            "gaps": [g.model_dump(mode="json") for g in plan.gaps],
+            "cycles": [c.model_dump(mode="json") for c in plan.cycles],
+        },
+        "verification": verification,
+        "timestamps": {
+            "received": datetime.combine(record.received_on, datetime.min.time(), UTC).isoformat(),
+            "due": datetime.combine(record.effective_due_on, datetime.min.time(), UTC).isoformat(),
+            "completed": now.isoformat(),
+        },
+        "tombstone": tomb.evidence if tomb else None,
+        "legal_ground": record.legal_ground.value,
+    }
+    exemptions = any(r.get("exemption") for r in rulings)
+    status = RecordStatus.COMPLETE_WITH_EXEMPTIONS if exemptions else RecordStatus.COMPLETE
+    parked = svc.registry.unpark(ref)
+    forbidden = _forbidden(
+        parked.identifier.get_secret_value(), *(i.value for i in parked.identities)
+    )
+    completed = svc.ledger.append(
+        ref, record.subject_hash, RecordKind.COMPLETED, body, status, forbidden=forbidden
+    )
+    svc.registry.destroy_secrets(ref)
+    _advance(svc, ref, RequestStatus(status.value))
+    return completed
+
+
+def fail(svc: Services, ref: str, reason: str) -> None:
+    """Record that the run failed (resumable: clearing the failed task continues it)."""
+    record = svc.registry.get(ref)
+    if record is None or record.closed:
+        return
+    _advance(svc, ref, RequestStatus.FAILED)
+    svc.ledger.append(
+        ref, record.subject_hash, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# internals
+
+
+def _request(svc: Services, ref: str) -> RegisteredRequest:
+    record = svc.registry.get(ref)
+    if record is None:
+        raise StepError(f"request {ref!r} is not registered: run the register step first")
+    return record
+
+
+def _advance(svc: Services, ref: str, status: RequestStatus) -> None:
+    if _request(svc, ref).status is not status:
+        svc.registry.set_status(ref, status)
+
+
+def _item(svc: Services, ref: str, dataset: str, action: Action) -> tuple[Plan, PlanItem]:
+    plan = svc.registry.plan(ref, 1)
+    for item in plan.items:
+        if item.dataset["name"] == dataset and item.action is action:
+            if _request(svc, ref).status in (RequestStatus.PLANNED, RequestStatus.FAILED):
+                _advance(svc, ref, RequestStatus.ACTING)
+            return plan, item
+    raise StepError(f"the plan of request {ref!r} has no {action.value} item for {dataset!r}")
+
+
+def _ref(item: PlanItem) -> DatasetRef:
+    return DatasetRef(item.dataset["namespace"], item.dataset["name"])
+
+
+def _label(item: PlanItem) -> str:
+    return _label_of(_ref(item))
+
+
+def _label_of(ref: DatasetRef) -> str:
+    return f"{ref.namespace}/{ref.name}"
+
+
+def _done(svc: Services, ref: str, item: PlanItem) -> dict[str, Any] | None:
+    """The recorded evidence if this action already succeeded (a retry does not act twice)."""
+    if svc.registry.action_status(ref, _ref(item), item.action) is not ActionStatus.DONE:
+        return None
+    for record in svc.registry.actions(ref):
+        if record.dataset == _label(item) and record.action == item.action.value:
+            return {**record.evidence, "already_done": True}
+    return None
+
+
+def _run(
+    svc: Services, ref: str, item: PlanItem, act: Callable[[], BaseModel | dict[str, Any]]
+) -> dict[str, Any]:
+    svc.registry.record_action(ref, _ref(item), item.action, ActionStatus.PENDING)
+    try:
+        result = act()
+    except Exception as exc:
+        svc.registry.record_action(
+            ref, _ref(item), item.action, ActionStatus.FAILED, {"error": type(exc).__name__}
+        )
+        raise
+    evidence = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    svc.registry.record_action(ref, _ref(item), item.action, ActionStatus.DONE, evidence)
+    log.info("request %s: %s %s done", ref, item.action.value, item.dataset["name"])
+    return evidence
+
+
+def _require_done(svc: Services, ref: str, plan: Plan, names: list[str], what: str) -> None:
+    missing = []
+    for item in plan.items:
+        if (
+            item.dataset["name"] in names
+            and item.action in (Action.ERASE_ROWS, Action.REBUILD)
+            and svc.registry.action_status(ref, _ref(item), item.action) is not ActionStatus.DONE
+        ):
+            missing.append(f"{item.action.value} {item.dataset['name']}")
+    if missing:
+        raise StepError(f"request {ref}: {', '.join(missing)} must be {what}; it will be retried")
+
+
+def _in_cycle(plan: Plan, name: str) -> bool:
+    return any(c.kind.value == "feedback" and name in c.datasets for c in plan.cycles)
+
+
+def _same_cycle(plan: Plan, a: str, b: str) -> bool:
+    return any(a in c.datasets and b in c.datasets for c in plan.cycles)
+
+
+def _parked_location(parked: ParkedSecret) -> tuple[list[Identity], dict[str, list[str]]]:
+    return list(parked.identities), dict(parked.reference_keys)
+
+
+def _relocate(svc: Services, ref: str) -> Location:
+    """The subject's rows as pinned at plan time, found again without walking deleted rows."""
+    parked = svc.registry.unpark(ref)
+    if not parked.identities:
+        raise StepError(f"request {ref!r} has not been planned: run the plan step first")
+    svc.warehouse.forget_tables()
+    return relocate(svc.catalog, svc.warehouse, *_parked_location(parked))
+
+
+def _identities(svc: Services, ref: str) -> list[Identity]:
+    return list(svc.registry.unpark(ref).identities)
+
+
+def _identity_hashes(svc: Services, ref: str) -> list[str]:
+    pepper = svc.pepper(_request(svc, ref).pepper_version)
+    return sorted({subject_hash(pepper, i.type, i.value) for i in _identities(svc, ref)})
+
+
+def _apply_standing_ruling(svc: Services, ref: str, item: PlanItem, today: date) -> None:
+    standing = svc.rulings.standing_for(_ref(item), today)
+    if standing is None:
+        return
+    cited = standing.model_copy(
+        update={
+            "id": None,
+            "request_ref": ref,
+            "standing_until": None,
+            "decided_at": datetime.now(UTC),
+            "justification": f"standing ruling #{standing.id} of request {standing.request_ref} "
+            f"(until {standing.standing_until}): {standing.justification}",
+        }
+    )
+    _carry_out(svc, ref, item, cited)
+
+
+def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> dict[str, Any]:
+    """Record a ruling; 'delete the artefact' empties a catalogued table in the warehouse."""
+
+    def act() -> dict[str, Any]:
+        recorded = svc.rulings.record(ruling)
+        evidence: dict[str, Any] = {"ruling": recorded.model_dump(mode="json")}
+        if recorded.option is RulingOption.DELETE_ARTEFACT:
+            evidence["deletion"] = _delete_artefact(svc, item)
+        record = _request(svc, ref)
+        svc.ledger.append(
+            ref,
+            record.subject_hash,
+            RecordKind.DECIDED,
+            {"dataset": item.dataset, "rule": item.rule, **evidence},
+        )
+        return evidence
+
+    return _run(svc, ref, item, act)
+
+
+def _delete_artefact(svc: Services, item: PlanItem) -> dict[str, Any]:
+    ds = svc.catalog.dataset(_ref(item))
+    if ds is None or ds.connection is None or svc.warehouse.table(ds) is None:
+        return {
+            "done_by": "the artefact's owner",
+            "rows_deleted": None,
+            "detail": "not a table this system can reach: the owner deletes it",
+        }
+    schema, name = split_name(ds.name)
+    table = sa.table(name, schema=schema)
+    with svc.warehouse.connect(ds) as conn:
+        try:
+            with transaction(conn):
+                deleted = conn.execute(sa.delete(table)).rowcount
+        except sa.exc.DBAPIError as exc:
+            raise StepError(
+                f"deleting artefact {ds.name!r} failed ({describe_failure(exc)})"
+            ) from None
+    return {"done_by": "erasure", "rows_deleted": deleted, "statement": f"DELETE FROM {ds.name}"}
+
+
+def _ruled(svc: Services, ref: str, dataset: Mapping[str, str]) -> bool:
+    status = svc.registry.action_status(
+        ref, DatasetRef(dataset["namespace"], dataset["name"]), Action.ESCALATE
+    )
+    return status is ActionStatus.DONE
+
+
+def _verification(svc: Services, ref: str) -> dict[str, Any]:
+    for record in svc.registry.actions(ref):
+        if (
+            record.dataset == _label_of(_VERIFICATION)
+            and record.action == _VERIFY
+            and record.status is ActionStatus.DONE
+        ):
+            return record.evidence
+    raise StepError(
+        f"request {ref}: not verified; nothing is reported complete before verify passes"
+    )
+
+
+def _check(target: str, check: str, result: str, passed: bool) -> dict[str, Any]:
+    return {"target": target, "check": check, "result": result, "passed": bool(passed)}
+
+
+def _forbidden(*values: str) -> frozenset[str]:
+    return frozenset(
+        v for value in values for v in {value, value.strip(), value.strip().lower()} if v
+    )
+
+
+def _as_datetime(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        return _as_datetime(datetime.fromisoformat(value))
+    return datetime.now(UTC)

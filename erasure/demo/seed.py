@@ -14,6 +14,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from erasure.catalog import Catalog, load_catalog
+from erasure.demo.rematerialise import REMATERIALISATION_DAGS, rematerialise, select_of
 from erasure.warehouse import Warehouse
 
 DEMO_SUBJECT = ("email", "alice.smith@example.com")
@@ -21,8 +22,9 @@ REGIONS = ("north", "south", "east", "west")
 MONTHS = ("2026-09", "2026-10", "2026-11")
 CUSTOMERS = 240
 
-# encrypt(subject_hash_or_id, dataset, plaintext) -> blob, for the per-subject archive
-Encrypt = Callable[[str, str, bytes], bytes]
+# encrypt(customer_id, dataset, plaintext) -> (subject hash, blob): the archive's producer
+# seals each customer's events under that customer's own key.
+Encrypt = Callable[[str, str, bytes], tuple[str, bytes]]
 
 
 def copy_estate(target: Path) -> Path:
@@ -52,6 +54,8 @@ def build_demo(target: Path, *, url: str | None = None, encrypt: Encrypt | None 
         engine = warehouse.engine("warehouse")
         _create_sources(engine)
         _materialise(engine, catalog, encrypt)
+        for dag_id in REMATERIALISATION_DAGS:
+            rematerialise(catalog, warehouse, dag_id)
     finally:
         warehouse.dispose()
     return catalog
@@ -205,7 +209,6 @@ def _create_sources(engine: sa.Engine) -> None:
 
 def _materialise(engine: sa.Engine, catalog: Catalog, encrypt: Encrypt | None) -> None:
     """Derived artefacts, built the way their producers build them."""
-    sql_dir = catalog.base_dir / "sql"
     with engine.begin() as conn:
         conn.execute(
             sa.text(
@@ -223,14 +226,11 @@ def _materialise(engine: sa.Engine, catalog: Catalog, encrypt: Encrypt | None) -
             for statement in catalog.by_name(name).rebuild.sql or []:  # type: ignore[union-attr]
                 conn.execute(sa.text(statement))
         for name in (
-            "marts.orders_daily",
             "agg.customers_by_region_month",
             "agg.customers_by_postcode",
             "backup.crm_nightly",
-            "reports.monthly_revenue",
         ):
-            select = (sql_dir / f"{name}.sql").read_text()
-            conn.execute(sa.text(f"CREATE TABLE {name} AS {_strip_comments(select)}"))
+            conn.execute(sa.text(f"CREATE TABLE {name} AS {select_of(catalog, name)}"))
         conn.execute(
             sa.text(
                 "CREATE TABLE ml.customer_embeddings (customer_id VARCHAR(12) "
@@ -251,8 +251,9 @@ def _materialise(engine: sa.Engine, catalog: Catalog, encrypt: Encrypt | None) -
         if encrypt is not None:
             rows = []
             for i, (pid, _name, email) in enumerate(people, start=1):
-                owner = str(pid)
-                blob = encrypt(owner, "archive.customer_events", f"signup:{email}".encode())
+                owner, blob = encrypt(
+                    str(pid), "archive.customer_events", f"signup:{email}".encode()
+                )
                 rows.append({"id": i, "h": owner, "e": "signup", "p": blob.hex()})
             conn.execute(
                 sa.text(
@@ -261,10 +262,6 @@ def _materialise(engine: sa.Engine, catalog: Catalog, encrypt: Encrypt | None) -
                 ),
                 rows,
             )
-
-
-def _strip_comments(sql: str) -> str:
-    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
 
 
 def _embedding(text: str) -> str:

@@ -156,7 +156,7 @@ def test_evidence_of_roots_shared_rows_and_immutable_copies(plan: Plan) -> None:
     assert items["src.people"].evidence["rows_before"] == 1
     assert items["src.people"].evidence["statement"].startswith("DELETE FROM src.people WHERE")
     assert items["src.homes"].evidence["other_referrers"] == 1
-    assert items["d.backup"].evidence["beyond_use_until"] == "2026-12-29"
+    assert items["d.backup"].evidence["retention_expiry_date"] == "2026-12-29"
     assert "beyond use until 2026-12-29" in items["d.backup"].reason
     assert items["d.archive"].evidence["last_copy_expires"] == "2027-11-29"
     assert items["d.view"].evidence["method"] == "view"

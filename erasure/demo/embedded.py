@@ -1,0 +1,52 @@
+"""The embedded default: the demo estate on SQLite, its keys in a local OpenBao.
+
+`open_demo` builds everything a run needs in one folder and returns the settings that point
+at it, so the CLI demo, the DAG under `dag.test()` and the tests share one setup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from erasure.config import Settings
+from erasure.demo.seed import build_demo
+from erasure.keys.envelope import EnvelopeCipher
+from erasure.keys.keystore import keystore_from_settings
+from erasure.keys.pepper import PepperStore
+from erasure.keys.vault import EmbeddedOpenBao, connect
+from erasure.pseudonym import normalise, subject_hash
+
+ARCHIVE = "archive.customer_events"
+
+
+def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:
+    """Settings for the demo in `base_dir` against the running embedded OpenBao."""
+    base = Settings.model_construct(
+        catalog_path=base_dir / "catalog.yaml",
+        store_url=f"sqlite:///{base_dir / 'erasure.db'}",
+        rebuild_trigger="inprocess",
+        task_token_key=SecretStr("demo-task-token-key"),
+    )
+    return Settings(**bao.settings(base).model_dump())
+
+
+def open_demo(base_dir: Path, bao: EmbeddedOpenBao, *, url: str | None = None) -> Settings:
+    """Build the estate in `base_dir`, sealing the archive under per-customer keys."""
+    settings = demo_settings(base_dir, bao)
+    vault = connect(settings)
+    keystore = keystore_from_settings(settings, vault)
+    keystore.ensure_mount()
+    peppers = PepperStore(vault, settings.vault_kv_mount)
+    peppers.ensure_mount()
+    pepper = peppers.current()
+    cipher = EnvelopeCipher(keystore)
+
+    def seal(customer_id: str, dataset: str, plaintext: bytes) -> tuple[str, bytes]:
+        hashed = subject_hash(pepper, "customer_id", normalise("strip", customer_id))
+        keystore.create(hashed, dataset)
+        return hashed, cipher.encrypt(hashed, dataset, plaintext)
+
+    build_demo(base_dir, url=url, encrypt=seal)
+    return settings

@@ -1,0 +1,101 @@
+"""The long-lived collaborators an erasure needs, built once from Settings.
+
+The CLI, the DAG tasks and the plugin each build one `Services` and hand it to the workflow
+steps; nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+
+import hvac
+
+from erasure.audit.records import RecordLedger
+from erasure.audit.signing import TransitSigner
+from erasure.catalog import Catalog, load_catalog
+from erasure.config import Settings, env_name
+from erasure.errors import ConfigError
+from erasure.keys.envelope import EnvelopeCipher
+from erasure.keys.keystore import SubjectKeyStore, keystore_from_settings
+from erasure.keys.pepper import PepperStore
+from erasure.keys.vault import connect, ensure_transit
+from erasure.pseudonym import Pepper
+from erasure.requests import RequestRegistry
+from erasure.rulings import RulingBook
+from erasure.store.database import Store, open_store
+from erasure.suppression import SuppressionList
+from erasure.warehouse import Warehouse
+
+
+@dataclass
+class Services:
+    settings: Settings
+    catalog: Catalog
+    warehouse: Warehouse
+    store: Store
+    vault: hvac.Client
+    keystore: SubjectKeyStore
+    cipher: EnvelopeCipher
+    peppers: PepperStore
+    registry: RequestRegistry
+    rulings: RulingBook
+    suppression: SuppressionList
+    ledger: RecordLedger
+
+    @classmethod
+    def open(cls, settings: Settings | None = None) -> Services:
+        """Connect to the store, Vault and the warehouse the settings name."""
+        settings = settings or Settings()
+        if settings.catalog_path is None:
+            raise ConfigError(f"{env_name('catalog_path')} is not set: point it at the catalog")
+        if settings.vault_addr is None:
+            raise ConfigError(
+                f"{env_name('vault_addr')} is not set: point it at Vault/OpenBao "
+                "(`erasure demo` starts an embedded one)"
+            )
+        catalog = load_catalog(settings.catalog_path)
+        vault = connect(settings)
+        keystore = keystore_from_settings(settings, vault)
+        keystore.ensure_mount()
+        peppers = PepperStore(vault, settings.vault_kv_mount)
+        peppers.ensure_mount()
+        ensure_transit(vault, settings.vault_transit_mount)
+        cipher = EnvelopeCipher(keystore)
+        store = open_store(settings.store_url)
+        return cls(
+            settings=settings,
+            catalog=catalog,
+            warehouse=Warehouse(catalog),
+            store=store,
+            vault=vault,
+            keystore=keystore,
+            cipher=cipher,
+            peppers=peppers,
+            registry=RequestRegistry(store, keystore, cipher, peppers),
+            rulings=RulingBook(store),
+            suppression=SuppressionList(store),
+            ledger=RecordLedger(store, TransitSigner(vault, settings.vault_transit_mount)),
+        )
+
+    def pepper(self, version: int) -> Pepper:
+        """The pepper of `version` (a request hashes under the version it registered with)."""
+        for pepper in self.peppers.all_versions():
+            if pepper.version == version:
+                return pepper
+        raise ConfigError(f"pepper version {version} is not in Vault at {self.peppers.location}")
+
+    def close(self) -> None:
+        self.warehouse.dispose()
+        self.store.close()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
