@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/erasure demo
+	$(BIN)/python -m demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -56,9 +56,10 @@ class Settings(BaseSettings):
     catalog_path: Path | None = None
     # The nightly CRM export the crm_ingest DAG loads (CSV or JSON lines).
     crm_export: Path | None = None
-    # How rebuild tasks run a rematerialisation DAG: through Airflow's REST API (a scheduler
-    # runs it), or in-process with dag.test() (the embedded demo and the tests).
-    rebuild_trigger: Literal["rest", "inprocess"] = "rest"
+    # How tasks reach Airflow itself (to run a rematerialisation DAG, to have the identifier
+    # scrubbed from the metadata DB): its REST API and the erasure plugin, or in-process
+    # under dag.test() (the embedded demo and the tests).
+    airflow_access: Literal["rest", "inprocess"] = "rest"
     airflow_api_url: str = "http://127.0.0.1:8080"
     airflow_api_user: str | None = None
     airflow_api_password: SecretStr | None = None

@@ -59,7 +59,11 @@ _VERIFY = "verify"
 
 
 class StepError(ErasureError):
-    """A step cannot run yet or at all; the message says what must happen first."""
+    """A step cannot run at all; the message says what must happen first."""
+
+
+class NotYet(StepError):
+    """A step must wait for others of the same run (lineage or foreign-key order): retry soon."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,14 +225,19 @@ def rebuild_artefact(
     done = _done(svc, ref, item)
     if done is not None:
         return done
-    upstream_items = [
+    # Upstreams first; inside a feedback cycle, the members in plan order instead.
+    position = {i.dataset["name"]: n for n, i in enumerate(plan.items)}
+    before = [
         i.dataset["name"]
         for i in plan.items
-        if i.dataset["name"] in item.upstreams
-        and i.action in (Action.ERASE_ROWS, Action.REBUILD)
-        and not _same_cycle(plan, i.dataset["name"], dataset)
+        if i.action in (Action.ERASE_ROWS, Action.REBUILD)
+        and (
+            position[i.dataset["name"]] < position[dataset]
+            if _same_cycle(plan, i.dataset["name"], dataset)
+            else i.dataset["name"] in item.upstreams
+        )
     ]
-    _require_done(svc, ref, plan, upstream_items, "done before it is rebuilt")
+    _require_done(svc, ref, plan, before, "done before it is rebuilt")
 
     def act() -> BaseModel:
         emptied = (
@@ -545,6 +554,51 @@ def fail(svc: Services, ref: str, reason: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# deadlines (Art. 12(3))
+
+
+def extend(svc: Services, ref: str, months: int, reason: str) -> date:
+    """Extend the deadline by one or two months, once, with the reason; signed on record."""
+    if months not in (1, 2):
+        raise StepError("an extension is 1 or 2 months (Art. 12(3))")
+    record = svc.registry.extend(ref, 1 if months == 1 else 2, reason)
+    assert record.extended_until is not None
+    svc.ledger.append(
+        ref,
+        record.subject_hash,
+        RecordKind.EXTENDED,
+        {
+            "due_on": record.due_on.isoformat(),
+            "extended_until": record.extended_until.isoformat(),
+            "months": months,
+            "reason": record.extension_reason,
+        },
+    )
+    return record.extended_until
+
+
+def deadlines(svc: Services, today: date, within_days: int) -> dict[str, Any]:
+    """Open requests due within `within_days`, and those already overdue."""
+    due = svc.registry.due_within(today, within_days)
+    overdue = [r.request_ref for r in due if r.effective_due_on < today]
+    lines = [
+        f"{r.request_ref}: {r.status.value}, due {r.effective_due_on.isoformat()}"
+        + (" (extended)" if r.extended_until else "")
+        + (
+            f" OVERDUE by {(today - r.effective_due_on).days} day(s)"
+            if r.effective_due_on < today
+            else f", {(r.effective_due_on - today).days} day(s) left"
+        )
+        for r in due
+    ]
+    return {
+        "due_soon": [r.request_ref for r in due if r.request_ref not in overdue],
+        "overdue": overdue,
+        "lines": lines,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # internals
 
 
@@ -619,7 +673,7 @@ def _require_done(svc: Services, ref: str, plan: Plan, names: list[str], what: s
         ):
             missing.append(f"{item.action.value} {item.dataset['name']}")
     if missing:
-        raise StepError(f"request {ref}: {', '.join(missing)} must be {what}; it will be retried")
+        raise NotYet(f"request {ref}: {', '.join(missing)} must be {what}; waiting for it")
 
 
 def _in_cycle(plan: Plan, name: str) -> bool:

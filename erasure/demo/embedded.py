@@ -26,7 +26,7 @@ def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:
     base = Settings.model_construct(
         catalog_path=base_dir / "catalog.yaml",
         store_url=f"sqlite:///{base_dir / 'erasure.db'}",
-        rebuild_trigger="inprocess",
+        airflow_access="inprocess",
         task_token_key=SecretStr("demo-task-token-key"),
     )
     return Settings(**bao.settings(base).model_dump())

@@ -1,0 +1,116 @@
+"""How erasure tasks reach Airflow itself: run a rematerialisation DAG and wait for it, and
+have the erasure plugin scrub the identifier from the metadata DB.
+
+Two ways, chosen by ERASURE_AIRFLOW_ACCESS: `rest` (a real deployment: Airflow's REST API
+and the plugin's scrub endpoint, authenticated) or `inprocess` (under `dag.test()`, where the
+ORM is allowed and no scheduler runs triggered DAGs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from erasure.actions.rebuild import RunOutcome
+from erasure.config import Settings, env_name
+from erasure.errors import ConfigError, RebuildFailed
+from erasure.services import Services
+from erasure.workflow import TriggerDag
+
+DAGS_FOLDER = Path(__file__).resolve().parent
+REBUILD_TIMEOUT_SECONDS = 3600
+POLL_SECONDS = 3
+
+
+def trigger_dag(settings: Settings, request_ref: str, attempt: int) -> TriggerDag:
+    """A callable that runs one rematerialisation DAG to its end and says how it ended."""
+
+    def run(dag_id: str) -> RunOutcome:
+        if settings.airflow_access == "inprocess":
+            return _run_in_process(dag_id)
+        return _run_over_rest(settings, dag_id, f"erasure-{request_ref}-{dag_id}-try{attempt}")
+
+    return run
+
+
+def task_token(settings: Settings, request_ref: str) -> str:
+    """The HMAC a task shows the plugin's scrub endpoint for this request."""
+    if settings.task_token_key is None:
+        raise ConfigError(f"{env_name('task_token_key')} is not set (shared with the API server)")
+    key = settings.task_token_key.get_secret_value().encode()
+    return hmac.new(key, f"scrub:{request_ref}".encode(), hashlib.sha256).hexdigest()
+
+
+def scrub(svc: Services, request_ref: str) -> None:
+    """Have the raw identifier removed from dag_run.conf and the audit log."""
+    settings = svc.settings
+    if settings.airflow_access == "inprocess":
+        from airflow.configuration import conf
+        from airflow.utils.session import create_session
+
+        plugins = conf.get("core", "plugins_folder")
+        if plugins not in sys.path:
+            sys.path.append(plugins)
+        from erasure_api.scrub import scrub_request
+
+        with create_session() as session:
+            scrub_request(session, request_ref)
+        svc.registry.mark_scrubbed(request_ref, datetime.now(UTC))
+        return
+    url = f"{settings.airflow_api_url.rstrip('/')}/erasure/api/v1/requests/{request_ref}/scrub"
+    response = httpx.post(
+        url, headers={"X-Erasure-Task-Token": task_token(settings, request_ref)}, timeout=30
+    )
+    if response.status_code >= 300:
+        raise ConfigError(
+            f"the erasure plugin at {settings.airflow_api_url} refused the scrub of {request_ref} "
+            f"(HTTP {response.status_code}); check the plugin is installed and "
+            f"{env_name('task_token_key')} matches the API server's"
+        )
+
+
+def _run_in_process(dag_id: str) -> RunOutcome:
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(str(DAGS_FOLDER)).get_dag(dag_id)
+    if dag is None:
+        raise RebuildFailed(f"no DAG {dag_id!r} in {DAGS_FOLDER}")
+    run = dag.test()
+    return RunOutcome(run_id=run.run_id, state=str(run.state))
+
+
+def _run_over_rest(settings: Settings, dag_id: str, run_id: str) -> RunOutcome:
+    base = settings.airflow_api_url.rstrip("/")
+    if settings.airflow_api_user is None or settings.airflow_api_password is None:
+        raise ConfigError(
+            f"set {env_name('airflow_api_user')} and {env_name('airflow_api_password')}: "
+            "rebuild tasks trigger rematerialisation DAGs through Airflow's REST API"
+        )
+    with httpx.Client(base_url=base, timeout=30) as client:
+        token = client.post(
+            "/auth/token",
+            json={
+                "username": settings.airflow_api_user,
+                "password": settings.airflow_api_password.get_secret_value(),
+            },
+        )
+        token.raise_for_status()
+        client.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+        created = client.post(
+            f"/api/v2/dags/{dag_id}/dagRuns", json={"dag_run_id": run_id, "logical_date": None}
+        )
+        if created.status_code not in (200, 409):  # 409: this attempt triggered it already
+            raise RebuildFailed(f"triggering {dag_id} failed (HTTP {created.status_code})")
+        deadline = time.monotonic() + REBUILD_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            state = client.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").json().get("state")
+            if state in ("success", "failed"):
+                return RunOutcome(run_id=run_id, state=state)
+            time.sleep(POLL_SECONDS)
+    raise RebuildFailed(f"{dag_id} run {run_id} did not finish within {REBUILD_TIMEOUT_SECONDS} s")

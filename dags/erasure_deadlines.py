@@ -1,0 +1,88 @@
+"""Daily: erasure requests near or past their Art. 12(3) deadline, and DPO extensions.
+
+`erasure_deadlines` lists open requests due within a week or overdue (it fails, so that the
+alerting everyone already watches fires, when any is overdue). `gdpr_erasure_extend` records
+an extension of up to two months with its reason, in the registry and the signed records.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import DAG, Param, get_current_context, task
+
+log = logging.getLogger(__name__)
+WARN_DAYS = 7
+
+with DAG(
+    dag_id="erasure_deadlines",
+    schedule="@daily",
+    catchup=False,
+    is_paused_upon_creation=False,
+    tags=["gdpr", "erasure"],
+    doc_md=__doc__,
+):
+
+    @task
+    def check_deadlines() -> dict[str, Any]:
+        from erasure import workflow
+        from erasure.config import Settings
+        from erasure.errors import ErasureError
+        from erasure.services import Services
+
+        with Services.open(Settings()) as svc:
+            report = workflow.deadlines(svc, datetime.now().date(), WARN_DAYS)
+        for line in report["lines"]:
+            log.info("%s", line)
+        if report["overdue"]:
+            raise ErasureError(
+                f"{len(report['overdue'])} erasure request(s) are overdue: "
+                + ", ".join(report["overdue"])
+            )
+        return {"due_soon": report["due_soon"], "overdue": report["overdue"]}
+
+    check_deadlines()
+
+
+with DAG(
+    dag_id="gdpr_erasure_extend",
+    schedule=None,
+    catchup=False,
+    is_paused_upon_creation=False,
+    tags=["gdpr", "erasure"],
+    doc_md=__doc__,
+    params={
+        "request_ref": Param(
+            type="string", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$", title="Request reference"
+        ),
+        "months": Param(
+            1,
+            type="integer",
+            enum=[1, 2],
+            title="Extend by (months)",
+            description="Art. 12(3): at most two further months, once.",
+        ),
+        "reason": Param(
+            type="string",
+            minLength=10,
+            title="Reason",
+            description="Why the request is complex or numerous; the subject must "
+            "be told within the first month. Do not name the person.",
+        ),
+    },
+):
+
+    @task
+    def extend() -> str:
+        from erasure import workflow
+        from erasure.config import Settings
+        from erasure.services import Services
+
+        params = get_current_context()["params"]
+        with Services.open(Settings()) as svc:
+            until = workflow.extend(svc, params["request_ref"], params["months"], params["reason"])
+        return until.isoformat()
+
+    extend()

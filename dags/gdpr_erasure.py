@@ -1,0 +1,341 @@
+"""GDPR Art. 17 erasure: one run per request, from the DPO's form to a verified completion.
+
+Thin: every task calls one step of `erasure.workflow`; only request references, dataset
+names, hashes and counts travel in XCom. Submit with run id `erasure-<request_ref>`; a second
+submission of the same reference does nothing new and says so in the register task's log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.providers.standard.operators.hitl import HITLOperator
+from airflow.sdk import Param, dag, get_current_context, task
+
+from erasure.config import Settings
+from erasure.requests import LegalGround
+from erasure.rulings import EXEMPTIONS
+from erasure.workflow import DPO_OPTIONS
+
+log = logging.getLogger(__name__)
+
+LEGAL_GROUNDS = {
+    LegalGround("art17_1_a"): "Art. 17(1)(a): no longer necessary for the purposes collected",
+    LegalGround("art17_1_b"): "Art. 17(1)(b): consent withdrawn, no other legal ground",
+    LegalGround("art17_1_c"): "Art. 17(1)(c): objection under Art. 21, no overriding grounds",
+    LegalGround("art17_1_d"): "Art. 17(1)(d): unlawfully processed",
+    LegalGround("art17_1_e"): "Art. 17(1)(e): erasure required by a legal obligation",
+    LegalGround("art17_1_f"): "Art. 17(1)(f): collected from a child (information society)",
+}
+
+
+def _identifier_types() -> list[str]:
+    """The catalog's identifier types for the form; parsing never fails on a missing catalog."""
+    path = os.environ.get("ERASURE_CATALOG_PATH")
+    if path:
+        try:
+            from erasure.catalog import load_catalog
+
+            return sorted(load_catalog(path).identifiers)
+        except Exception:  # a broken catalog is reported by the register task, not the parser
+            log.warning("could not read the catalog at %s for the trigger form", path)
+    return ["customer_id", "email", "phone"]
+
+
+IDENTIFIER_TYPES = _identifier_types()
+WAIT_FOR_ORDER = timedelta(seconds=2)
+EXEMPTION_LABELS = {str(k.value): v for k, v in EXEMPTIONS.items()}
+
+
+def _services() -> Any:
+    from erasure.services import Services
+
+    return Services.open(Settings())
+
+
+def _label(text: str) -> None:
+    get_current_context()["artefact"] = text  # type: ignore[literal-required]
+
+
+@contextmanager
+def _in_order() -> Iterator[None]:
+    """A step that must wait for an earlier one of this run is rescheduled, not failed."""
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    from erasure.workflow import NotYet
+
+    try:
+        yield
+    except NotYet as wait:
+        log.info("%s", wait)
+        raise AirflowRescheduleException(datetime.now(UTC) + WAIT_FOR_ORDER) from None
+
+
+@dag(
+    dag_id="gdpr_erasure",
+    schedule=None,
+    catchup=False,
+    is_paused_upon_creation=False,
+    max_active_runs=4,
+    tags=["gdpr", "erasure"],
+    doc_md=__doc__,
+    params={
+        "request_ref": Param(
+            type="string",
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$",
+            title="Request reference",
+            description="Your reference for this request, e.g. DSR-2026-0042 (letters, digits, "
+            ". _ -). One reference, one erasure: resubmitting it does nothing new.",
+        ),
+        "identifier_type": Param(
+            "email" if "email" in IDENTIFIER_TYPES else IDENTIFIER_TYPES[0],
+            type="string",
+            enum=IDENTIFIER_TYPES,
+            title="Identifier type",
+            description="What the person gave you to identify themselves.",
+        ),
+        "identifier": Param(
+            type="string",
+            minLength=1,
+            title="Identifier",
+            description="The email address, customer number or phone number. It is parked "
+            "encrypted in Vault and scrubbed from Airflow as soon as the run starts.",
+        ),
+        "received_on": Param(
+            type="string",
+            format="date",
+            title="Date received",
+            description="When the request reached you: the one-month deadline runs from it.",
+        ),
+        "legal_ground": Param(
+            "art17_1_b",
+            type="string",
+            enum=[g.value for g in LEGAL_GROUNDS],
+            values_display={g.value: label for g, label in LEGAL_GROUNDS.items()},
+            title="Legal ground",
+            description="The Art. 17(1) ground the request relies on.",
+        ),
+        "notes": Param(
+            None,
+            type=["null", "string"],
+            title="Notes",
+            description="Optional. Parked encrypted with the identifier and destroyed with it.",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Only locate and plan; change nothing.",
+        ),
+    },
+    render_template_as_native_obj=True,
+)
+def gdpr_erasure() -> None:
+    @task
+    def register() -> dict[str, Any]:
+        from erasure_airflow import scrub
+
+        from erasure import workflow
+
+        ctx = get_current_context()
+        run_id = ctx["run_id"]
+        with _services() as svc:
+            registration = workflow.register(svc, dict(ctx["params"]), run_id)
+            scrub(svc, registration.request_ref)
+        duplicate = registration.owner_run_id != run_id
+        if duplicate:
+            log.warning(
+                "request %s was already submitted and is handled by run %s (status %s): this "
+                "run does nothing new",
+                registration.request_ref,
+                registration.owner_run_id,
+                registration.status.value,
+            )
+        return {"request_ref": registration.request_ref, "duplicate": duplicate}
+
+    @task(multiple_outputs=True)
+    def plan(registration: dict[str, Any]) -> dict[str, Any]:
+        from erasure import workflow
+        from erasure.model import Action
+
+        ref = registration["request_ref"]
+        with _services() as svc:
+            planned = workflow.plan_request(svc, ref)
+            pending = workflow.pending_escalations(svc, ref)
+            dry_run = svc.registry.get(ref).dry_run
+        log.info(
+            "request %s planned: %d artefacts, coverage %.1f%%",
+            ref,
+            len(planned.items),
+            planned.coverage * 100,
+        )
+        return {
+            "request_ref": ref,
+            "go": not registration["duplicate"] and not dry_run,
+            "erase": workflow.items_for(planned, Action.ERASE_ROWS),
+            "shred": workflow.items_for(planned, Action.CRYPTO_SHRED),
+            "rebuild": workflow.items_for(planned, Action.REBUILD),
+            "aggregate": workflow.items_for(planned, Action.AGGREGATE_OK),
+            "escalate": [item.dataset["name"] for item in pending],
+            "prompts": [workflow.escalation_prompt(item) for item in pending],
+        }
+
+    @task.short_circuit
+    def proceed(planned: dict[str, Any]) -> bool:
+        """Stop here for a dry run or a duplicate submission."""
+        return bool(planned["go"])
+
+    @task
+    def pick(planned: dict[str, Any], key: str) -> Any:
+        """One list of the plan, to map a task over (Airflow maps only over whole XComs)."""
+        return planned[key]
+
+    # Mapped tasks run one at a time in plan order: erasures children first, rebuilds after
+    # their upstreams (each task also checks that order and fails, to be retried, if broken).
+    @task(map_index_template="{{ artefact }}", max_active_tis_per_dagrun=1, retries=2)
+    def erase_rows(ref: str, dataset: str) -> dict[str, Any]:
+        from erasure import workflow
+
+        _label(f"erase_rows {dataset}")
+        with _services() as svc, _in_order():
+            evidence = workflow.erase(svc, ref, dataset)
+        return {"dataset": dataset, "rows_deleted": evidence.get("rows_deleted")}
+
+    @task(map_index_template="{{ artefact }}", retries=2)
+    def crypto_shred(ref: str, dataset: str) -> dict[str, Any]:
+        from erasure import workflow
+
+        _label(f"crypto_shred {dataset}")
+        with _services() as svc:
+            evidence = workflow.shred(svc, ref, dataset)
+        return {"dataset": dataset, "keys_shredded": evidence.get("keys_shredded")}
+
+    @task(
+        map_index_template="{{ artefact }}",
+        max_active_tis_per_dagrun=1,
+        retries=2,
+        trigger_rule="none_failed",
+    )
+    def rebuild(ref: str, dataset: str) -> dict[str, Any]:
+        from erasure_airflow import trigger_dag
+
+        from erasure import workflow
+
+        _label(f"rebuild {dataset}")
+        ctx = get_current_context()
+        with _services() as svc, _in_order():
+            run = trigger_dag(svc.settings, ref, ctx["ti"].try_number)
+            evidence = workflow.rebuild_artefact(svc, ref, dataset, run)
+        return {
+            "dataset": dataset,
+            "method": evidence.get("method"),
+            "run_id": evidence.get("run_id"),
+        }
+
+    @task(map_index_template="{{ artefact }}", retries=2, trigger_rule="none_failed")
+    def aggregate_ok(ref: str, dataset: str) -> dict[str, Any]:
+        from erasure import workflow
+
+        _label(f"aggregate_ok {dataset}")
+        with _services() as svc, _in_order():
+            evidence = workflow.confirm_aggregate(svc, ref, dataset)
+        return {"dataset": dataset, "min_group_size": evidence["at_act"]["min_group_size"]}
+
+    dpo_decides = HITLOperator.partial(
+        task_id="dpo_decides",
+        options=list(DPO_OPTIONS),
+        params={
+            "justification": Param(
+                "",
+                type="string",
+                title="Justification",
+                description="Why this is right for this artefact. Required.",
+            ),
+            "scheduled_by": Param(
+                None,
+                type=["null", "string"],
+                format="date",
+                title="Rebuild or retrain by",
+                description="For 'Rebuild or retrain by a date'.",
+            ),
+            "exemption": Param(
+                None,
+                type=["null", "string"],
+                enum=[None, *EXEMPTION_LABELS],
+                values_display=EXEMPTION_LABELS,
+                title="Art. 17(3) exemption",
+                description="For 'Retain under an Art. 17(3) exemption'.",
+            ),
+            "standing_until": Param(
+                None,
+                type=["null", "string"],
+                format="date",
+                title="Standing ruling until",
+                description="Optional: apply this ruling to later requests "
+                "for this dataset until this date.",
+            ),
+        },
+        map_index_template="{{ task.subject }}",
+    )
+
+    @task(trigger_rule="none_failed", retries=2)
+    def record_rulings(ref: str, names: list[str], answers: Any) -> int:
+        from erasure import workflow
+
+        answers = list(answers or [])
+        with _services() as svc:
+            for name, answer in zip(names, answers, strict=True):
+                workflow.rule(svc, ref, name, answer)
+        return len(answers)
+
+    @task(trigger_rule="none_failed", retries=2)
+    def tombstone(ref: str) -> int:
+        from erasure import workflow
+
+        with _services() as svc:
+            return len(workflow.tombstone(svc, ref)["tombstones"])
+
+    @task(trigger_rule="none_failed", retries=3, retry_delay=timedelta(seconds=10))
+    def verify(ref: str) -> bool:
+        from erasure import workflow
+
+        with _services() as svc:
+            return bool(workflow.verify(svc, ref)["passed"])
+
+    @task(retries=2)
+    def complete(ref: str, verified: bool) -> dict[str, Any]:
+        from erasure import workflow
+
+        with _services() as svc:
+            record = workflow.complete(svc, ref)
+        return {"seq": record.seq, "status": record.status, "record_hash": record.record_hash}
+
+    registration = register()
+    planned = plan(registration)
+    ref = planned["request_ref"]
+    gate = proceed(planned)
+
+    def items(key: str) -> Any:
+        return pick.override(task_id=f"{key}_items")(planned, key)
+
+    erased = erase_rows.partial(ref=ref).expand(dataset=items("erase"))
+    shredded = crypto_shred.partial(ref=ref).expand(dataset=items("shred"))
+    rebuilt = rebuild.partial(ref=ref).expand(dataset=items("rebuild"))
+    kept = aggregate_ok.partial(ref=ref).expand(dataset=items("aggregate"))
+    decided = dpo_decides.expand_kwargs(items("prompts"))
+    ruled = record_rulings(ref, items("escalate"), decided.output)
+    gate >> [erased, shredded, decided]
+    erased >> [rebuilt, kept]
+    stone = tombstone(ref)
+    [erased, shredded, rebuilt, kept, ruled] >> stone
+    verified = verify(ref)
+    stone >> verified
+    complete(ref, verified)
+
+
+gdpr_erasure()

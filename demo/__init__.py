@@ -1,0 +1,1 @@
+"""Run the gdpr_erasure DAG in-process (`dag.test()`) on the embedded defaults: `make demo`."""
