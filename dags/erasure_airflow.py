@@ -9,6 +9,7 @@ ORM is allowed and no scheduler runs triggered DAGs).
 from __future__ import annotations
 
 import hashlib
+import logging
 import hmac
 import sys
 import time
@@ -23,6 +24,7 @@ from erasure.errors import ConfigError, RebuildFailed
 from erasure.services import Services
 from erasure.workflow import TriggerDag
 
+log = logging.getLogger(__name__)
 DAGS_FOLDER = Path(__file__).resolve().parent
 REBUILD_TIMEOUT_SECONDS = 3600
 POLL_SECONDS = 3
@@ -60,7 +62,13 @@ def scrub(svc: Services, request_ref: str) -> None:
         from erasure_api.scrub import scrub_request
 
         with create_session() as session:
-            scrub_request(session, request_ref)
+            result = scrub_request(session, request_ref)
+        log.info(
+            "request %s: identifier scrubbed from %d run conf(s) and %d audit-log row(s)",
+            request_ref,
+            result.runs,
+            result.log_rows,
+        )
         svc.registry.mark_scrubbed(request_ref, datetime.now(UTC))
         return
     url = f"{settings.airflow_api_url.rstrip('/')}/erasure/api/v1/requests/{request_ref}/scrub"

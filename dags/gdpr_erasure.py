@@ -49,6 +49,9 @@ def _identifier_types() -> list[str]:
 
 IDENTIFIER_TYPES = _identifier_types()
 WAIT_FOR_ORDER = timedelta(seconds=2)
+# A transient failure (warehouse, Vault) is retried soon; a lasting one fails the run, and the
+# DPO clears the failed task after fixing it: every step resumes without acting twice.
+RETRIES: dict[str, Any] = {"retries": 2, "retry_delay": timedelta(seconds=10)}
 EXEMPTION_LABELS = {str(k.value): v for k, v in EXEMPTIONS.items()}
 
 
@@ -197,7 +200,7 @@ def gdpr_erasure() -> None:
 
     # Mapped tasks run one at a time in plan order: erasures children first, rebuilds after
     # their upstreams (each task also checks that order and fails, to be retried, if broken).
-    @task(map_index_template="{{ artefact }}", max_active_tis_per_dagrun=1, retries=2)
+    @task(map_index_template="{{ artefact }}", max_active_tis_per_dagrun=1, **RETRIES)
     def erase_rows(ref: str, dataset: str) -> dict[str, Any]:
         from erasure import workflow
 
@@ -206,7 +209,7 @@ def gdpr_erasure() -> None:
             evidence = workflow.erase(svc, ref, dataset)
         return {"dataset": dataset, "rows_deleted": evidence.get("rows_deleted")}
 
-    @task(map_index_template="{{ artefact }}", retries=2)
+    @task(map_index_template="{{ artefact }}", **RETRIES)
     def crypto_shred(ref: str, dataset: str) -> dict[str, Any]:
         from erasure import workflow
 
@@ -218,8 +221,8 @@ def gdpr_erasure() -> None:
     @task(
         map_index_template="{{ artefact }}",
         max_active_tis_per_dagrun=1,
-        retries=2,
         trigger_rule="none_failed",
+        **RETRIES,
     )
     def rebuild(ref: str, dataset: str) -> dict[str, Any]:
         from erasure_airflow import trigger_dag
@@ -237,7 +240,7 @@ def gdpr_erasure() -> None:
             "run_id": evidence.get("run_id"),
         }
 
-    @task(map_index_template="{{ artefact }}", retries=2, trigger_rule="none_failed")
+    @task(map_index_template="{{ artefact }}", trigger_rule="none_failed", **RETRIES)
     def aggregate_ok(ref: str, dataset: str) -> dict[str, Any]:
         from erasure import workflow
 
@@ -283,7 +286,7 @@ def gdpr_erasure() -> None:
         map_index_template="{{ task.subject }}",
     )
 
-    @task(trigger_rule="none_failed", retries=2)
+    @task(trigger_rule="none_failed", **RETRIES)
     def record_rulings(ref: str, names: list[str], answers: Any) -> int:
         from erasure import workflow
 
@@ -293,21 +296,21 @@ def gdpr_erasure() -> None:
                 workflow.rule(svc, ref, name, answer)
         return len(answers)
 
-    @task(trigger_rule="none_failed", retries=2)
+    @task(trigger_rule="none_failed", **RETRIES)
     def tombstone(ref: str) -> int:
         from erasure import workflow
 
         with _services() as svc:
             return len(workflow.tombstone(svc, ref)["tombstones"])
 
-    @task(trigger_rule="none_failed", retries=3, retry_delay=timedelta(seconds=10))
+    @task(trigger_rule="none_failed", **RETRIES)
     def verify(ref: str) -> bool:
         from erasure import workflow
 
         with _services() as svc:
             return bool(workflow.verify(svc, ref)["passed"])
 
-    @task(retries=2)
+    @task(**RETRIES)
     def complete(ref: str, verified: bool) -> dict[str, Any]:
         from erasure import workflow
 

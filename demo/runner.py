@@ -119,8 +119,16 @@ def import_airflow_models() -> None:
     import_all_models()
 
 
-def run_erasure(conf: Mapping[str, Any], decisions: Mapping[str, Mapping[str, Any]]) -> Any:
-    """Run gdpr_erasure once with `conf` under dag.test(), answering prompts; the DagRun."""
+def run_erasure(
+    conf: Mapping[str, Any],
+    decisions: Mapping[str, Mapping[str, Any]],
+    *,
+    logical_date: datetime | None = None,
+) -> Any:
+    """Run gdpr_erasure with `conf` under dag.test(), answering prompts; the DagRun.
+
+    The same `logical_date` twice is the same run cleared and run again (a DPO's retry).
+    """
     import_airflow_models()
     from airflow.dag_processing.dagbag import DagBag
 
@@ -128,7 +136,24 @@ def run_erasure(conf: Mapping[str, Any], decisions: Mapping[str, Mapping[str, An
     if dag is None:
         raise SystemExit("gdpr_erasure did not load: run `airflow dags list-import-errors`")
     with PromptAnswerer(decisions):
-        return dag.test(run_conf=dict(conf))
+        if logical_date is None:
+            run = dag.test(run_conf=dict(conf))
+        else:
+            run = dag.test(run_conf=dict(conf), logical_date=logical_date, run_after=logical_date)
+    rescrub(str(conf["request_ref"]))
+    return run
+
+
+def rescrub(request_ref: str) -> None:
+    """dag.test() writes the run's conf back as it was submitted when the run ends, undoing
+    the register task's scrub (a scheduler does not); scrub again, as the API server would."""
+    from airflow.utils.session import create_session
+
+    sys.path.append(str(REPO / "plugins"))
+    from erasure_api.scrub import scrub_request
+
+    with create_session() as session:
+        scrub_request(session, request_ref)
 
 
 def main() -> int:

@@ -57,6 +57,9 @@ DPO_OPTIONS: dict[str, RulingOption] = {
 _VERIFICATION = DatasetRef("erasure", "verification")
 _VERIFY = "verify"
 
+# What the erasure plugin leaves in dag_run.conf and the audit log in place of the identifier.
+SCRUBBED = "[parked in Vault]"
+
 
 class StepError(ErasureError):
     """A step cannot run at all; the message says what must happen first."""
@@ -114,7 +117,19 @@ def make_plan(
 
 
 def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registration:
-    """Validate the submitted request, hash and park its identifier; idempotent on the ref."""
+    """Validate the submitted request, hash and park its identifier; idempotent on the ref.
+
+    A cleared and rerun run finds its conf already scrubbed: it resumes the request it owns.
+    """
+    if conf.get("identifier") == SCRUBBED:
+        record = _request(svc, str(conf.get("request_ref")))
+        return Registration(
+            request_ref=record.request_ref,
+            subject_hash=record.subject_hash,
+            created=False,
+            owner_run_id=record.run_id,
+            status=record.status,
+        )
     request = ErasureRequest.parse(conf)
     registration = svc.registry.register(request, catalog=svc.catalog, run_id=run_id)
     if registration.created:

@@ -39,6 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["AIRFLOW_HOME"] = str(_airflow_home)
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+    os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
+    os.environ["AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES"] = "identifier,notes"
     os.environ.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)  # the home's own SQLite file
 
 

@@ -1,0 +1,159 @@
+"""gdpr_erasure under dag.test(): the real DAG, real OpenBao, SQLite metadata DB, the demo
+estate on SQLite and on Postgres; prompts answered programmatically as the DPO would."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from demo.runner import erasure_environment, load_decisions, run_erasure
+from erasure.demo.embedded import open_demo
+from erasure.demo.seed import DEMO_SUBJECT
+from erasure.keys.vault import EmbeddedOpenBao
+from erasure.model import Action
+from erasure.services import Services
+from erasure.workflow import items_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
+
+CANARY = "Alice.SMITH@example.com"  # the demo customer, typed the way a person might
+
+
+def conf(ref: str) -> dict[str, Any]:
+    return {
+        "request_ref": ref,
+        "identifier_type": "email",
+        "identifier": CANARY,
+        "received_on": "2026-11-20",
+        "legal_ground": "art17_1_b",
+        "notes": f"Wrote in as {CANARY}",
+        "dry_run": False,
+    }
+
+
+@pytest.fixture
+def estate(tmp_path: Path, openbao: EmbeddedOpenBao, airflow_db: Path) -> Iterator[Any]:
+    settings = open_demo(tmp_path / "demo", openbao)
+    saved = dict(os.environ)
+    os.environ.update(erasure_environment(settings))
+    try:
+        yield settings
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def count(engine: sa.Engine, sql: str) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text(sql)).scalar_one())
+
+
+def tables_holding(home: Path, *needles: str) -> list[str]:
+    """Tables of Airflow's metadata DB with a row that contains any needle (case-insensitive)."""
+    db = next(home.glob("*.db"))
+    found = []
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            text = "\n".join(repr(row) for row in conn.execute(f'SELECT * FROM "{table}"')).lower()
+            if any(needle.lower() in text for needle in needles):
+                found.append(table)
+    return found
+
+
+def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
+    with Services.open(settings) as svc:
+        engine = svc.warehouse.engine("warehouse")
+        stock = count(engine, "SELECT COUNT(*) FROM ops.stock_levels")
+        customers = count(engine, "SELECT COUNT(*) FROM crm.customers")
+    run = run_erasure(conf(ref), load_decisions())
+    assert str(run.state) == "success"
+    with Services.open(settings) as svc:
+        engine = svc.warehouse.engine("warehouse")
+        plan = svc.registry.plan(ref, 1)
+        assert svc.registry.get(ref).status.value == "complete_with_exemptions"  # type: ignore[union-attr]
+        assert count(engine, "SELECT COUNT(*) FROM crm.customers") == customers - 1
+        assert count(engine, "SELECT COUNT(*) FROM ops.stock_levels") == stock
+        for table in ("crm.customers", "marts.customer_ltv"):
+            assert (
+                count(engine, f"SELECT COUNT(*) FROM {table} WHERE lower(email) LIKE '%alice%'")
+                == 0
+            )
+        assert count(engine, "SELECT COUNT(*) FROM crm.orders WHERE customer_id = 'C0001'") == 0
+        assert (
+            count(engine, "SELECT COUNT(*) FROM marts.customer_ltv WHERE customer_id = 'C0001'")
+            == 0
+        )
+        assert items_for(plan, Action.CRYPTO_SHRED) == ["archive.customer_events"]
+        shredded = [a for a in svc.registry.actions(ref) if a.action == "crypto_shred"][0]
+        assert shredded.evidence["keys_shredded"] == 1
+        assert svc.suppression.count() == 4  # email, alternate email, customer id, phone
+        assert svc.ledger.verify().ok
+    assert tables_holding(airflow_db, CANARY, DEMO_SUBJECT[1]) == []
+
+
+def test_erasure_run_on_sqlite_completes_and_scrubs_airflow(estate: Any, airflow_db: Path) -> None:
+    run_and_check(estate, airflow_db, "DAG-SQLITE-1")
+
+
+@pytest.mark.postgres
+def test_erasure_run_on_postgres_warehouse(
+    tmp_path: Path, openbao: EmbeddedOpenBao, airflow_db: Path, postgres_url: str
+) -> None:
+    settings = open_demo(tmp_path / "pg", openbao, url=postgres_url)
+    saved = dict(os.environ)
+    os.environ.update(erasure_environment(settings))
+    try:
+        run_and_check(settings, airflow_db, "DAG-POSTGRES-1")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_failed_rebuild_resumes_without_double_effect(estate: Any, airflow_db: Path) -> None:
+    sql = Path(estate.catalog_path).parent / "sql" / "reports.monthly_revenue.sql"
+    good = sql.read_text()
+    sql.write_text("SELECT no_such_column FROM marts.orders_daily")
+    when = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    first = run_erasure(conf("DAG-RESUME-1"), load_decisions(), logical_date=when)
+    assert str(first.state) == "failed"
+    with Services.open(estate) as svc:
+        assert svc.registry.get("DAG-RESUME-1").status.value != "complete"  # type: ignore[union-attr]
+        assert not [r for r in svc.ledger.show("DAG-RESUME-1") if r.kind.value == "completed"]
+        erased = {
+            a.dataset: a.evidence
+            for a in svc.registry.actions("DAG-RESUME-1")
+            if a.action == "erase_rows"
+        }
+    sql.write_text(good)
+    second = run_erasure(conf("DAG-RESUME-1"), load_decisions(), logical_date=when)  # cleared
+    assert str(second.state) == "success"
+    assert second.run_id == first.run_id
+    with Services.open(estate) as svc:
+        again = {
+            a.dataset: a.evidence
+            for a in svc.registry.actions("DAG-RESUME-1")
+            if a.action == "erase_rows"
+        }
+        assert again == erased  # recorded once, not erased twice
+        assert svc.suppression.count() == 4
+        completed = [r for r in svc.ledger.show("DAG-RESUME-1") if r.kind.value == "completed"]
+        assert len(completed) == 1
+
+
+def test_second_submission_of_a_reference_does_nothing_new(estate: Any, airflow_db: Path) -> None:
+    run_erasure(conf("DAG-TWICE-1"), load_decisions())
+    with Services.open(estate) as svc:
+        records = len(svc.ledger.show("DAG-TWICE-1"))
+    second = run_erasure(conf("DAG-TWICE-1"), load_decisions())
+    assert str(second.state) == "success"
+    with Services.open(estate) as svc:
+        assert len(svc.registry.list()) == 1
+        assert len(svc.ledger.show("DAG-TWICE-1")) == records
