@@ -9,8 +9,8 @@ ORM is allowed and no scheduler runs triggered DAGs).
 from __future__ import annotations
 
 import hashlib
-import logging
 import hmac
+import logging
 import sys
 import time
 from datetime import UTC, datetime

@@ -92,7 +92,7 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
             == 0
         )
         assert items_for(plan, Action.CRYPTO_SHRED) == ["archive.customer_events"]
-        shredded = [a for a in svc.registry.actions(ref) if a.action == "crypto_shred"][0]
+        shredded = next(a for a in svc.registry.actions(ref) if a.action == "crypto_shred")
         assert shredded.evidence["keys_shredded"] == 1
         assert svc.suppression.count() == 4  # email, alternate email, customer id, phone
         assert svc.ledger.verify().ok
