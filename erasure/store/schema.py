@@ -195,3 +195,26 @@ completion_chain_head = sa.Table(
     sa.Column("record_hash", sa.String(HASH_LENGTH), nullable=False),
     comment="The newest completion record; appenders lock this row, so the chain cannot fork.",
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# Observed lineage (erasure.lineage.event_store): raw OpenLineage run events, stored as
+# received, once each (keyed by their content hash). The database refuses UPDATE on them
+# (triggers in the d9a3_lineage_events revision): evidence is not edited.
+
+EVENT_ID_LENGTH = 80  # "sha256:" + 64 hex (erasure.lineage.openlineage.event_id)
+LINEAGE_JOB_LENGTH = 1024  # "<job namespace>/<job name>"
+LINEAGE_RUN_ID_LENGTH = 255  # the spec's runId is a UUID
+
+lineage_events = sa.Table(
+    "lineage_events",
+    metadata,
+    sa.Column("event_id", sa.String(EVENT_ID_LENGTH), primary_key=True),
+    sa.Column("job", sa.String(LINEAGE_JOB_LENGTH), nullable=False),
+    sa.Column("run_id", sa.String(LINEAGE_RUN_ID_LENGTH), nullable=False, index=True),
+    sa.Column("event_type", sa.String(16), nullable=True),
+    sa.Column("event_time", UtcDateTime, nullable=False),
+    sa.Column("raw", sa.Text, nullable=False),  # the event's JSON as received
+    sa.Column("received_at", UtcDateTime, nullable=False, index=True),
+    comment="Raw OpenLineage run events: immutable, stored once per content hash.",
+)

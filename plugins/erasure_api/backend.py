@@ -1,0 +1,134 @@
+"""The erasure objects behind the routes, built on first use.
+
+Nothing connects at import: the plugin loads even when the store or Vault is down, and a
+route that needs what is down answers 503 with a message naming what to check. A failed
+build is not cached, so the next request tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, cast
+
+from erasure.audit.records import RecordLedger
+from erasure.audit.signing import DEFAULT_KEY_NAME, RecordSigner, TransitSigner
+from erasure.config import Settings
+from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
+from erasure.keys.envelope import EnvelopeCipher
+from erasure.keys.keystore import SubjectKeyStore
+from erasure.lineage.event_store import EventStore
+from erasure.requests import PepperSource, RequestRegistry
+from erasure.store.database import Store, open_store
+from erasure_api.settings import ApiSettings
+
+
+class Unavailable(ErasureError):
+    """Something the route needs (settings, store, Vault) is not there; answered with 503."""
+
+
+class ErasureBackend:
+    """Settings, store, ledger, registry and event store of one API process, built lazily.
+
+    Pass `settings`/`api_settings` to pin them (tests); otherwise the environment is read on
+    first use.
+    """
+
+    def __init__(
+        self, settings: Settings | None = None, api_settings: ApiSettings | None = None
+    ) -> None:
+        self._lock = threading.RLock()
+        self._settings = settings
+        self._api_settings = api_settings
+        self._store: Store | None = None
+        self._signer: RecordSigner | None = None
+
+    def settings(self) -> Settings:
+        with self._lock:
+            if self._settings is None:
+                try:
+                    self._settings = Settings()
+                except ConfigError as exc:
+                    raise Unavailable(
+                        f"{exc}; fix the ERASURE_* environment of the Airflow API server"
+                    ) from None
+            return self._settings
+
+    def api_settings(self) -> ApiSettings:
+        with self._lock:
+            if self._api_settings is None:
+                try:
+                    self._api_settings = ApiSettings()
+                except ConfigError as exc:
+                    raise Unavailable(
+                        f"{exc}; fix the environment of the Airflow API server"
+                    ) from None
+            return self._api_settings
+
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                try:
+                    self._store = open_store(self.settings().store_url)
+                except StoreError as exc:
+                    raise Unavailable(str(exc)) from None
+            return self._store
+
+    def signer(self) -> RecordSigner:
+        """The Vault transit signer: its public keys check the records' signatures."""
+        with self._lock:
+            if self._signer is None:
+                from erasure.keys.vault import connect  # hvac and requests: only when needed
+
+                settings = self.settings()
+                try:
+                    client = connect(settings)
+                except (ConfigError, VaultError) as exc:
+                    raise Unavailable(
+                        f"cannot check record signatures: {exc} (ERASURE_VAULT_ADDR, "
+                        "ERASURE_VAULT_TOKEN)"
+                    ) from None
+                self._signer = TransitSigner(client, settings.vault_transit_mount, DEFAULT_KEY_NAME)
+            return self._signer
+
+    def ledger(self, *, signed: bool = False) -> RecordLedger:
+        """The completion records; `signed` adds the signer (verify, export)."""
+        return RecordLedger(self.store(), self.signer() if signed else None)
+
+    def registry(self) -> RequestRegistry:
+        """The request registry, read side only: no key store, cipher or pepper behind it."""
+        no_keys = _NoKeyAccess()
+        keystore = cast("SubjectKeyStore", no_keys)
+        return RequestRegistry(
+            self.store(), keystore, EnvelopeCipher(keystore), cast("PepperSource", no_keys)
+        )
+
+    def events(self) -> EventStore:
+        return EventStore(self.store())
+
+    def forget_vault(self) -> None:
+        """Drop the Vault client after a Vault failure: the next request logs in afresh."""
+        with self._lock:
+            self._signer = None
+
+    def close(self) -> None:
+        """Dispose of the store's connections (at API server shutdown)."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+class _NoKeyAccess:
+    """Stands in for the key store and peppers of the registry the API uses.
+
+    The API lists requests, reads plans and marks requests scrubbed; it never registers,
+    unparks or destroys, so it holds no access to subject keys or peppers at all.
+    """
+
+    kind = "none"
+
+    def __getattr__(self, name: str) -> Any:
+        raise ErasureError(
+            f"the erasure HTTP API has no access to subject keys or peppers (asked for {name}): "
+            "registering, unparking and destroying requests is the erasure DAG's work"
+        )

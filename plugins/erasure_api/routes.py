@@ -1,0 +1,402 @@
+"""The JSON API under `/erasure/api/v1`: lineage ingest, requests, scrub, completion records.
+
+Each route is a thin call into `erasure`; who may call it is in `erasure_api.auth`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import zlib
+from datetime import UTC, date, datetime
+from typing import Annotated, Literal
+
+from airflow.api_fastapi.common.db.common import SessionDep
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel
+
+from erasure.audit.chain import ChainReport
+from erasure.audit.export import export_json, render_html
+from erasure.audit.records import REQUEST_REF, CompletionRecord, RecordError, RecordStatus
+from erasure.errors import LineageError
+from erasure.lineage.openlineage import event_id, parse_event
+from erasure.model import Cycle, Gap, Plan
+from erasure.requests import (
+    ActionRecord,
+    ActionStatus,
+    RegisteredRequest,
+    RequestRegistry,
+    RequestStatus,
+)
+from erasure_api.auth import LineageWriterDep, ReaderDep, ScrubberDep, backend_of
+from erasure_api.backend import ErasureBackend, Unavailable
+from erasure_api.scrub import scrub_request
+
+log = logging.getLogger(__name__)
+
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+router = APIRouter(prefix="/api/v1")
+BackendDep = Annotated[ErasureBackend, Depends(backend_of)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Documents
+
+
+class RootSummary(BaseModel):
+    dataset: str
+    identifier_type: str
+    rows: int
+    via: str
+    shared_referrers: int
+
+
+class PlanItemSummary(BaseModel):
+    dataset: str
+    kind: str
+    action: str
+    rule: str
+    reason: str
+
+
+class PlanSummary(BaseModel):
+    """A stored plan without its per-item evidence: what will be done where, and why."""
+
+    version: int
+    created_at: datetime
+    lineage_snapshot: str
+    coverage: float
+    truncated: bool
+    roots: list[RootSummary]
+    items: list[PlanItemSummary]
+    actions: dict[str, int]  # action -> number of artefacts
+    gaps: list[Gap]
+    cycles: list[Cycle]
+
+
+class ActionSummary(BaseModel):
+    dataset: str
+    action: str
+    status: ActionStatus
+    attempts: int
+    updated_at: datetime
+
+
+class RequestSummary(BaseModel):
+    """A request as the registry holds it: keyed hash, dates, status; never the identifier."""
+
+    request_ref: str
+    status: RequestStatus
+    identifier_type: str
+    subject_hash: str
+    legal_ground: str
+    received_on: date
+    due_on: date
+    extended_until: date | None
+    effective_due_on: date
+    overdue: bool
+    dry_run: bool
+    run_id: str
+    scrubbed_at: datetime | None
+    secrets_destroyed_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RequestDetail(RequestSummary):
+    extension_reason: str | None
+    plan_versions: list[int]
+    plan: PlanSummary | None  # the latest version
+    actions: list[ActionSummary]
+
+
+class ScrubResponse(BaseModel):
+    request_ref: str
+    runs: int  # dag_run rows rewritten by this call
+    log_rows: int  # audit-log rows rewritten by this call
+    scrubbed_at: datetime | None  # first scrub of the request
+
+
+class RecordSummary(BaseModel):
+    """A completion record without its body and signature (the list view)."""
+
+    seq: int
+    request_ref: str
+    subject_hash: str
+    kind: str
+    status: str | None
+    created_at: datetime
+    prev_hash: str
+    record_hash: str
+    signing_key_version: int
+
+
+class IngestResponse(BaseModel):
+    event_id: str
+    stored: bool  # False: an identical event was stored before
+
+
+# ---------------------------------------------------------------------------------------------
+# Lineage
+
+
+@router.post(
+    "/lineage",
+    status_code=status.HTTP_201_CREATED,
+    response_model=IngestResponse,
+    responses={200: {"description": "Already stored"}, 400: {"description": "Malformed"}},
+)
+async def ingest_lineage(
+    request: Request, caller: LineageWriterDep, backend: BackendDep
+) -> JSONResponse:
+    """Marquez-compatible OpenLineage ingest: one RunEvent per POST."""
+    body = await _event_body(request)
+    try:
+        event = parse_event(body)
+        stored = await run_in_threadpool(lambda: backend.events().add(event))
+    except LineageError as exc:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
+    document = IngestResponse(event_id=event_id(event), stored=stored)
+    return JSONResponse(
+        document.model_dump(),
+        status_code=status.HTTP_201_CREATED if stored else status.HTTP_200_OK,
+    )
+
+
+async def _event_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, _too_large())
+    body = await request.body()
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("gzip", "deflate"):  # the OpenLineage HTTP transport's `compression`
+        try:
+            decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+            body = decompressor.decompress(body, MAX_EVENT_BYTES + 1)
+        except (zlib.error, gzip.BadGzipFile):
+            raise HTTPException(
+                status.HTTP_400_BAD_REQUEST, f"the body is not valid {encoding} data"
+            ) from None
+    elif encoding not in ("", "identity"):
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            f"Content-Encoding {encoding} is not supported; send JSON, gzip or deflate",
+        )
+    if len(body) > MAX_EVENT_BYTES:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, _too_large())
+    return body
+
+
+def _too_large() -> str:
+    return f"an OpenLineage event may be at most {MAX_EVENT_BYTES // (1024 * 1024)} MiB"
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+@router.get("/requests")
+def list_requests(
+    caller: ReaderDep, backend: BackendDep, status: RequestStatus | None = None
+) -> list[RequestSummary]:
+    """Every request (or those in `status`), oldest received first."""
+    today = datetime.now(UTC).date()
+    return [_summary(r, today) for r in backend.registry().list(status)]
+
+
+@router.get("/requests/{ref}")
+def get_request(ref: str, caller: ReaderDep, backend: BackendDep) -> RequestDetail:
+    """One request: its dates and status, its latest plan and its action log."""
+    registry = backend.registry()
+    record = _registered(registry, ref)
+    versions = registry.plan_versions(ref)
+    plan = registry.plan(ref, versions[-1]) if versions else None
+    return RequestDetail(
+        **_summary(record, datetime.now(UTC).date()).model_dump(),
+        extension_reason=record.extension_reason,
+        plan_versions=versions,
+        plan=_plan_summary(plan, versions[-1]) if plan is not None else None,
+        actions=[_action(a) for a in registry.actions(ref)],
+    )
+
+
+@router.post("/requests/{ref}/scrub")
+def scrub(ref: str, caller: ScrubberDep, backend: BackendDep, session: SessionDep) -> ScrubResponse:
+    """Remove the request's raw identifier from Airflow's metadata DB; idempotent."""
+    registry = backend.registry()
+    _registered(registry, ref)
+    result = scrub_request(session, ref)
+    session.commit()  # Airflow's rows first: the store only says "scrubbed" once they are
+    record = registry.mark_scrubbed(ref, datetime.now(UTC))
+    log.info(
+        "request %s scrubbed from Airflow's metadata DB by %s (%s): %d run(s), %d audit row(s)",
+        ref,
+        caller.name,
+        caller.kind,
+        result.runs,
+        result.log_rows,
+    )
+    return ScrubResponse(
+        request_ref=ref, runs=result.runs, log_rows=result.log_rows, scrubbed_at=record.scrubbed_at
+    )
+
+
+def _registered(registry: RequestRegistry, ref: str) -> RegisteredRequest:
+    found = registry.get(ref) if REQUEST_REF.match(ref) else None
+    if found is None:
+        # A malformed ref is not echoed: it may be an identifier typed in the wrong place.
+        shown = ref if REQUEST_REF.match(ref) else "with that reference"
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no erasure request {shown} is registered")
+    return found
+
+
+def _summary(r: RegisteredRequest, today: date) -> RequestSummary:
+    return RequestSummary(
+        request_ref=r.request_ref,
+        status=r.status,
+        identifier_type=r.identifier_type,
+        subject_hash=r.subject_hash,
+        legal_ground=r.legal_ground.value,
+        received_on=r.received_on,
+        due_on=r.due_on,
+        extended_until=r.extended_until,
+        effective_due_on=r.effective_due_on,
+        overdue=not r.closed and today > r.effective_due_on,
+        dry_run=r.dry_run,
+        run_id=r.run_id,
+        scrubbed_at=r.scrubbed_at,
+        secrets_destroyed_at=r.secrets_destroyed_at,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+    )
+
+
+def _dataset(ref: dict[str, str]) -> str:
+    return f"{ref.get('namespace', '')}/{ref.get('name', '')}"
+
+
+def _plan_summary(plan: Plan, version: int) -> PlanSummary:
+    counts: dict[str, int] = {}
+    for item in plan.items:
+        counts[item.action.value] = counts.get(item.action.value, 0) + 1
+    return PlanSummary(
+        version=version,
+        created_at=plan.created_at,
+        lineage_snapshot=plan.lineage_snapshot,
+        coverage=plan.coverage,
+        truncated=plan.truncated,
+        roots=[
+            RootSummary(
+                dataset=_dataset(root.dataset),
+                identifier_type=root.identifier_type,
+                rows=root.rows,
+                via=root.via,
+                shared_referrers=root.shared_referrers,
+            )
+            for root in plan.roots
+        ],
+        items=[
+            PlanItemSummary(
+                dataset=_dataset(item.dataset),
+                kind=item.kind,
+                action=item.action.value,
+                rule=item.rule,
+                reason=item.reason,
+            )
+            for item in plan.items
+        ],
+        actions=counts,
+        gaps=plan.gaps,
+        cycles=plan.cycles,
+    )
+
+
+def _action(a: ActionRecord) -> ActionSummary:
+    return ActionSummary(
+        dataset=a.dataset,
+        action=a.action,
+        status=a.status,
+        attempts=a.attempts,
+        updated_at=a.updated_at,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Completion records (the auditor's API)
+
+
+@router.get("/records")
+def list_records(
+    caller: ReaderDep,
+    backend: BackendDep,
+    since: date | None = None,
+    status: RecordStatus | None = None,
+) -> list[RecordSummary]:
+    """Records in chain order, created on or after `since` (YYYY-MM-DD), with `status`."""
+    return [record_summary(r) for r in backend.ledger().list(since=since, status=status)]
+
+
+# Declared before /records/{ref}: "verify" is also a well-formed request reference.
+@router.get("/records/verify")
+def verify_records(caller: ReaderDep, backend: BackendDep) -> ChainReport:
+    """Walk the whole chain: hashes, links, sequence, signatures, head."""
+    return verify_chain(backend)
+
+
+@router.get("/records/{ref}")
+def show_records(ref: str, caller: ReaderDep, backend: BackendDep) -> list[CompletionRecord]:
+    """Every record of request `ref`, bodies included, in chain order."""
+    return _records_of(backend, ref)
+
+
+@router.get(
+    "/records/{ref}/export",
+    responses={200: {"content": {"application/json": {}, "text/html": {}}}},
+)
+def export_records(
+    ref: str,
+    caller: ReaderDep,
+    backend: BackendDep,
+    fmt: Annotated[Literal["json", "html"], Query(alias="format")] = "json",
+) -> Response:
+    """The request's evidence pack: JSON (checkable offline) or one self-contained page."""
+    _records_of(backend, ref)
+    pack = export_json(backend.ledger(signed=True), ref)
+    if fmt == "html":
+        return HTMLResponse(render_html(pack))
+    return JSONResponse(
+        pack, headers={"Content-Disposition": f'inline; filename="evidence-{ref}.json"'}
+    )
+
+
+def record_summary(record: CompletionRecord) -> RecordSummary:
+    return RecordSummary(
+        **record.model_dump(mode="json", exclude={"body", "signature", "kind", "status"}),
+        kind=record.kind.value,
+        status=record.status.value if record.status is not None else None,
+    )
+
+
+def verify_chain(backend: ErasureBackend) -> ChainReport:
+    """The chain report; without Vault an empty chain still verifies, any other is 503."""
+    try:
+        ledger = backend.ledger(signed=True)
+    except Unavailable as vault_down:
+        try:
+            return backend.ledger().verify()
+        except RecordError:  # records to check, and no public keys to check them with
+            raise vault_down from None
+    return ledger.verify()
+
+
+def _records_of(backend: ErasureBackend, ref: str) -> list[CompletionRecord]:
+    records = backend.ledger().show(ref) if REQUEST_REF.match(ref) else []
+    if not records:
+        shown = ref if REQUEST_REF.match(ref) else "with that reference"
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND, f"there are no completion records for request {shown}"
+        )
+    return records

@@ -1,0 +1,48 @@
+"""The HTTP API's own settings: the credentials machines use instead of an Airflow login.
+
+Both are read from the environment of the Airflow API server (pydantic-settings), alongside
+`erasure.config.Settings` (store and Vault). Unset means that way in is closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from erasure.errors import ConfigError
+
+MIN_SECRET_LENGTH = 16
+
+
+class ApiSettings(BaseSettings):
+    """ERASURE_LINEAGE_API_KEY and ERASURE_TASK_TOKEN_KEY."""
+
+    model_config = SettingsConfigDict(env_prefix="ERASURE_", extra="ignore")
+
+    # Bearer key Airflow's OpenLineage HTTP transport sends (`auth: {type: api_key, ...}`).
+    lineage_api_key: SecretStr | None = None
+    # HMAC key the erasure DAG signs `scrub:<ref>` with, to scrub its own run's conf.
+    task_token_key: SecretStr | None = None
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            names = ", ".join(
+                f"ERASURE_{str(e['loc'][0]).upper()}" for e in exc.errors() if e.get("loc")
+            )
+            # from None, and no input in the message: these values are secrets.
+            raise ConfigError(
+                f"{names}: must be at least {MIN_SECRET_LENGTH} characters, or unset"
+            ) from None
+
+    @field_validator("lineage_api_key", "task_token_key")
+    @classmethod
+    def _strong_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        if len(value.get_secret_value()) < MIN_SECRET_LENGTH:
+            raise ValueError("too short")
+        return value

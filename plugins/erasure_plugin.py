@@ -1,0 +1,28 @@
+"""Airflow plugin: the erasure HTTP API and the auditors' records page, under `/erasure`.
+
+The app lives in the `erasure_api` package beside this file; this module only registers it
+with Airflow's API server and adds "Erasure records" to the UI's Browse menu.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+from erasure_api import app
+
+
+class ErasurePlugin(AirflowPlugin):
+    """Mounts the erasure FastAPI app at /erasure and links its records page in the UI."""
+
+    name = "erasure"
+    fastapi_apps: list[Any] = [{"app": app, "url_prefix": "/erasure", "name": "erasure"}]
+    external_views: list[Any] = [
+        {
+            "name": "Erasure records",
+            "href": "/erasure/records",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "erasure-records",
+        }
+    ]

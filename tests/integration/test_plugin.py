@@ -1,0 +1,800 @@
+"""The erasure plugin inside Airflow's own API server app, with real logins and real rows.
+
+Airflow's `create_app()` loads the plugin from `plugins/` and mounts it at /erasure, as the
+API server does; users log in with `POST /auth/token` (simple auth manager, users and
+passwords configured here) and send the JWT they get back, or the UI's `_token` cookie.
+The erasure store is SQLite; Vault is the session's OpenBao (request keys, peppers, the
+records' signing key); the erasure run is triggered through Airflow's REST API, so the
+scrub is checked against exactly the rows Airflow writes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from pydantic import SecretStr
+
+from erasure.audit.records import RecordLedger
+from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
+from erasure.catalog import load_catalog
+from erasure.config import Settings
+from erasure.keys.envelope import EnvelopeCipher
+from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
+from erasure.keys.pepper import PepperStore
+from erasure.keys.vault import EmbeddedOpenBao
+from erasure.lineage.event_store import EventStore
+from erasure.model import Action, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
+from erasure.requests import ErasureRequest, RequestRegistry
+from erasure.store import Store, open_store
+from tests.unit.audit.support import record_request
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGINS = REPO / "plugins"
+sys.path.insert(0, str(PLUGINS))  # as Airflow does for its plugins folder
+
+from erasure_api.auth import TASK_TOKEN_HEADER, task_token  # noqa: E402
+from erasure_api.backend import ErasureBackend  # noqa: E402
+from erasure_api.scrub import PARKED, scrub_request  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
+
+USERS = {"auditor": "viewer", "clerk": "user", "dpo": "op", "boss": "admin"}
+READERS = list(USERS)
+ACTORS = ["dpo", "boss"]
+LINEAGE_KEY = "ol-" + "k" * 29
+TASK_KEY = "tt-" + "s" * 29
+RUN = uuid.uuid4().hex[:8]
+CANARY = f"jane.canary.{RUN}@example.org"  # the raw identifier typed into the trigger form
+NOTE_CANARY = f"called from +44 20 7946 {RUN[:4]}"  # free text in the notes
+OTHER_CANARY = f"john.canary.{RUN}@example.org"
+REF = f"REQ-{RUN}-1"
+OTHER_REF = f"REQ-{RUN}-2"
+DONE_REF = f"REQ-{RUN}-0"
+DEMO_EVENTS = REPO / "erasure" / "demo" / "estate" / "lineage" / "events.jsonl"
+
+READ_ROUTES = [
+    "/erasure/api/v1/requests",
+    f"/erasure/api/v1/requests/{REF}",
+    "/erasure/api/v1/records",
+    "/erasure/api/v1/records/verify",
+    f"/erasure/api/v1/records/{DONE_REF}",
+    f"/erasure/api/v1/records/{DONE_REF}/export?format=json",
+    f"/erasure/api/v1/records/{DONE_REF}/export?format=html",
+    "/erasure/records",
+]
+ACT_ROUTES = ["/erasure/api/v1/lineage", f"/erasure/api/v1/requests/{REF}/scrub"]
+
+GDPR_ERASURE_STANDIN = '''
+    """Stand-in for the erasure DAG: the plugin only needs its id and its runs' conf."""
+    from airflow.sdk import dag, task
+
+
+    @dag(dag_id="gdpr_erasure", schedule=None)
+    def gdpr_erasure():
+        @task
+        def register():
+            return "registered"
+
+        register()
+
+
+    gdpr_erasure()
+'''
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="module")
+def env(
+    airflow_db: Path, openbao: EmbeddedOpenBao, tmp_path_factory: Any
+) -> Iterator[dict[str, str]]:
+    """The environment of the API server: Airflow users, the store, Vault, machine keys."""
+    home = tmp_path_factory.mktemp("erasure-plugin")
+    passwords = {user: f"pw-{user}-{RUN}" for user in USERS}
+    (home / "passwords.json").write_text(json.dumps(passwords))
+    values = {
+        "AIRFLOW__CORE__AUTH_MANAGER": (
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+        ),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex * 2,
+        "ERASURE_STORE_URL": f"sqlite:///{home}/erasure.db",
+        "ERASURE_VAULT_ADDR": openbao.address,
+        "ERASURE_VAULT_TOKEN": openbao.token,
+        "ERASURE_VAULT_KV_MOUNT": f"kv-{RUN}",
+        "ERASURE_VAULT_TRANSIT_MOUNT": f"transit-{RUN}",
+        "ERASURE_LINEAGE_API_KEY": LINEAGE_KEY,
+        "ERASURE_TASK_TOKEN_KEY": TASK_KEY,
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in values.items():
+            mp.setenv(name, value)
+        yield {**values, **{f"password:{u}": p for u, p in passwords.items()}}
+
+
+@pytest.fixture(scope="module")
+def store(env: dict[str, str]) -> Iterator[Store]:
+    with open_store(env["ERASURE_STORE_URL"]) as store:
+        yield store
+
+
+@pytest.fixture(scope="module")
+def client(env: dict[str, str]) -> Iterator[Any]:
+    """Airflow's API server app, built as `airflow api-server` builds it, plugin included."""
+    import erasure_api
+    from airflow import plugins_manager, settings
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from fastapi.testclient import TestClient
+
+    def reload_plugins() -> None:
+        for cached in (
+            plugins_manager._get_plugins,
+            plugins_manager.get_fastapi_plugins,
+            plugins_manager._get_ui_plugins,
+        ):
+            cached.cache_clear()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(settings, "PLUGINS_FOLDER", str(PLUGINS))
+        reload_plugins()
+        purge_cached_app()
+        # The app object the plugin mounts, with a backend that reads this environment.
+        erasure_api.app.state.erasure = ErasureBackend()
+        try:
+            with TestClient(create_app()) as client:
+                yield client
+        finally:
+            purge_cached_app()
+            reload_plugins()
+
+
+@pytest.fixture(scope="module")
+def tokens(client: Any, env: dict[str, str]) -> dict[str, str]:
+    """A JWT per user, from Airflow's login endpoint."""
+    issued = {}
+    for user in USERS:
+        response = client.post(
+            "/auth/token", json={"username": user, "password": env[f"password:{user}"]}
+        )
+        assert response.status_code == 201, response.text
+        issued[user] = response.json()["access_token"]
+    return issued
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def registry(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> RequestRegistry:
+    vault = openbao.client()
+    keystore = KvKeyStore(KvKeyStoreConfig(mount=env["ERASURE_VAULT_KV_MOUNT"]), vault)
+    keystore.ensure_mount()
+    peppers = PepperStore(vault, env["ERASURE_VAULT_KV_MOUNT"])
+    return RequestRegistry(store, keystore, EnvelopeCipher(keystore), peppers)
+
+
+@pytest.fixture(scope="module")
+def requests_registered(registry: RequestRegistry) -> dict[str, str]:
+    """Two requests as the DAG's register step leaves them; REF also planned and acting."""
+    catalog = load_catalog(REPO / "erasure" / "demo" / "estate" / "catalog.yaml")
+    hashes = {}
+    for ref, identifier in ((REF, CANARY), (OTHER_REF, OTHER_CANARY)):
+        done = registry.register(
+            ErasureRequest.parse(
+                {
+                    "request_ref": ref,
+                    "identifier_type": "email",
+                    "identifier": identifier,
+                    "received_on": date.today().isoformat(),
+                    "legal_ground": "art17_1_b",
+                    "notes": NOTE_CANARY,
+                }
+            ),
+            catalog=catalog,
+            run_id=f"erasure-{ref}",
+        )
+        hashes[ref] = done.subject_hash
+    registry.save_plan(REF, _plan(hashes[REF]), 1)
+    registry.set_status(REF, "planned")
+    registry.set_status(REF, "acting")
+    registry.record_action(REF, "warehouse/crm.customers", Action.ERASE_ROWS, "done", {"rows": 1})
+    return hashes
+
+
+def _plan(subject_hash: str) -> Plan:
+    def dataset(name: str) -> dict[str, str]:
+        return {"namespace": "warehouse", "name": name}
+
+    return Plan(
+        subject=SubjectSummary(type="email", hash=subject_hash, pepper_version=1),
+        roots=[
+            RootHit(
+                dataset=dataset("crm.customers"),
+                identifier_type="email",
+                columns=["email"],
+                rows=1,
+                via="request",
+            )
+        ],
+        items=[
+            PlanItem(
+                dataset=dataset("crm.customers"),
+                kind="table",
+                action=Action.ERASE_ROWS,
+                rule="2",
+                reason="root: holds the subject and is mutable",
+            ),
+            PlanItem(
+                dataset=dataset("marts.orders_daily"),
+                kind="table",
+                action=Action.REBUILD,
+                rule="5",
+                reason="rebuildable from source",
+            ),
+            PlanItem(
+                dataset=dataset("ml.churn_features"),
+                kind="feature_store",
+                action=Action.ESCALATE,
+                rule="7",
+                reason="feature-store statistics",
+            ),
+        ],
+        coverage=0.9,
+        gaps=[Gap(kind=GapKind.OPAQUE_PRODUCER, detail="python job", dataset="ml.churn_features")],
+        cycles=[],
+        lineage_snapshot="sha256:" + "ab" * 32,
+        created_at=datetime.now(UTC),
+    )
+
+
+@pytest.fixture(scope="module")
+def ledger(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> RecordLedger:
+    """One completed request and one in progress, signed by the key the plugin reads."""
+    signer = TransitSigner(openbao.client(), env["ERASURE_VAULT_TRANSIT_MOUNT"], DEFAULT_KEY_NAME)
+    ledger = RecordLedger(store, signer)
+    record_request(ledger, DONE_REF)
+    return ledger
+
+
+@pytest.fixture(scope="module")
+def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
+    """A `gdpr_erasure` DAG in Airflow's metadata DB, so runs can be triggered over REST."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.utils.session import create_session
+
+    folder = tmp_path_factory.mktemp("dags")
+    (folder / "gdpr_erasure.py").write_text(textwrap.dedent(GDPR_ERASURE_STANDIN))
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
+    assert not bag.import_errors, bag.import_errors
+    sync_bag_to_db(bag, "dags-folder", None)
+    return "gdpr_erasure"
+
+
+@pytest.fixture(scope="module")
+def triggered(
+    client: Any, tokens: dict[str, str], erasure_dag: str, requests_registered: dict[str, str]
+) -> dict[str, str]:
+    """The DPO triggers one erasure run per request, typing identifier and notes."""
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+
+    run_ids = {}
+    for ref, identifier in ((REF, CANARY), (OTHER_REF, OTHER_CANARY)):
+        conf = {
+            "request_ref": ref,
+            "identifier_type": "email",
+            "identifier": identifier,
+            "received_on": date.today().isoformat(),
+            "legal_ground": "art17_1_b",
+            "notes": NOTE_CANARY,
+        }
+        response = client.post(
+            f"/api/v2/dags/{erasure_dag}/dagRuns",
+            json={"dag_run_id": f"erasure-{ref}", "logical_date": None, "conf": conf},
+            headers=bearer(tokens["dpo"]),
+        )
+        assert response.status_code == 200, response.text
+        run_ids[ref] = response.json()["dag_run_id"]
+    with create_session() as session:  # an audit row whose extra is not JSON
+        session.add(
+            Log(
+                event="erasure_note",
+                dag_id=erasure_dag,
+                run_id=run_ids[REF],
+                extra=f"operator typed {CANARY.upper()} while checking",
+            )
+        )
+    return run_ids
+
+
+def airflow_rows_containing(*needles: str) -> list[str]:
+    """Every dag_run or log row that holds one of `needles` anywhere, in any case."""
+    from airflow.utils.session import create_session
+
+    hits = []
+    with create_session() as session:
+        for table in ("dag_run", "log"):
+            for row in session.execute(sa.text(f"SELECT * FROM {table}")).all():
+                text = str(tuple(row)).casefold()
+                hits += [f"{table}: {row}" for n in needles if n.casefold() in text]
+    return hits
+
+
+# ---------------------------------------------------------------------------------------------
+# Authentication and roles
+
+
+def test_the_plugin_is_mounted_by_airflow_and_its_package_is_not_loaded_as_loose_plugins(
+    client: Any, tokens: dict[str, str]
+) -> None:
+    from airflow import plugins_manager
+
+    plugins = client.get("/api/v2/plugins", headers=bearer(tokens["auditor"])).json()["plugins"]
+    erasure = next(p for p in plugins if p["name"] == "erasure")
+    assert erasure["fastapi_apps"][0]["url_prefix"] == "/erasure"
+    (view,) = erasure["external_views"]
+    assert (view["name"], view["href"], view["destination"], view["category"]) == (
+        "Erasure records",
+        "/erasure/records",
+        "nav",
+        "browse",
+    )
+    assert not [path for path in plugins_manager.get_import_errors() if "erasure" in path]
+    assert "scrub" not in sys.modules and "routes" not in sys.modules  # .airflowignore
+
+
+def test_anonymous_callers_get_401_on_every_route(client: Any) -> None:
+    import erasure_api
+
+    mounted = {route.path for route in erasure_api.app.routes}  # type: ignore[attr-defined]
+    tried = {
+        path.split("?")[0].replace(REF, "{ref}").replace(DONE_REF, "{ref}")
+        for path in [*READ_ROUTES, *ACT_ROUTES]
+    }
+    assert {f"/erasure{path}" for path in mounted} == tried, "a route is missing from this test"
+    for path in READ_ROUTES:
+        assert client.get(path).status_code == 401, path
+    for path in ACT_ROUTES:
+        assert client.post(path, json={}).status_code == 401, path
+
+
+def test_a_forged_or_foreign_token_is_refused(client: Any) -> None:
+    assert client.get("/erasure/api/v1/records", headers=bearer("not-a-jwt")).status_code == 403
+    ingest = client.post(
+        "/erasure/api/v1/lineage", json={}, headers=bearer("ol-wrong-key-xxxxxxxx")
+    )
+    assert ingest.status_code == 403
+
+
+@pytest.mark.parametrize("user", READERS)
+def test_every_role_reads(
+    client: Any, tokens: dict[str, str], user: str, ledger: RecordLedger, requests_registered: Any
+) -> None:
+    for path in READ_ROUTES:
+        response = client.get(path, headers=bearer(tokens[user]))
+        assert response.status_code == 200, (path, response.text)
+
+
+@pytest.mark.parametrize("user", ["auditor", "clerk"])
+def test_viewers_and_users_may_not_act(client: Any, tokens: dict[str, str], user: str) -> None:
+    for path in ACT_ROUTES:
+        response = client.post(path, json={}, headers=bearer(tokens[user]))
+        assert response.status_code == 403, path
+        assert "op or admin" in response.json()["detail"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lineage ingest
+
+
+def _demo_event(index: int = 0) -> dict[str, Any]:
+    lines = DEMO_EVENTS.read_text().splitlines()
+    event: dict[str, Any] = json.loads(lines[index])
+    return event
+
+
+@pytest.mark.parametrize("user", ACTORS)
+def test_the_dpo_ingests_an_event_once(
+    client: Any, tokens: dict[str, str], store: Store, user: str
+) -> None:
+    event = _demo_event(0)
+    event["run"] = {"runId": str(uuid.uuid4())}
+    first = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(tokens[user]))
+    again = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(tokens[user]))
+    assert first.status_code == 201 and first.json()["stored"] is True
+    assert again.status_code == 200 and again.json()["stored"] is False
+    assert first.json()["event_id"] == again.json()["event_id"]
+    stored = [e.run.run_id for e in EventStore(store).events()]
+    assert stored.count(event["run"]["runId"]) == 1
+
+
+def test_a_malformed_event_is_400_with_what_is_wrong(client: Any, tokens: dict[str, str]) -> None:
+    event = _demo_event(0)
+    del event["eventTime"]
+    response = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
+    assert response.status_code == 400
+    assert "eventTime" in response.json()["detail"]
+    not_json = client.post(
+        "/erasure/api/v1/lineage",
+        content=b"{not json",
+        headers={**bearer(tokens["dpo"]), "Content-Type": "application/json"},
+    )
+    assert not_json.status_code == 400 and "not valid JSON" in not_json.json()["detail"]
+
+
+def test_the_openlineage_http_transport_posts_with_its_api_key(client: Any, store: Store) -> None:
+    """As `{"type": "http", "auth": {"type": "api_key", ...}, "compression": "gzip"}` sends it."""
+    event = _demo_event(1)
+    event["run"] = {"runId": str(uuid.uuid4())}
+    headers = {
+        "Authorization": f"Bearer {LINEAGE_KEY}",
+        "Content-Type": "application/json",
+        "Content-Encoding": "gzip",
+    }
+    body = gzip.compress(json.dumps(event).encode())
+    response = client.post("/erasure/api/v1/lineage", content=body, headers=headers)
+    assert response.status_code == 201, response.text
+    assert event["run"]["runId"] in {e.run.run_id for e in EventStore(store).events()}
+    # The key opens the lineage endpoint only.
+    scrub = client.post(f"/erasure/api/v1/requests/{REF}/scrub", headers=headers)
+    assert scrub.status_code == 403
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+def test_requests_show_status_deadlines_and_plan_never_the_identifier(
+    client: Any, tokens: dict[str, str], requests_registered: dict[str, str]
+) -> None:
+    listing = client.get("/erasure/api/v1/requests", headers=bearer(tokens["auditor"]))
+    refs = {r["request_ref"]: r for r in listing.json()}
+    assert {REF, OTHER_REF} <= set(refs)
+    assert refs[REF]["status"] == "acting" and refs[OTHER_REF]["status"] == "registered"
+    assert refs[REF]["due_on"] and refs[REF]["overdue"] is False
+    only = client.get(
+        "/erasure/api/v1/requests?status=registered", headers=bearer(tokens["auditor"])
+    )
+    assert OTHER_REF in {r["request_ref"] for r in only.json()} and REF not in {
+        r["request_ref"] for r in only.json()
+    }
+
+    detail = client.get(f"/erasure/api/v1/requests/{REF}", headers=bearer(tokens["auditor"]))
+    body = detail.json()
+    assert body["subject_hash"] == requests_registered[REF]
+    assert body["plan_versions"] == [1]
+    plan = body["plan"]
+    assert plan["actions"] == {"erase_rows": 1, "rebuild": 1, "escalate": 1}
+    assert next(i["reason"] for i in plan["items"]) == "root: holds the subject and is mutable"
+    assert plan["items"][0]["dataset"] == "warehouse/crm.customers"
+    assert body["actions"][0]["status"] == "done"
+    for text in (listing.text, only.text, detail.text):
+        assert CANARY not in text and NOTE_CANARY not in text
+
+    missing = client.get("/erasure/api/v1/requests/REQ-none", headers=bearer(tokens["auditor"]))
+    assert missing.status_code == 404
+    pasted = client.get(f"/erasure/api/v1/requests/{CANARY}", headers=bearer(tokens["auditor"]))
+    assert pasted.status_code == 404 and CANARY not in pasted.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Scrub
+
+
+def test_scrub_removes_identifier_and_notes_from_dag_run_and_audit_log(
+    client: Any, tokens: dict[str, str], triggered: dict[str, str], registry: RequestRegistry
+) -> None:
+    before = airflow_rows_containing(CANARY)
+    assert any(h.startswith("dag_run") for h in before)  # Airflow did keep it in the conf
+    # ... and in the trigger's audit row, unless its secrets masker had learnt to hide the
+    # conf keys earlier in this process (it is process-wide state).
+    assert any("trigger_dag_run" in h for h in airflow_rows_containing(REF))
+
+    response = client.post(f"/erasure/api/v1/requests/{REF}/scrub", headers=bearer(tokens["dpo"]))
+
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["runs"] == 1 and result["log_rows"] >= 2  # trigger row + the free-text row
+    assert airflow_rows_containing(CANARY) == []
+    assert [h for h in airflow_rows_containing(NOTE_CANARY) if REF in h] == []
+    record = registry.get(REF)
+    assert record is not None and record.scrubbed_at is not None
+    assert result["scrubbed_at"] is not None
+
+    # The run keeps what the workflow needs, with the secrets parked.
+    conf = client.get(
+        f"/api/v2/dags/gdpr_erasure/dagRuns/{triggered[REF]}", headers=bearer(tokens["dpo"])
+    ).json()["conf"]
+    assert conf["request_ref"] == REF and conf["identifier_type"] == "email"
+    assert conf["identifier"] == PARKED and conf["notes"] == PARKED
+
+    # The other request's run is not this request's business.
+    assert any(h.startswith("dag_run") for h in airflow_rows_containing(OTHER_CANARY))
+
+    again = client.post(f"/erasure/api/v1/requests/{REF}/scrub", headers=bearer(tokens["boss"]))
+    assert again.status_code == 200
+    assert (again.json()["runs"], again.json()["log_rows"]) == (0, 0)
+    assert registry.get(REF).scrubbed_at == record.scrubbed_at  # type: ignore[union-attr]
+
+
+def test_the_erasure_task_scrubs_with_its_task_token(
+    client: Any, triggered: dict[str, str], registry: RequestRegistry
+) -> None:
+    wrong = client.post(
+        f"/erasure/api/v1/requests/{OTHER_REF}/scrub",
+        headers={TASK_TOKEN_HEADER: task_token("another-key-of-32-characters-xx", OTHER_REF)},
+    )
+    assert wrong.status_code == 403
+    other_request = client.post(
+        f"/erasure/api/v1/requests/{OTHER_REF}/scrub",
+        headers={TASK_TOKEN_HEADER: task_token(TASK_KEY, REF)},  # REF's token, not OTHER_REF's
+    )
+    assert other_request.status_code == 403
+    assert any(h.startswith("dag_run") for h in airflow_rows_containing(OTHER_CANARY))
+
+    response = client.post(
+        f"/erasure/api/v1/requests/{OTHER_REF}/scrub",
+        headers={TASK_TOKEN_HEADER: task_token(TASK_KEY, OTHER_REF)},
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["runs"] == 1
+    assert airflow_rows_containing(OTHER_CANARY) == []
+    assert airflow_rows_containing(NOTE_CANARY) == []
+    assert registry.get(OTHER_REF).scrubbed_at is not None  # type: ignore[union-attr]
+
+
+def test_scrub_of_an_unknown_request_is_404(client: Any, tokens: dict[str, str]) -> None:
+    response = client.post("/erasure/api/v1/requests/REQ-none/scrub", headers=bearer(tokens["dpo"]))
+    assert response.status_code == 404
+
+
+def test_scrub_request_runs_in_process_on_any_shape_of_conf(erasure_dag: str) -> None:
+    """The function the in-process demo calls: nested and numeric identifiers too."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from airflow.utils.types import DagRunTriggeredByType, DagRunType
+
+    ref = f"REQ-{RUN}-3"
+    with create_session() as session:
+        session.add(
+            DagRun(
+                dag_id=erasure_dag,
+                run_id=f"erasure-{ref}",
+                run_type=DagRunType.MANUAL,
+                state=DagRunState.QUEUED,
+                triggered_by=DagRunTriggeredByType.TEST,
+                conf={"request_ref": ref, "identifier": 40417, "extra": {"notes": "ring 40417"}},
+            )
+        )
+        session.add(
+            Log(
+                event="trigger_dag_run",
+                dag_id=erasure_dag,
+                extra=json.dumps({"conf": {"request_ref": ref, "identifier": 40417}}),
+            )
+        )
+    with create_session() as session:
+        first = scrub_request(session, ref)
+    with create_session() as session:
+        second = scrub_request(session, ref)
+        run = session.scalars(sa.select(DagRun).where(DagRun.run_id == f"erasure-{ref}")).one()
+        assert run.conf == {"request_ref": ref, "identifier": PARKED, "extra": {"notes": PARKED}}
+    assert (first.runs, first.log_rows) == (1, 1)
+    assert (second.runs, second.log_rows) == (0, 0)
+    assert airflow_rows_containing("40417") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Completion records
+
+
+def test_records_list_filters_and_shows(
+    client: Any, tokens: dict[str, str], ledger: RecordLedger
+) -> None:
+    headers = bearer(tokens["auditor"])
+    listing = client.get("/erasure/api/v1/records", headers=headers).json()
+    mine = [r for r in listing if r["request_ref"] == DONE_REF]
+    assert [r["kind"] for r in mine] == ["received", "escalated", "decided", "completed"]
+    assert "body" not in mine[0] and "signature" not in mine[0]
+    completed = client.get("/erasure/api/v1/records?status=complete", headers=headers).json()
+    assert DONE_REF in {r["request_ref"] for r in completed}
+    assert all(r["status"] == "complete" for r in completed)
+    future = client.get("/erasure/api/v1/records?since=2999-01-01", headers=headers).json()
+    assert future == []
+
+    shown = client.get(f"/erasure/api/v1/records/{DONE_REF}", headers=headers).json()
+    assert shown[-1]["body"]["effective_erasure_date"]
+    assert client.get("/erasure/api/v1/records/REQ-none", headers=headers).status_code == 404
+
+
+def test_the_chain_verifies_with_the_vault_key(
+    client: Any, tokens: dict[str, str], ledger: RecordLedger
+) -> None:
+    report = client.get("/erasure/api/v1/records/verify", headers=bearer(tokens["auditor"])).json()
+    assert report["ok"] is True and report["first_problem"] is None
+    assert report["records"] >= 4 and report["key_versions"] == [1]
+
+
+def test_the_evidence_pack_exports_as_json_and_html(
+    client: Any, tokens: dict[str, str], ledger: RecordLedger
+) -> None:
+    headers = bearer(tokens["auditor"])
+    pack = client.get(f"/erasure/api/v1/records/{DONE_REF}/export?format=json", headers=headers)
+    assert pack.status_code == 200 and pack.headers["content-type"].startswith("application/json")
+    assert pack.json()["verify"]["ok"] is True
+    assert [r["kind"] for r in pack.json()["records"]][-1] == "completed"
+    page = client.get(f"/erasure/api/v1/records/{DONE_REF}/export?format=html", headers=headers)
+    assert page.headers["content-type"].startswith("text/html")
+    assert DONE_REF in page.text and "<script" not in page.text
+    bad = client.get(f"/erasure/api/v1/records/{DONE_REF}/export?format=pdf", headers=headers)
+    assert bad.status_code == 422
+
+
+def test_the_records_page_renders_with_the_ui_cookie(
+    client: Any, tokens: dict[str, str], ledger: RecordLedger, triggered: dict[str, str]
+) -> None:
+    client.cookies.set("_token", tokens["auditor"])
+    try:
+        page = client.get("/erasure/records")
+    finally:
+        client.cookies.clear()
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert "Chain verified" in html
+    assert html.index("Chain verified") < html.index(DONE_REF)  # verification first
+    assert f"api/v1/records/{DONE_REF}/export?format=html" in html
+    assert "complete" in html and "<script" not in html
+    for secret in (CANARY, OTHER_CANARY, NOTE_CANARY):
+        assert secret.casefold() not in html.casefold()
+    assert client.get("/erasure/records").status_code == 401
+
+
+# ---------------------------------------------------------------------------------------------
+# What is down is named, and nothing is cached broken
+
+
+def test_an_unreachable_store_or_vault_is_503_naming_what_to_check(
+    client: Any, tokens: dict[str, str], env: dict[str, str], ledger: RecordLedger
+) -> None:
+    import erasure_api
+    from fastapi.testclient import TestClient
+
+    no_store = Settings.model_construct(store_url="postgresql://erasure@127.0.0.1:1/erasure")
+    no_vault = Settings.model_construct(
+        store_url=env["ERASURE_STORE_URL"], vault_addr="http://127.0.0.1:1", vault_token=None
+    )
+    headers = bearer(tokens["auditor"])
+    with TestClient(erasure_api.create_app(ErasureBackend(no_store))) as down:
+        response = down.get("/records", headers=headers)
+        assert response.status_code == 503
+        assert "ERASURE_STORE_URL" in response.json()["detail"]
+    with TestClient(erasure_api.create_app(ErasureBackend(no_vault))) as down:
+        assert down.get("/api/v1/records", headers=headers).status_code == 200
+        response = down.get("/api/v1/records/verify", headers=headers)
+        assert response.status_code == 503
+        assert "ERASURE_VAULT" in response.json()["detail"]
+        page = down.get("/records", headers=headers)  # the page lists, and says why unverified
+        assert page.status_code == 200 and "Chain not verified" in page.text
+
+
+def test_a_tampered_chain_is_the_first_thing_the_page_says(
+    client: Any,
+    tokens: dict[str, str],
+    env: dict[str, str],
+    openbao: EmbeddedOpenBao,
+    tmp_path: Path,
+) -> None:
+    import erasure_api
+    from fastapi.testclient import TestClient
+
+    url = f"sqlite:///{tmp_path}/tampered.db"
+    settings = Settings.model_construct(
+        store_url=url,
+        vault_addr=openbao.address,
+        vault_token=SecretStr(openbao.token),
+        vault_transit_mount=env["ERASURE_VAULT_TRANSIT_MOUNT"],
+    )
+    with open_store(url) as store:
+        signer = TransitSigner(openbao.client(), settings.vault_transit_mount, DEFAULT_KEY_NAME)
+        record_request(RecordLedger(store, signer), DONE_REF)
+    raw = sqlite3.connect(tmp_path / "tampered.db", isolation_level=None)
+    try:  # whoever holds the file can drop the trigger and edit a record
+        raw.execute("DROP TRIGGER completion_records_no_update")
+        raw.execute("UPDATE completion_records SET body = '{\"edited\": true}' WHERE seq = 2")
+    finally:
+        raw.close()
+
+    with TestClient(erasure_api.create_app(ErasureBackend(settings))) as app:
+        page = app.get("/records", headers=bearer(tokens["auditor"]))
+        report = app.get("/api/v1/records/verify", headers=bearer(tokens["auditor"])).json()
+
+    assert page.status_code == 200
+    assert "Chain BROKEN" in page.text and "Chain verified" not in page.text
+    assert page.text.index("Chain BROKEN") < page.text.index("<h2>")
+    assert "seq 2" in page.text
+    assert report["ok"] is False and report["first_problem"]["seq"] == 2
+
+
+@pytest.mark.postgres
+def test_ingest_is_idempotent_on_a_postgres_store(
+    client: Any, tokens: dict[str, str], postgres_schema_url: str
+) -> None:
+    import erasure_api
+    from fastapi.testclient import TestClient
+
+    backend = ErasureBackend(Settings.model_construct(store_url=postgres_schema_url))
+    event = _demo_event(2)
+    with TestClient(erasure_api.create_app(backend)) as app:
+        first = app.post("/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
+        again = app.post("/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
+        assert (first.status_code, again.status_code) == (201, 200)
+        assert EventStore(backend.store()).count() == 1
+
+
+SCRUB_PROBE_DAG = """
+    from airflow.sdk import dag, task
+
+
+    @dag(dag_id="erasure_scrub_probe", schedule=None)
+    def erasure_scrub_probe():
+        @task
+        def register(**context):
+            from airflow.utils.session import create_session
+            from erasure_api.scrub import scrub_request
+
+            with create_session() as session:
+                scrub_request(session, context["dag_run"].conf["request_ref"],
+                              dag_id="erasure_scrub_probe")
+
+        @task
+        def next_step():
+            return "done"
+
+        register() >> next_step()
+
+
+    erasure_scrub_probe()
+"""
+
+
+def test_an_in_process_scrub_survives_dag_test(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dag.test() writes back the conf the task started with; the scrub must outlive that."""
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    (tmp_path / "probe.py").write_text(textwrap.dedent(SCRUB_PROBE_DAG))
+    from airflow import settings
+
+    monkeypatch.setattr(settings, "DAGS_FOLDER", str(tmp_path))  # the dags-folder bundle's path
+    dag = BundleDagBag(dag_folder=tmp_path, bundle_path=tmp_path, bundle_name="dags-folder").dags[
+        "erasure_scrub_probe"
+    ]
+    secret = f"probe.{RUN}@example.org"
+
+    run = dag.test(run_conf={"request_ref": f"REQ-{RUN}-9", "identifier": secret})
+
+    assert str(run.state) == "success"
+    assert airflow_rows_containing(secret) == []
