@@ -84,10 +84,30 @@ def _parser() -> argparse.ArgumentParser:
     closure.add_argument("--json", action="store_true")
     closure.set_defaults(handler=_lineage_closure)
 
-    ingest = lineage.add_parser("ingest", help="read OpenLineage event files and summarise them")
+    ingest = lineage.add_parser(
+        "ingest", help="store OpenLineage run-event files in the erasure store (idempotent)"
+    )
     ingest.add_argument("files", nargs="+", type=Path, help="JSON-lines or JSON array files")
+    ingest.add_argument(
+        "--dry-run", action="store_true", help="only parse and summarise; store nothing"
+    )
     ingest.add_argument("--json", action="store_true")
     ingest.set_defaults(handler=_lineage_ingest)
+
+    suppression = sub.add_parser("suppression", help="the suppression list (tombstones)")
+    check = suppression.add_subparsers(metavar="WHAT").add_parser(
+        "check", help="is this identifier suppressed? (exit 0 yes, 1 no)"
+    )
+    check.add_argument(
+        "subject", metavar="TYPE=VALUE", help="VALUE '-' reads it from stdin (kept out of ps)"
+    )
+    check.add_argument("--catalog", type=Path, default=None, help="default: ERASURE_CATALOG_PATH")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(handler=_suppression_check)
+
+    from erasure.audit.commands import add_audit_commands
+
+    add_audit_commands(sub)
     return parser
 
 
@@ -211,33 +231,83 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
 
     events = [event for path in args.files for event in read_event_file(path)]
     observed = edges_from_events(events)
+    stored = 0
+    if not args.dry_run:
+        from erasure.config import Settings
+        from erasure.lineage.event_store import EventStore
+        from erasure.store.database import open_store
+
+        with open_store(Settings().store_url) as store:
+            stored = EventStore(store).add_all(events)
     runs: list[dict[str, Any]] = [
         {
             "run_id": r.run_id,
             "job": r.job,
             "state": r.state,
-            "inputs": r.inputs,
-            "outputs": r.outputs,
+            "outputs": [f"{o.namespace}/{o.name}" for o in r.outputs],
         }
         for r in observed.runs
     ]
     doc = {
         "events": len(events),
+        "stored": stored,
+        "duplicates": 0 if args.dry_run else len(events) - stored,
         "runs": runs,
         "edges": len(observed.edges),
         "gaps": [g.model_dump(mode="json") for g in observed.gaps],
     }
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
-    else:
-        print(f"{doc['events']} event(s), {len(observed.runs)} run(s), {doc['edges']} edge(s)")
-        for run in runs:
-            print(
-                f"  {run['state']:<9} {run['job']}  -> {', '.join(map(str, run['outputs'])) or '-'}"
-            )
-        for gap in observed.gaps:
-            print(f"  gap {gap.kind}: {gap.detail}")
+        return 0
+    where = (
+        "parsed (dry run)" if args.dry_run else f"{stored} new, {doc['duplicates']} already stored"
+    )
+    print(f"{len(events)} event(s) {where}; {len(runs)} run(s), {len(observed.edges)} edge(s)")
+    for run in runs:
+        print(f"  {run['state']:<9} {run['job']}  -> {', '.join(run['outputs']) or '-'}")
+    for gap in observed.gaps:
+        print(f"  gap {gap.kind.value}: {gap.detail}")
     return 0
+
+
+def _suppression_check(args: argparse.Namespace) -> int:
+    from erasure.config import Settings
+    from erasure.keys.pepper import PepperStore
+    from erasure.keys.vault import connect
+    from erasure.store.database import open_store
+    from erasure.suppression import check_subject
+
+    settings = Settings()
+    subject = _subject(args.subject)
+    path = args.catalog or settings.catalog_path
+    if path is None:
+        raise ErasureError("give --catalog or set ERASURE_CATALOG_PATH")
+    catalog = load_catalog(path)
+    peppers = PepperStore(connect(settings), settings.vault_kv_mount).all_versions()
+    with open_store(settings.store_url) as store:
+        found = check_subject(
+            store, catalog, subject.type, subject.value.get_secret_value(), peppers
+        )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "suppressed": bool(found),
+                    "tombstones": [t.model_dump(mode="json") for t in found],
+                },
+                indent=2,
+            )
+        )
+    elif found:
+        for stone in found:
+            print(
+                f"suppressed: {stone.identifier_type} {stone.subject_hash[:16]}… pepper "
+                f"v{stone.pepper_version}, since {stone.created_at:%Y-%m-%d}"
+                + (f" (request {stone.request_ref})" if stone.request_ref else "")
+            )
+    else:
+        print(f"not suppressed: no tombstone for this {subject.type}")
+    return 0 if found else 1
 
 
 def _read(path: Path) -> str:

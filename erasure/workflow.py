@@ -8,7 +8,7 @@ retried step returns the recorded evidence instead of acting twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -22,6 +22,8 @@ from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.catalog import Catalog
 from erasure.errors import ErasureError, VerificationFailed
 from erasure.kanon import measure_k
+from erasure.lineage.event_store import EventStore
+from erasure.lineage.openlineage import RunEvent
 from erasure.lineage.sources import build_lineage
 from erasure.locate import Identity, Location, locate, normalise_subject, parked_location, relocate
 from erasure.model import Action, DatasetRef, Plan, PlanItem, SubjectRef, SubjectSummary
@@ -94,6 +96,7 @@ def make_plan(
     pepper: Pepper | None = None,
     warehouse: Warehouse | None = None,
     location: Location | None = None,
+    events: Sequence[RunEvent] = (),
     max_nodes: int = DEFAULT_MAX_NODES,
     now: datetime | None = None,
 ) -> Plan:
@@ -103,7 +106,7 @@ def make_plan(
     warehouse = warehouse or Warehouse(catalog)
     try:
         location = location or locate(catalog, warehouse, subject)
-        lineage = build_lineage(catalog, warehouse)
+        lineage = build_lineage(catalog, warehouse, events)
         return plan_erasure(
             catalog, warehouse, location, lineage, summary, max_nodes=max_nodes, now=now
         )
@@ -170,7 +173,13 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
     )
     pepper = svc.pepper(record.pepper_version)
     plan = make_plan(
-        svc.catalog, subject, pepper=pepper, warehouse=svc.warehouse, location=location, now=now
+        svc.catalog,
+        subject,
+        pepper=pepper,
+        warehouse=svc.warehouse,
+        location=location,
+        events=EventStore(svc.store).events(),
+        now=now,
     )
     svc.registry.save_plan(ref, plan, 1)
     _advance(svc, ref, RequestStatus.PLANNED)
@@ -438,6 +447,7 @@ def verify(
         pepper=pepper,
         warehouse=svc.warehouse,
         location=relocate(svc.catalog, svc.warehouse, *_parked_location(parked)),
+        events=EventStore(svc.store).events(),
         now=now,
     )
     planned = {(i.dataset["namespace"], i.dataset["name"]) for i in plan.items}

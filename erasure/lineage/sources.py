@@ -12,7 +12,7 @@ from pathlib import Path
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import ErasureError
 from erasure.lineage.graph import InMemoryLineageGraph
-from erasure.lineage.openlineage import edges_from_events, read_event_file
+from erasure.lineage.openlineage import RunEvent, edges_from_events, read_event_file
 from erasure.lineage.sql import sql_lineage, to_lineage_edges
 from erasure.model import FieldRef, Gap, GapKind, LineageEdge
 from erasure.warehouse import Warehouse
@@ -26,8 +26,13 @@ class CatalogLineage:
     gaps: list[Gap] = field(default_factory=list)
 
 
-def build_lineage(catalog: Catalog, warehouse: Warehouse | None = None) -> CatalogLineage:
-    """Read every lineage source the catalog names into one graph."""
+def build_lineage(
+    catalog: Catalog,
+    warehouse: Warehouse | None = None,
+    stored_events: Iterable[RunEvent] = (),
+) -> CatalogLineage:
+    """Read every lineage source the catalog names, plus events received over HTTP or
+    `erasure lineage ingest`, into one graph."""
     graph = InMemoryLineageGraph()
     gaps: list[Gap] = []
     schema = _schema(catalog, warehouse)
@@ -68,6 +73,7 @@ def build_lineage(catalog: Catalog, warehouse: Warehouse | None = None) -> Catal
         for path in catalog.resolve(pattern)
         for event in read_event_file(path)
     ]
+    events.extend(stored_events)  # the same event from a file and the store counts once
     observed = edges_from_events(events)
     graph.add_edges(_canonical(catalog, observed.edges))
     gaps.extend(observed.gaps)

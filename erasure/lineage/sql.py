@@ -37,8 +37,12 @@ class SqlColumnEdge:
     subtype: EdgeSubtype
 
     def as_dict(self) -> dict[str, str]:
-        return {"source": self.source, "target": self.target,
-                "type": str(self.type), "subtype": str(self.subtype)}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "type": str(self.type),
+            "subtype": str(self.subtype),
+        }
 
 
 @dataclass
@@ -90,9 +94,16 @@ def to_lineage_edges(lineage: SqlLineage, *, namespace: str, producer: str) -> l
         target = _field_ref(edge.target, namespace)
         if source is None or target is None:
             continue
-        edges.append(LineageEdge(source=source, target=target, type=edge.type,
-                                 subtype=edge.subtype, origin=EdgeOrigin.DECLARED,
-                                 producer=producer))
+        edges.append(
+            LineageEdge(
+                source=source,
+                target=target,
+                type=edge.type,
+                subtype=edge.subtype,
+                origin=EdgeOrigin.DECLARED,
+                producer=producer,
+            )
+        )
     return edges
 
 
@@ -196,8 +207,7 @@ def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[_Stateme
             yield _Statement(number, start, None, _parse_gap(number, start, error))
             continue
         if tokens:
-            yield _parse_tokens(number, tokens, piece, dialect,
-                                lines_before - piece.count("\n"))
+            yield _parse_tokens(number, tokens, piece, dialect, lines_before - piece.count("\n"))
 
 
 def _parse_gap(number: int, line: int, error: SqlglotError, lines_before: int = 0) -> str:
@@ -212,14 +222,52 @@ def _parse_gap(number: int, line: int, error: SqlglotError, lines_before: int = 
 
 # Statements that move no column values; anything else unrecognised (COPY, EXPORT, CALL...)
 # is a gap, since it may copy the subject somewhere lineage cannot see.
-_NO_DATA_FLOW = (exp.Drop, exp.Delete, exp.Alter, exp.TruncateTable, exp.Transaction,
-                 exp.Commit, exp.Rollback, exp.Set, exp.Use, exp.Analyze, exp.Grant, exp.Revoke,
-                 exp.Comment, exp.Describe, exp.Pragma, exp.Show, exp.Semicolon, exp.Refresh,
-                 exp.Declare, exp.Uncache, exp.Kill, exp.Summarize, exp.Values)
+_NO_DATA_FLOW = (
+    exp.Drop,
+    exp.Delete,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    exp.Set,
+    exp.Use,
+    exp.Analyze,
+    exp.Grant,
+    exp.Revoke,
+    exp.Comment,
+    exp.Describe,
+    exp.Pragma,
+    exp.Show,
+    exp.Semicolon,
+    exp.Refresh,
+    exp.Declare,
+    exp.Uncache,
+    exp.Kill,
+    exp.Summarize,
+    exp.Values,
+)
 # The same, for statements sqlglot keeps as an opaque Command.
-_NO_DATA_FLOW_COMMANDS = frozenset({"ANALYZE", "VACUUM", "GRANT", "REVOKE", "COMMENT", "SET",
-                                    "RESET", "SHOW", "USE", "BEGIN", "COMMIT", "ROLLBACK",
-                                    "REFRESH", "CHECKPOINT", "DISCARD", "LOCK"})
+_NO_DATA_FLOW_COMMANDS = frozenset(
+    {
+        "ANALYZE",
+        "VACUUM",
+        "GRANT",
+        "REVOKE",
+        "COMMENT",
+        "SET",
+        "RESET",
+        "SHOW",
+        "USE",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "REFRESH",
+        "CHECKPOINT",
+        "DISCARD",
+        "LOCK",
+    }
+)
 
 
 @dataclass
@@ -254,13 +302,18 @@ def _analyse(
             return _Result()
         if job.query is None:
             declares = job.creates and bool(job.columns)
-            return _Result(gaps=job.gaps,
-                           defines=(job.target, job.columns or []) if declares else None)
+            return _Result(
+                gaps=job.gaps, defines=(job.target, job.columns or []) if declares else None
+            )
         return _trace(job, number, dialect, known)
     except SqlglotError as error:
         first_line = str(error).splitlines()[0] if str(error) else ""
-        return _Result(gaps=[f"statement {number} (line {statement.line}) uses unsupported SQL "
-                             f"and was not analysed: {type(error).__name__}: {first_line}"])
+        return _Result(
+            gaps=[
+                f"statement {number} (line {statement.line}) uses unsupported SQL "
+                f"and was not analysed: {type(error).__name__}: {first_line}"
+            ]
+        )
 
 
 def _job(
@@ -286,12 +339,15 @@ def _job(
         if written is None or query is None:  # INSERT ... VALUES: literals only
             return None
         target, columns = written
-        job = _Job(target, _with_ctes(query, statement), columns or known.get(target),
-                   creates=False)
+        job = _Job(
+            target, _with_ctes(query, statement), columns or known.get(target), creates=False
+        )
         if job.columns is None:
-            job.gaps.append(f"INSERT INTO {target} without a column list in statement {number}: "
-                            f"{target} is not in the schema, target columns are taken from "
-                            "the SELECT's output names")
+            job.gaps.append(
+                f"INSERT INTO {target} without a column list in statement {number}: "
+                f"{target} is not in the schema, target columns are taken from "
+                "the SELECT's output names"
+            )
         return job
     if isinstance(statement, exp.Update):
         return _update_job(statement)
@@ -317,15 +373,23 @@ def _job(
         return None
     else:
         kind = type(statement).__name__.upper()
-    return _Job("", None, None, creates=False,
-                gaps=[f"unsupported statement {kind} in statement {number} was not analysed"])
+    return _Job(
+        "",
+        None,
+        None,
+        creates=False,
+        gaps=[f"unsupported statement {kind} in statement {number} was not analysed"],
+    )
 
 
 def _target(node: exp.Expr | None) -> tuple[str, list[str] | None] | None:
     """Target table name and its explicit column list, from `t` or `t (a, b)`."""
     if isinstance(node, exp.Schema) and isinstance(node.this, exp.Table):
-        columns = [column.name.lower() for column in node.expressions
-                   if isinstance(column, (exp.ColumnDef, exp.Identifier, exp.Column))]
+        columns = [
+            column.name.lower()
+            for column in node.expressions
+            if isinstance(column, (exp.ColumnDef, exp.Identifier, exp.Column))
+        ]
         return _table_name(node.this), columns or None
     if isinstance(node, exp.Table):
         return _table_name(node), None
@@ -392,14 +456,22 @@ def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) ->
         action = when.args.get("then")
         pairs: list[tuple[str, exp.Expr]] = []
         if isinstance(action, exp.Update):
-            pairs = [(a.this.name, a.expression) for a in action.expressions
-                     if isinstance(a, exp.EQ) and isinstance(a.this, exp.Column)]
+            pairs = [
+                (a.this.name, a.expression)
+                for a in action.expressions
+                if isinstance(a, exp.EQ) and isinstance(a.this, exp.Column)
+            ]
         elif isinstance(action, exp.Insert) and isinstance(action.expression, exp.Tuple):
-            names = ([c.name for c in action.this.expressions]
-                     if isinstance(action.this, exp.Tuple) else known.get(name))
+            names = (
+                [c.name for c in action.this.expressions]
+                if isinstance(action.this, exp.Tuple)
+                else known.get(name)
+            )
             if names is None:
-                job.gaps.append(f"MERGE INSERT without a column list in statement {number}: "
-                                f"{name} is not in the schema")
+                job.gaps.append(
+                    f"MERGE INSERT without a column list in statement {number}: "
+                    f"{name} is not in the schema"
+                )
                 continue
             pairs = list(zip(names, action.expression.expressions, strict=False))
         elif action is not None and action.find(exp.Star) is not None:
@@ -426,8 +498,11 @@ def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) ->
 def _trace(job: _Job, number: int, dialect: Dialect, known: Mapping[str, list[str]]) -> _Result:
     assert job.query is not None
     tables = _isolate_tables(job.query)
-    schema: dict[str, object] = {synthetic: dict.fromkeys(known[written], "text")
-                                 for synthetic, written in tables.items() if written in known}
+    schema: dict[str, object] = {
+        synthetic: dict.fromkeys(known[written], "text")
+        for synthetic, written in tables.items()
+        if written in known
+    }
     query = _qualify(job.query, dialect, schema)
     root = build_scope(query)
     if root is None:
@@ -438,18 +513,22 @@ def _trace(job: _Job, number: int, dialect: Dialect, known: Mapping[str, list[st
     names = [out.name for out in outputs]
     if job.columns is not None and ALL_COLUMNS not in names:
         if len(job.columns) != len(outputs):
-            result.gaps.append(f"statement {number} writes {len(job.columns)} columns of "
-                               f"{job.target} from {len(outputs)} selected columns")
+            result.gaps.append(
+                f"statement {number} writes {len(job.columns)} columns of "
+                f"{job.target} from {len(outputs)} selected columns"
+            )
         names = job.columns[: len(outputs)]
     for name, out in zip(names, outputs, strict=False):
         for source, subtype in out.sources.items():
-            result.edges.append(SqlColumnEdge(str(source), f"{job.target}.{name}",
-                                              EdgeType.DIRECT, subtype))
+            result.edges.append(
+                SqlColumnEdge(str(source), f"{job.target}.{name}", EdgeType.DIRECT, subtype)
+            )
     # OpenLineage convention: what filters, joins, groups or sorts affects every output column.
     for source, subtype in tracer.indirect_sources():
         for name in dict.fromkeys(names):
-            result.edges.append(SqlColumnEdge(str(source), f"{job.target}.{name}",
-                                              EdgeType.INDIRECT, subtype))
+            result.edges.append(
+                SqlColumnEdge(str(source), f"{job.target}.{name}", EdgeType.INDIRECT, subtype)
+            )
     for function in query.find_all(exp.Anonymous, exp.AnonymousAggFunc):
         tracer.gap(f"opaque function {function.name.lower()} in statement {number}")
     result.gaps.extend(tracer.gaps)
@@ -495,10 +574,16 @@ def _qualify(query: exp.Expr, dialect: Dialect, schema: dict[str, object]) -> ex
     attempts = ((True, True), (False, True), (False, False))
     for expand_alias_refs, qualify_columns in attempts:
         try:
-            return qualify(query.copy(), dialect=dialect, schema=schema,
-                           expand_alias_refs=expand_alias_refs, qualify_columns=qualify_columns,
-                           validate_qualify_columns=False, quote_identifiers=False,
-                           identify=False)
+            return qualify(
+                query.copy(),
+                dialect=dialect,
+                schema=schema,
+                expand_alias_refs=expand_alias_refs,
+                qualify_columns=qualify_columns,
+                validate_qualify_columns=False,
+                quote_identifiers=False,
+                identify=False,
+            )
         except OptimizeError:
             if not qualify_columns:
                 raise
@@ -515,8 +600,7 @@ class _Column(NamedTuple):
 
 _Sources = dict[_Column, EdgeSubtype]  # base column -> how its value reaches the output
 
-_DIRECT_RANK = {EdgeSubtype.IDENTITY: 0, EdgeSubtype.TRANSFORMATION: 1,
-                EdgeSubtype.AGGREGATION: 2}
+_DIRECT_RANK = {EdgeSubtype.IDENTITY: 0, EdgeSubtype.TRANSFORMATION: 1, EdgeSubtype.AGGREGATION: 2}
 
 
 def _compose(outer: EdgeSubtype, inner: EdgeSubtype) -> EdgeSubtype:
@@ -534,11 +618,18 @@ def _merge(into: _Sources, sources: _Sources, via: EdgeSubtype) -> None:
 _VALUE_FUNCTIONS = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
 
 # Query clauses whose columns decide which rows, or in what order, reach the output.
-_CLAUSES = (("where", EdgeSubtype.FILTER), ("prewhere", EdgeSubtype.FILTER),
-            ("having", EdgeSubtype.FILTER), ("qualify", EdgeSubtype.FILTER),
-            ("group", EdgeSubtype.GROUP_BY), ("distinct", EdgeSubtype.GROUP_BY),
-            ("order", EdgeSubtype.SORT), ("sort", EdgeSubtype.SORT),
-            ("windows", EdgeSubtype.WINDOW), ("connect", EdgeSubtype.FILTER))
+_CLAUSES = (
+    ("where", EdgeSubtype.FILTER),
+    ("prewhere", EdgeSubtype.FILTER),
+    ("having", EdgeSubtype.FILTER),
+    ("qualify", EdgeSubtype.FILTER),
+    ("group", EdgeSubtype.GROUP_BY),
+    ("distinct", EdgeSubtype.GROUP_BY),
+    ("order", EdgeSubtype.SORT),
+    ("sort", EdgeSubtype.SORT),
+    ("windows", EdgeSubtype.WINDOW),
+    ("connect", EdgeSubtype.FILTER),
+)
 
 # Scopes that may see their parent's sources (correlated subqueries, lateral functions).
 _CORRELATED = (ScopeType.SUBQUERY, ScopeType.UDTF, ScopeType.SET_OPERATION)
@@ -613,8 +704,10 @@ class _Tracer:
         finally:
             self._busy.discard(key)
         if scope.outer_columns and len(scope.outer_columns) == len(outputs):
-            outputs = [_Output(name.lower(), out.sources)
-                       for name, out in zip(scope.outer_columns, outputs, strict=True)]
+            outputs = [
+                _Output(name.lower(), out.sources)
+                for name, out in zip(scope.outer_columns, outputs, strict=True)
+            ]
         self._outputs[key] = outputs
         return outputs
 
@@ -666,14 +759,18 @@ class _Tracer:
             written = self._written(source)
             columns = self._known.get(written)
             if columns is not None:
-                outputs.extend(_Output(c, {_Column(written, c): EdgeSubtype.IDENTITY})
-                               for c in columns)
+                outputs.extend(
+                    _Output(c, {_Column(written, c): EdgeSubtype.IDENTITY}) for c in columns
+                )
                 continue
             self._passthrough.setdefault(id(scope), []).append(source)
-            self.gap(f"SELECT * over {written} without schema in statement {self._number}: "
-                     "table-level lineage only")
-            outputs.append(_Output(ALL_COLUMNS,
-                                   {_Column(written, ALL_COLUMNS): EdgeSubtype.IDENTITY}))
+            self.gap(
+                f"SELECT * over {written} without schema in statement {self._number}: "
+                "table-level lineage only"
+            )
+            outputs.append(
+                _Output(ALL_COLUMNS, {_Column(written, ALL_COLUMNS): EdgeSubtype.IDENTITY})
+            )
         return outputs
 
     # - indirect
@@ -708,9 +805,13 @@ class _Tracer:
                     continue
                 refs: list[_Ref] = []
                 self._walk(projection, EdgeSubtype.IDENTITY, None, refs)
-                scan.projections.append(_Projection(
-                    projection.output_name.lower() or f"_col_{position}", None,
-                    [ref for ref in refs if ref.indirect is None]))
+                scan.projections.append(
+                    _Projection(
+                        projection.output_name.lower() or f"_col_{position}",
+                        None,
+                        [ref for ref in refs if ref.indirect is None],
+                    )
+                )
                 scan.indirect.extend(ref for ref in refs if ref.indirect is not None)
             for join in expression.args.get("joins") or []:
                 self._walk_arg(join, "on", EdgeSubtype.JOIN, scan.indirect)
@@ -728,8 +829,9 @@ class _Tracer:
             for alias, source in self._selected(scope).items():
                 columns = self._columns_of(source)
                 if columns is None or name in columns:
-                    refs.append(_Ref(exp.column(name, table=alias), EdgeSubtype.IDENTITY,
-                                     EdgeSubtype.JOIN))
+                    refs.append(
+                        _Ref(exp.column(name, table=alias), EdgeSubtype.IDENTITY, EdgeSubtype.JOIN)
+                    )
         return refs
 
     def _ordinal_refs(self, select: exp.Select) -> list[_Ref]:
@@ -742,8 +844,9 @@ class _Tracer:
                 if isinstance(node, exp.Literal) and node.is_int:
                     position = int(node.name) - 1
                     if 0 <= position < len(select.expressions):
-                        self._walk(select.expressions[position], EdgeSubtype.IDENTITY, subtype,
-                                   refs)
+                        self._walk(
+                            select.expressions[position], EdgeSubtype.IDENTITY, subtype, refs
+                        )
         return refs
 
     def _walk_arg(self, node: exp.Expr, key: str, indirect: EdgeSubtype, out: list[_Ref]) -> None:
@@ -753,7 +856,10 @@ class _Tracer:
                 self._walk(child, EdgeSubtype.TRANSFORMATION, indirect, out)
 
     def _walk(
-        self, node: exp.Expr, subtype: EdgeSubtype, indirect: EdgeSubtype | None,
+        self,
+        node: exp.Expr,
+        subtype: EdgeSubtype,
+        indirect: EdgeSubtype | None,
         out: list[_Ref],
     ) -> None:
         """Collect the columns under `node`, each with its role; the outermost INDIRECT wins."""
@@ -800,7 +906,11 @@ class _Tracer:
             self._walk(node, subtype, indirect, out)
 
     def _walk_args(
-        self, node: exp.Expr, key: str, subtype: EdgeSubtype, indirect: EdgeSubtype,
+        self,
+        node: exp.Expr,
+        key: str,
+        subtype: EdgeSubtype,
+        indirect: EdgeSubtype,
         out: list[_Ref],
     ) -> None:
         value = node.args.get(key)
@@ -816,8 +926,9 @@ class _Tracer:
         return source
 
     def _selected(self, scope: Scope) -> dict[str, exp.Table | Scope]:
-        return {alias: self._canonical(source)
-                for alias, (_, source) in scope.selected_sources.items()}
+        return {
+            alias: self._canonical(source) for alias, (_, source) in scope.selected_sources.items()
+        }
 
     def _ref_sources(self, scope: Scope, ref: _Ref) -> _Sources:
         if isinstance(ref.node, Scope):  # a nested query: everything it selects
@@ -924,8 +1035,9 @@ class _Tracer:
         written = self._written(source)
         columns = self._known.get(written)
         if columns is not None and name not in columns:
-            self.gap(f"{written}.{name} in statement {self._number} is not in the schema of "
-                     f"{written}")
+            self.gap(
+                f"{written}.{name} in statement {self._number} is not in the schema of {written}"
+            )
         return {_Column(written, name): EdgeSubtype.IDENTITY}
 
     def _scope_column(self, scope: Scope, name: str) -> _Sources:
@@ -961,8 +1073,10 @@ class _Tracer:
             return False
         function = table.this
         name = function.sql_name() if isinstance(function, exp.Func) else type(function).__name__
-        self.gap(f"table function {name.lower()} in statement {self._number}: what it reads "
-                 "is not traced")
+        self.gap(
+            f"table function {name.lower()} in statement {self._number}: what it reads "
+            "is not traced"
+        )
         return True
 
     def _written(self, table: exp.Table) -> str:
@@ -976,8 +1090,10 @@ class _Tracer:
 
     def _unknown(self, name: str, why: str = "") -> _Sources:
         detail = f" ({why})" if why else ""
-        self.gap(f"{UNKNOWN_TABLE}.{name} in statement {self._number}: table not resolved"
-                 f"{detail}; declare the tables' columns in the schema")
+        self.gap(
+            f"{UNKNOWN_TABLE}.{name} in statement {self._number}: table not resolved"
+            f"{detail}; declare the tables' columns in the schema"
+        )
         return {_Column(UNKNOWN_TABLE, name): EdgeSubtype.IDENTITY}
 
 

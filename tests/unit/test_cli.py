@@ -1,0 +1,134 @@
+"""The `erasure` command as scripts and people use it: stdout documents, stderr errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from erasure.cli import main
+from erasure.demo.seed import DEMO_SUBJECT, build_demo
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("cli") / "demo"
+    build_demo(target)
+    return target / "catalog.yaml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json_is_a_document_without_the_identifier(
+    catalog: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(DEMO_SUBJECT[1].upper() + "\n"))
+    code, out, err = run(
+        capsys, "plan", "--catalog", str(catalog), "--subject", "email=-", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert set(doc) >= {"subject", "roots", "items", "coverage", "gaps", "cycles"}
+    assert doc["subject"]["type"] == "email"
+    actions = {i["action"] for i in doc["items"]}
+    assert actions == {
+        "erase_rows",
+        "rebuild",
+        "aggregate_ok",
+        "crypto_shred",
+        "escalate",
+        "insert_tombstone",
+    }
+    assert all(set(i["dataset"]) == {"namespace", "name"} for i in doc["items"])
+    assert "alice" not in out.lower()
+
+
+def test_plan_table_names_every_action_with_its_reason(
+    catalog: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "plan", "--catalog", str(catalog), "--subject", "customer_id=C0001")
+    assert code == 0
+    assert "erase_rows       crm.customers" in out
+    assert "aggregate_ok     agg.customers_by_region_month  [rule 6] k-anonymous" in out
+    assert "feedback: marts.customer_segments -> marts.segment_history" in out
+
+
+def test_errors_go_to_stderr_with_exit_2_and_never_echo_the_value(
+    catalog: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys, "plan", "--catalog", str(catalog), "--subject", "passport=SECRET-123"
+    )
+    assert (code, out) == (2, "")
+    assert "allowed: customer_id, email, phone" in err and "SECRET" not in err
+    code, _, err = run(capsys, "plan", "--catalog", "/nonexistent.yaml", "--subject", "email=x@y.z")
+    assert code == 2 and "no such catalog file" in err
+
+
+def test_lineage_sql_prints_the_design_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "ltv.sql"
+    script.write_text(
+        "CREATE TABLE marts.ltv AS SELECT c.id AS id, SUM(o.amount) AS total "
+        "FROM crm.customers c JOIN crm.orders o ON o.customer_id = c.id "
+        "WHERE o.status = 'paid' GROUP BY c.id; SELECT * FROM marts.ltv"
+    )
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        json.dumps({"crm.customers": ["id"], "crm.orders": ["customer_id", "amount", "status"]})
+    )
+    code, out, _ = run(
+        capsys, "lineage", "sql", "--dialect", "postgres", "--schema", str(schema), str(script)
+    )
+    assert code == 0
+    doc = json.loads(out)
+    edges = {(e["source"], e["target"], e["type"], e["subtype"]) for e in doc["edges"]}
+    assert ("crm.orders.amount", "marts.ltv.total", "DIRECT", "AGGREGATION") in edges
+    assert ("crm.orders.status", "marts.ltv.total", "INDIRECT", "FILTER") in edges
+    assert ("crm.orders.customer_id", "marts.ltv.id", "INDIRECT", "JOIN") in edges
+    assert ("marts.ltv.total", "<output>.total", "DIRECT", "IDENTITY") in edges
+    assert doc["gaps"] == []
+
+
+def test_lineage_closure_walks_direct_and_indirect_edges(
+    catalog: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys, "lineage", "closure", "--catalog", str(catalog), "--from", "crm.orders", "--json"
+    )
+    assert code == 0
+    names = {d["name"] for d in json.loads(out)["datasets"]}
+    assert "marts.popular_products" in names  # reached only through a filter
+    assert "ops.stock_levels" not in names
+    assert not json.loads(out)["truncated"]
+    code, out, _ = run(
+        capsys,
+        "lineage",
+        "closure",
+        "--catalog",
+        str(catalog),
+        "--from",
+        "crm.orders",
+        "--max-nodes",
+        "3",
+        "--json",
+    )
+    assert json.loads(out)["truncated"]
+
+
+def test_lineage_ingest_dry_run_summarises_runs(
+    catalog: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = catalog.parent / "lineage" / "events.jsonl"
+    code, out, _ = run(capsys, "lineage", "ingest", "--dry-run", str(events))
+    assert code == 0
+    assert out.startswith("5 event(s) parsed (dry run); 4 run(s)")
+    assert "FAIL" in out and "embed_customers_v2.run" in out
