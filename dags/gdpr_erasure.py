@@ -18,20 +18,11 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param, dag, get_current_context, task
 
 from erasure.config import Settings
-from erasure.requests import LegalGround
+from erasure.requests import LEGAL_GROUNDS
 from erasure.rulings import EXEMPTIONS
 from erasure.workflow import DPO_OPTIONS
 
 log = logging.getLogger(__name__)
-
-LEGAL_GROUNDS = {
-    LegalGround("art17_1_a"): "Art. 17(1)(a): no longer necessary for the purposes collected",
-    LegalGround("art17_1_b"): "Art. 17(1)(b): consent withdrawn, no other legal ground",
-    LegalGround("art17_1_c"): "Art. 17(1)(c): objection under Art. 21, no overriding grounds",
-    LegalGround("art17_1_d"): "Art. 17(1)(d): unlawfully processed",
-    LegalGround("art17_1_e"): "Art. 17(1)(e): erasure required by a legal obligation",
-    LegalGround("art17_1_f"): "Art. 17(1)(f): collected from a child (information society)",
-}
 
 
 def _identifier_types() -> list[str]:

@@ -140,20 +140,7 @@ def run_erasure(
             run = dag.test(run_conf=dict(conf))
         else:
             run = dag.test(run_conf=dict(conf), logical_date=logical_date, run_after=logical_date)
-    rescrub(str(conf["request_ref"]))
     return run
-
-
-def rescrub(request_ref: str) -> None:
-    """dag.test() writes the run's conf back as it was submitted when the run ends, undoing
-    the register task's scrub (a scheduler does not); scrub again, as the API server would."""
-    from airflow.utils.session import create_session
-
-    sys.path.append(str(REPO / "plugins"))
-    from erasure_api.scrub import scrub_request
-
-    with create_session() as session:
-        scrub_request(session, request_ref)
 
 
 def main() -> int:

@@ -60,6 +60,11 @@ REQUEST_KEY_TYPE = "request"
 _SECRET_FORMAT = 1
 
 
+# What the Airflow plugin leaves in dag_run.conf and the audit log in place of the identifier
+# and notes once they are parked here.
+SCRUBBED = "[parked in Vault]"
+
+
 class RequestError(ErasureError):
     """An erasure request is invalid, unknown, or asked to do what its state forbids."""
 

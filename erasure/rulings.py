@@ -39,10 +39,10 @@ class RulingOption(StrEnum):
 
 
 OPTION_LABELS: dict[RulingOption, str] = {
-    RulingOption.REBUILD_BY_DATE: "Rebuild or retrain it by a scheduled date",
+    RulingOption.REBUILD_BY_DATE: "Rebuild or retrain by a date",
     RulingOption.DELETE_ARTEFACT: "Delete the artefact",
-    RulingOption.RETAIN_EXEMPTION: "Retain it under an Art. 17(3) exemption",
-    RulingOption.NON_PERSONAL: "Accept it as non-personal data",
+    RulingOption.RETAIN_EXEMPTION: "Retain under an Art. 17(3) exemption",
+    RulingOption.NON_PERSONAL: "Accept as non-personal",
 }
 
 

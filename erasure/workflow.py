@@ -30,6 +30,7 @@ from erasure.model import Action, DatasetRef, Plan, PlanItem, SubjectRef, Subjec
 from erasure.planner import DEFAULT_MAX_NODES, SUPPRESSION_LIST, plan_erasure
 from erasure.pseudonym import Pepper, subject_hash
 from erasure.requests import (
+    SCRUBBED,
     ActionStatus,
     ErasureRequest,
     ParkedSecret,
@@ -37,7 +38,7 @@ from erasure.requests import (
     Registration,
     RequestStatus,
 )
-from erasure.rulings import Ruling, RulingOption
+from erasure.rulings import OPTION_LABELS, Ruling, RulingOption
 from erasure.services import Services
 from erasure.suppression import Tombstone
 from erasure.verify import recount
@@ -47,20 +48,12 @@ log = logging.getLogger(__name__)
 
 TriggerDag = Callable[[str], RunOutcome]
 
-# The DPO's choices on an escalated artefact, as the Airflow prompt shows them.
-DPO_OPTIONS: dict[str, RulingOption] = {
-    "Rebuild or retrain by a date": RulingOption.REBUILD_BY_DATE,
-    "Delete the artefact": RulingOption.DELETE_ARTEFACT,
-    "Retain under an Art. 17(3) exemption": RulingOption.RETAIN_EXEMPTION,
-    "Accept as non-personal": RulingOption.NON_PERSONAL,
-}
+# The DPO's choices on an escalated artefact, by the label the Airflow prompt shows.
+DPO_OPTIONS: dict[str, RulingOption] = {label: option for option, label in OPTION_LABELS.items()}
 
 # The verification is logged like an action, so `complete` reads what `verify` found.
 _VERIFICATION = DatasetRef("erasure", "verification")
 _VERIFY = "verify"
-
-# What the erasure plugin leaves in dag_run.conf and the audit log in place of the identifier.
-SCRUBBED = "[parked in Vault]"
 
 
 class StepError(ErasureError):

@@ -27,8 +27,10 @@ from airflow.models.log import Log
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
+from erasure.requests import SCRUBBED
+
 ERASURE_DAG_ID = "gdpr_erasure"
-PARKED = "[parked in Vault]"
+PARKED = SCRUBBED
 SECRET_KEYS = frozenset({"identifier", "notes"})
 
 

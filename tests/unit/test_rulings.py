@@ -75,7 +75,7 @@ def test_every_option_and_exemption_has_a_label() -> None:
     assert set(EXEMPTIONS) == set(Exemption)
     assert EXEMPTIONS[Exemption.E].endswith("legal claims")
     assert "statistical" in EXEMPTIONS["d"]  # type: ignore[index]
-    assert OPTION_LABELS[RulingOption.RETAIN_EXEMPTION] == "Retain it under an Art. 17(3) exemption"
+    assert OPTION_LABELS[RulingOption.RETAIN_EXEMPTION] == "Retain under an Art. 17(3) exemption"
 
 
 @pytest.mark.parametrize(
