@@ -351,15 +351,8 @@ def rule(svc: Services, ref: str, dataset: str, answer: Mapping[str, Any]) -> di
 
 def tombstone(svc: Services, ref: str) -> dict[str, Any]:
     """Suppress every identifier of the subject in future CRM syncs (hashes only)."""
-    record = _request(svc, ref)
-    pepper = svc.pepper(record.pepper_version)
-    item = PlanItem(
-        dataset=SUPPRESSION_LIST.as_dict(),
-        kind="table",
-        action=Action.INSERT_TOMBSTONE,
-        rule="tombstone",
-        reason="keep the subject out of future syncs",
-    )
+    pepper = svc.pepper(_request(svc, ref).pepper_version)
+    _plan, item = _item(svc, ref, SUPPRESSION_LIST.name, Action.INSERT_TOMBSTONE)
     done = _done(svc, ref, item)
     if done is not None:
         return done
