@@ -12,7 +12,6 @@ for the pepper.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -78,7 +77,7 @@ def crm_ingest() -> None:
         settings = Settings()
         if settings.catalog_path is None:
             raise ConfigError(f"{env_name('catalog_path')} is not set: point it at the catalog")
-        export = params.get("export_path") or os.environ.get(env_name("crm_export"))
+        export = params.get("export_path") or settings.crm_export
         if not export:
             raise ConfigError(
                 f"no CRM export given: set the export_path param or {env_name('crm_export')}"

@@ -281,11 +281,11 @@ def gdpr_erasure() -> None:
     def record_rulings(ref: str, names: list[str], answers: Any) -> int:
         from erasure import workflow
 
-        answers = list(answers or [])
         with _services() as svc:
-            for name, answer in zip(names, answers, strict=True):
-                workflow.rule(svc, ref, name, answer)
-        return len(answers)
+            # By index: one answer per prompt, in the order the prompts were mapped.
+            for index, name in enumerate(names):
+                workflow.rule(svc, ref, name, answers[index])
+        return len(names)
 
     @task(trigger_rule="none_failed", **RETRIES)
     def tombstone(ref: str) -> int:

@@ -11,7 +11,7 @@ from erasure.report import render_plan
 from erasure.services import Services
 
 
-def print_summary(settings: Settings, ref: str, run: Any) -> int:
+def print_summary(settings: Settings, ref: str, run: Any, sync: dict[str, Any]) -> int:
     state = str(getattr(run, "state", "unknown"))
     with Services.open(settings) as svc:
         request = svc.registry.get(ref)
@@ -49,6 +49,11 @@ def print_summary(settings: Settings, ref: str, run: Any) -> int:
             print(f"  effective erasure date {record.body['effective_erasure_date']}")
             print(f"  record hash {record.record_hash}")
             print(f"  signature   {record.signature[:40]}… (key v{record.signing_key_version})")
+        print(
+            f"\nNext CRM sync (crm_ingest, {sync.get('state')}): read {sync.get('read')}, "
+            f"loaded {sync.get('loaded')}, suppressed {sync.get('suppressed')} "
+            "(the erased subject, whatever the letter case in the export)"
+        )
         report = svc.ledger.verify()
         print(f"\nChain: {'OK' if report.ok else 'BROKEN'}, {report.records} record(s)")
         print(f"Request status: {svc.registry.get(ref).status.value}; DAG run: {state}")  # type: ignore[union-attr]

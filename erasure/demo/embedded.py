@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from erasure.config import Settings
-from erasure.demo.seed import build_demo
+from erasure.demo.seed import CRM_EXPORT, build_demo
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore
@@ -27,6 +27,7 @@ def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:
         catalog_path=base_dir / "catalog.yaml",
         store_url=f"sqlite:///{base_dir / 'erasure.db'}",
         airflow_access="inprocess",
+        crm_export=base_dir / CRM_EXPORT,
         task_token_key=SecretStr("demo-task-token-key"),
     )
     return Settings(**bao.settings(base).model_dump())

@@ -4,6 +4,7 @@ artefact materialised by the same SQL the catalog declares as its lineage.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import random
 import shutil
@@ -18,6 +19,8 @@ from erasure.demo.rematerialise import REMATERIALISATION_DAGS, rematerialise, se
 from erasure.warehouse import Warehouse
 
 DEMO_SUBJECT = ("email", "alice.smith@example.com")
+# Tomorrow's CRM export: everybody, the demo subject included, as the CRM still holds them.
+CRM_EXPORT = "crm_export.csv"
 REGIONS = ("north", "south", "east", "west")
 MONTHS = ("2026-09", "2026-10", "2026-11")
 CUSTOMERS = 240
@@ -54,6 +57,7 @@ def build_demo(target: Path, *, url: str | None = None, encrypt: Encrypt | None 
         engine = warehouse.engine("warehouse")
         _create_sources(engine)
         _materialise(engine, catalog, encrypt)
+        _write_crm_export(engine, target / CRM_EXPORT)
         for dag_id in REMATERIALISATION_DAGS:
             rematerialise(catalog, warehouse, dag_id)
     finally:
@@ -262,6 +266,21 @@ def _materialise(engine: sa.Engine, catalog: Catalog, encrypt: Encrypt | None) -
                 ),
                 rows,
             )
+
+
+def _write_crm_export(engine: sa.Engine, path: Path) -> None:
+    """The CRM's nightly export, written the way the CRM writes it (its own letter case)."""
+    with engine.connect() as conn:
+        result = conn.execute(sa.text("SELECT * FROM crm.customers ORDER BY id"))
+        columns = list(result.keys())
+        rows = [dict(zip(columns, row, strict=True)) for row in result]
+    for row in rows:
+        if row["id"] == "C0001":
+            row["email"] = "ALICE.Smith@Example.COM"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _embedding(text: str) -> str:
