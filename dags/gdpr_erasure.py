@@ -52,6 +52,22 @@ def _services() -> Any:
     return Services.open(Settings())
 
 
+def _record_failure(context: Any) -> None:
+    """A task that failed for good is recorded (signed) against its request; clearing it
+    resumes the request."""
+    from erasure import workflow
+
+    ref = (context.get("params") or {}).get("request_ref")
+    ti = context.get("ti")
+    if not ref or ti is None:
+        return
+    try:
+        with _services() as svc:
+            workflow.fail(svc, str(ref), f"run {ti.run_id}: task {ti.task_id} failed")
+    except Exception:  # the run failed already: never hide that behind the callback's error
+        log.exception("could not record the failure of request %s", ref)
+
+
 def _label(text: str) -> None:
     get_current_context()["artefact"] = text  # type: ignore[literal-required]
 
@@ -128,6 +144,7 @@ def _in_order() -> Iterator[None]:
         ),
     },
     render_template_as_native_obj=True,
+    default_args={"on_failure_callback": lambda context: _record_failure(context)},
 )
 def gdpr_erasure() -> None:
     @task

@@ -179,6 +179,19 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
     for item in plan.items:
         if item.action is Action.ESCALATE:
             _apply_standing_ruling(svc, ref, item, (now or datetime.now(UTC)).date())
+    pending = pending_escalations(svc, ref)
+    if pending:
+        svc.ledger.append(
+            ref,
+            record.subject_hash,
+            RecordKind.ESCALATED,
+            {
+                "awaiting_dpo": [
+                    {"dataset": i.dataset, "kind": i.kind, "rule": i.rule, "reason": i.reason}
+                    for i in pending
+                ]
+            },
+        )
     return plan
 
 
