@@ -399,6 +399,8 @@ def verify(
     now = now or datetime.now(UTC)
     record = _request(svc, ref)
     plan = svc.registry.plan(ref, 1)
+    if _request(svc, ref).status is RequestStatus.PLANNED:
+        _advance(svc, ref, RequestStatus.ACTING)  # a plan with nothing to act on but a tombstone
     _advance(svc, ref, RequestStatus.VERIFYING)
     parked = svc.registry.unpark(ref)
     location = _relocate(svc, ref)

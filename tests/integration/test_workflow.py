@@ -119,7 +119,7 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     plan = workflow.plan_request(svc, "REQ-2026-0001")
     assert workflow.plan_request(svc, "REQ-2026-0001") == plan  # the plan acted on is fixed
     assert {workflow.items_for(plan, a)[0] for a in (Action.ERASE_ROWS,)} == {"crm.orders"}
-    with pytest.raises(ErasureError, match="cannot go from planned to verifying"):
+    with pytest.raises(VerificationFailed, match="erase_rows done"):
         workflow.verify(svc, "REQ-2026-0001", require_scrubbed=False)
     with pytest.raises(ErasureError, match="not verified"):
         workflow.complete(svc, "REQ-2026-0001")
@@ -162,3 +162,17 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     backup = next(a for a in record.body["artefacts"] if a["dataset"] == "backup.crm_nightly")
     assert record.body["effective_erasure_date"] >= backup["evidence"]["retention_expiry_date"]
     assert not [k for k in svc.keystore.list_key_names() if "alice" in k.lower()]
+
+
+def test_a_subject_found_nowhere_is_tombstoned_verified_and_completed(svc: Services) -> None:
+    conf = {**CONF, "request_ref": "REQ-2026-0002", "identifier": "nobody@example.org"}
+    workflow.register(svc, conf, "erasure-REQ-2026-0002")
+    plan = workflow.plan_request(svc, "REQ-2026-0002")
+    assert plan.roots == []
+    assert [i.action for i in plan.items] == [Action.INSERT_TOMBSTONE]
+    workflow.tombstone(svc, "REQ-2026-0002")
+    svc.registry.mark_scrubbed("REQ-2026-0002", datetime.now(UTC))
+    assert workflow.verify(svc, "REQ-2026-0002")["passed"]
+    record = workflow.complete(svc, "REQ-2026-0002")
+    assert record.status is RecordStatus.COMPLETE
+    assert record.body["artefacts"] == []
