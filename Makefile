@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint typecheck clean
+.PHONY: demo up test bench lint typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m demo
+
+# Airflow standalone with this repo's DAGs and plugin, OpenBao and the demo estate, in var/;
+# runs until Ctrl-C. `make up UP_ARGS=--fresh` starts over, `UP_ARGS="--port 8090"` moves it.
+up: $(STAMP)
+	$(BIN)/python -m up $(UP_ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,231 @@
+"""End-to-end fixtures: one `airflow standalone` stack per session (the one `make up` runs),
+driven only through Airflow's REST API, as the DPO would drive it through the UI.
+
+The stack lives in a temporary directory on free loopback ports and is stopped by its
+process group and OpenBao's pid at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from datetime import date
+from typing import Any
+
+import httpx
+import pytest
+
+from demo.runner import PROMPT_PREFIX
+from erasure.errors import ConfigError
+from erasure.keys.vault import find_bao_binary
+from up.stack import ERASURE_DAG, Stack, StackError, StackPaths
+
+RUN_TIMEOUT_SECONDS = 360
+POLL_SECONDS = 2.0
+# Airflow 3.3 race: a prompt answered within about a second of its task parking is resumed
+# while the parking worker's exit is still unprocessed, and the scheduler then fails the task
+# ("finished with state success, but the task instance's state attribute is queued"). A
+# person never answers that fast; the tests wait this long after first seeing a prompt.
+PROMPT_SETTLE_SECONDS = 8.0
+STOP_GRACE_SECONDS = 15.0  # then SIGKILL: nothing of a throwaway stack needs saving
+HITL_PARAMS = ("justification", "scheduled_by", "exemption", "standing_until")
+
+
+@pytest.fixture(scope="session")
+def airflow_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """`make up`'s stack in a temporary directory on free ports, healthy, for the session."""
+    pytest.importorskip("airflow")
+    try:
+        find_bao_binary()
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    root = tmp_path_factory.mktemp("standalone")
+    stack = Stack(StackPaths.under(root))
+    started = time.monotonic()
+    try:
+        stack.start()
+    except StackError as exc:
+        pytest.fail(f"the standalone stack did not start: {exc}", pytrace=False)
+    print(f"\nstandalone stack healthy at {stack.base_url} in {time.monotonic() - started:.0f} s")
+    try:
+        yield stack
+    finally:
+        stack.stop(timeout=STOP_GRACE_SECONDS)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium, installed with apt-get when missing and we are root."""
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("chromium is not installed and apt-get cannot install it (not root)")
+    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+        result = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+        if result.returncode != 0:
+            pytest.skip(f"`{' '.join(argv)}` failed: {result.stderr.strip()[-500:]}")
+    found = shutil.which("chromium")
+    if not found:
+        pytest.skip("apt-get installed chromium but it is not on PATH")
+    return found
+
+
+class AirflowApi:
+    """Airflow's REST API as one logged-in user."""
+
+    def __init__(self, stack: Stack, user: str) -> None:
+        self.stack = stack
+        self.user = user
+        self.client = httpx.Client(base_url=stack.base_url, timeout=30, trust_env=False)
+        self.client.headers["Authorization"] = f"Bearer {stack.token(user)}"
+        self._first_seen: dict[tuple[str, str, int], float] = {}
+
+    def close(self) -> None:
+        self.client.close()
+
+    def trigger(self, run_id: str, conf: Mapping[str, Any]) -> dict[str, Any]:
+        """Submit the trigger form's values; the run's JSON."""
+        response = self.client.post(
+            f"/api/v2/dags/{ERASURE_DAG}/dagRuns",
+            json={"dag_run_id": run_id, "logical_date": None, "conf": dict(conf)},
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        response = self.client.get(f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}")
+        response.raise_for_status()
+        return dict(response.json())
+
+    def task_instances(self, run_id: str) -> list[dict[str, Any]]:
+        response = self.client.get(
+            f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}/taskInstances", params={"limit": 100}
+        )
+        response.raise_for_status()
+        return list(response.json()["task_instances"])
+
+    def pending_prompts(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Unanswered HITL prompts whose task is parked waiting for the answer."""
+        response = self.client.get(
+            "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"}
+        )
+        response.raise_for_status()
+        return [
+            d
+            for d in response.json()["hitl_details"]
+            if d["task_instance"]["state"] == "awaiting_input"
+            and (run_id is None or d["task_instance"]["dag_run_id"] == run_id)
+        ]
+
+    def answer(self, prompt: Mapping[str, Any], decision: Mapping[str, Any]) -> httpx.Response:
+        """Answer one prompt as the DPO does in the form: an option and the four params."""
+        ti = prompt["task_instance"]
+        choice = dict(decision)
+        body = {
+            "chosen_options": [choice.pop("option")],
+            "params_input": {
+                key: (str(choice[key]) if choice.get(key) is not None else None)
+                for key in HITL_PARAMS
+            },
+        }
+        return self.client.patch(
+            f"/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
+            f"{ti['task_id']}/{ti['map_index']}/hitlDetails",
+            json=body,
+        )
+
+    def answer_pending(self, run_id: str, decisions: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Answer the run's settled prompts from `decisions`; the datasets answered."""
+        answered = []
+        now = time.monotonic()
+        for prompt in self.pending_prompts(run_id):
+            ti = prompt["task_instance"]
+            key = (ti["dag_run_id"], ti["task_id"], ti["map_index"])
+            if now - self._first_seen.setdefault(key, now) < PROMPT_SETTLE_SECONDS:
+                continue
+            dataset = prompt["subject"].removeprefix(PROMPT_PREFIX)
+            response = self.answer(prompt, decisions.get(dataset) or decisions["default"])
+            assert response.status_code == 200, f"{dataset}: {response.text}"
+            answered.append(dataset)
+        return answered
+
+    def wait(
+        self,
+        run_id: str,
+        *,
+        decisions: Mapping[str, Mapping[str, Any]] | None = None,
+        timeout: float = RUN_TIMEOUT_SECONDS,
+    ) -> tuple[str, list[str]]:
+        """Wait for the run to end, answering its prompts; (final state, datasets answered)."""
+        answered: list[str] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if decisions is not None:
+                answered += self.answer_pending(run_id, decisions)
+            state = str(self.run(run_id)["state"])
+            if state in ("success", "failed"):
+                return state, answered
+            time.sleep(POLL_SECONDS)
+        return "timed out", answered
+
+    def task_log(self, run_id: str, task_id: str, map_index: int = -1, attempt: int = 1) -> str:
+        """A task attempt's log file as Airflow wrote it."""
+        folder = (
+            self.stack.paths.airflow_home
+            / "logs"
+            / f"dag_id={ERASURE_DAG}"
+            / f"run_id={run_id}"
+            / f"task_id={task_id}"
+        )
+        if map_index >= 0:
+            folder = folder / f"map_index={map_index}"
+        path = folder / f"attempt={attempt}.log"
+        return path.read_text(errors="replace") if path.exists() else f"(no log at {path})"
+
+    def explain_failure(self, run_id: str) -> str:
+        """Each failed task with the end of its last attempt's log, for the failure message."""
+        parts = []
+        for ti in self.task_instances(run_id):
+            if ti["state"] == "failed":
+                log = self.task_log(run_id, ti["task_id"], ti["map_index"], ti["try_number"])
+                parts.append(
+                    f"--- {ti['task_id']}[{ti['map_index']}] "
+                    f"({ti.get('rendered_map_index') or ''}) failed; log tail:\n{log[-6000:]}"
+                )
+        states = ", ".join(
+            f"{ti['task_id']}[{ti['map_index']}]={ti['state']}"
+            for ti in self.task_instances(run_id)
+        )
+        return f"task states: {states}\n" + "\n".join(parts)
+
+
+@pytest.fixture(scope="session")
+def dpo_api(airflow_standalone: Stack) -> Iterator[AirflowApi]:
+    """The REST API as the DPO (role op): triggers requests, answers prompts."""
+    api = AirflowApi(airflow_standalone, "dpo")
+    yield api
+    api.close()
+
+
+def erasure_conf(ref: str, identifier: str, **extra: Any) -> dict[str, Any]:
+    """What the DPO types into the gdpr_erasure trigger form."""
+    return {
+        "request_ref": ref,
+        "identifier_type": "email",
+        "identifier": identifier,
+        "received_on": date.today().isoformat(),
+        "legal_ground": "art17_1_b",
+        "notes": None,
+        "dry_run": False,
+        **extra,
+    }

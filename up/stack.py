@@ -1,0 +1,389 @@
+"""The local stack: `airflow standalone` running this repo's DAGs and plugin, an embedded
+OpenBao keeping its data on disk, and the demo estate, wired together by one environment.
+
+`make up` runs it in the foreground; the end-to-end tests start one per session on free
+loopback ports. Everything it starts is stopped by its own id: Airflow by its process group
+(the standalone command with its scheduler, DAG processor, API server, triggerer and their
+task workers), OpenBao by its pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from demo.runner import airflow_environment, erasure_environment
+from erasure.config import Settings
+from erasure.demo.embedded import demo_settings, open_demo
+from erasure.demo.rematerialise import REMATERIALISATION_DAGS
+from erasure.keys.vault import EmbeddedOpenBao
+
+REPO = Path(__file__).resolve().parent.parent
+ERASURE_DAG = "gdpr_erasure"
+# Logins, each with a simple-auth-manager role: the DPO acts (op), the auditor reads (viewer).
+# The rebuild tasks log in as TASKS_USER to trigger rematerialisation DAGs: `user` may trigger
+# DAG runs and nothing more.
+TASKS_USER = "erasure-tasks"
+USERS = {"admin": "admin", "dpo": "op", "auditor": "viewer", TASKS_USER: "user"}
+PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"
+SIMPLE_AUTH_MANAGER = (
+    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+)
+DEFAULT_PORT = 8080
+STARTUP_TIMEOUT_SECONDS = 240.0
+STOP_TIMEOUT_SECONDS = 30.0
+COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+
+
+class StackError(RuntimeError):
+    """The stack did not come up; the message names the part and where its log is."""
+
+
+def free_port(preferred: int | None = None) -> int:
+    """`preferred` when nothing on loopback uses it, else a free port the kernel picks."""
+    if preferred is not None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", preferred))
+                return preferred
+            except OSError:
+                pass
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class StackPaths:
+    """Where one stack keeps its state: Airflow's home, OpenBao's data, the demo estate."""
+
+    airflow_home: Path
+    openbao_dir: Path
+    estate_dir: Path
+
+    @classmethod
+    def under(cls, root: Path, suffix: str = "") -> StackPaths:
+        return cls(root / f"airflow{suffix}", root / f"openbao{suffix}", root / f"demo{suffix}")
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The loopback ports one stack listens on."""
+
+    api: int
+    worker_logs: int
+    trigger_logs: int
+
+    @classmethod
+    def pick(cls, api: int | None = None) -> Ports:
+        """`api` if free (else any free port), plus two more free ports for the log servers."""
+        picked = [free_port(api)]
+        while len(picked) < 3:
+            port = free_port()
+            if port not in picked:  # closed sockets: the kernel may offer the same one twice
+                picked.append(port)
+        return cls(*picked)
+
+
+def stack_environment(
+    home: Path,
+    *,
+    ports: Ports,
+    settings: Settings,
+    task_token_key: str,
+    tasks_password: str,
+    inherited: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole environment of `airflow standalone`, its tasks and its API server.
+
+    Starts from `inherited` (default: this process's) without any AIRFLOW_*/ERASURE_*
+    variable, so a caller's own Airflow settings (a test session's home) cannot leak in.
+    """
+    base = dict(os.environ if inherited is None else inherited)
+    env = {k: v for k, v in base.items() if not k.startswith(("AIRFLOW", "ERASURE_"))}
+    url = f"http://127.0.0.1:{ports.api}"
+    bin_dir = str(Path(sys.executable).parent)  # standalone runs `airflow` from PATH
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    loopback = "127.0.0.1,localhost"
+    env["NO_PROXY"] = env["no_proxy"] = ",".join(filter(None, [env.get("NO_PROXY"), loopback]))
+    env.update(airflow_environment(home))
+    env.update(
+        {
+            "AIRFLOW__CORE__PARALLELISM": "4",  # not 32 idle workers
+            "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                f"{user}:{role}" for user, role in USERS.items()
+            ),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(ports.api),
+            "AIRFLOW__API__BASE_URL": url,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports.worker_logs),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports.trigger_logs),
+        }
+    )
+    env.update(erasure_environment(settings))
+    env.update(
+        {
+            # Tasks reach Airflow over REST (rebuild triggers) and the plugin (the scrub);
+            # the API server checks the scrub's task token with the same key.
+            "ERASURE_AIRFLOW_ACCESS": "rest",
+            "ERASURE_AIRFLOW_API_URL": url,
+            "ERASURE_AIRFLOW_API_USER": TASKS_USER,
+            "ERASURE_AIRFLOW_API_PASSWORD": tasks_password,
+            "ERASURE_TASK_TOKEN_KEY": task_token_key,
+        }
+    )
+    return env
+
+
+def seed_tasks_password(home: Path) -> str:
+    """The rebuild tasks' password, written into Airflow's passwords file before it starts.
+
+    Airflow generates the other users' passwords into the same file when its API server
+    starts; the tasks need theirs in their environment before that, so it is set here.
+    """
+    path = home / PASSWORDS_FILE
+    passwords = _read_passwords(path)
+    if TASKS_USER not in passwords:
+        passwords[TASKS_USER] = secrets.token_urlsafe(18)
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(passwords) + "\n")
+    return passwords[TASKS_USER]
+
+
+def _read_passwords(path: Path) -> dict[str, str]:
+    try:
+        loaded = json.loads(path.read_text() or "{}")
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise StackError(f"{path} is not JSON ({exc}): remove it to have it regenerated") from None
+    return {str(k): str(v) for k, v in loaded.items()}
+
+
+class Stack:
+    """One running stack; `start()` returns when Airflow serves the erasure DAG and plugin."""
+
+    def __init__(
+        self,
+        paths: StackPaths,
+        *,
+        port: int | None = None,
+        rebuild_estate: bool = False,
+        startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+    ) -> None:
+        self.paths = paths
+        self.ports = Ports.pick(port)
+        self.rebuild_estate = rebuild_estate
+        self.startup_timeout = startup_timeout
+        self.bao = EmbeddedOpenBao(data_dir=paths.openbao_dir)
+        self.settings: Settings | None = None
+        self.env: dict[str, str] = {}
+        self.passwords: dict[str, str] = {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = paths.airflow_home / "standalone.log"
+        self.estate_built = False
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.api}"
+
+    @property
+    def pgid(self) -> int | None:
+        """Airflow's process group: the standalone command leads it (setsid)."""
+        return self.process.pid if self.process is not None else None
+
+    def token(self, user: str = "admin") -> str:
+        """A JWT for `user` from `POST /auth/token`."""
+        with httpx.Client(base_url=self.base_url, timeout=30, trust_env=False) as client:
+            response = client.post(
+                "/auth/token", json={"username": user, "password": self.passwords[user]}
+            )
+        if response.status_code != 201:
+            raise StackError(f"login as {user} failed: HTTP {response.status_code} {response.text}")
+        return str(response.json()["access_token"])
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> Stack:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        home = self.paths.airflow_home
+        home.mkdir(parents=True, exist_ok=True)
+        self.bao.start()
+        estate = self.paths.estate_dir
+        if self.rebuild_estate or not (estate / "catalog.yaml").exists():
+            settings = open_demo(estate, self.bao)
+            self.estate_built = True
+        else:
+            settings = demo_settings(estate, self.bao)  # kept from the last start
+        self.settings = settings
+        self.env = stack_environment(
+            home,
+            ports=self.ports,
+            settings=settings,
+            task_token_key=secrets.token_hex(32),
+            tasks_password=seed_tasks_password(home),
+        )
+        log = self.log_path.open("ab")
+        try:
+            # start_new_session: setsid(2) in the child, so its pid is the group's id and one
+            # signal to the group stops every Airflow process, task workers included.
+            self.process = subprocess.Popen(
+                [str(Path(sys.executable).parent / "airflow"), "standalone"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=home,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._wait_healthy()
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """Stop Airflow's process group (TERM; KILL after `timeout` s) and OpenBao by its pid."""
+        process, self.process = self.process, None
+        if process is not None:
+            _stop_group(process, timeout)
+        self.bao.stop()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- readiness --------------------------------------------------------------------------
+
+    def _wait_healthy(self) -> None:
+        """Until every component is healthy and the DAGs and the plugin are served."""
+        deadline = time.monotonic() + self.startup_timeout
+        waiting_for: str | None = "the API server"
+        with httpx.Client(base_url=self.base_url, timeout=10, trust_env=False) as client:
+            while time.monotonic() < deadline:
+                self._check_alive()
+                try:
+                    waiting_for = self._not_ready(client)
+                except httpx.HTTPError:
+                    waiting_for = "the API server"
+                if waiting_for is None:
+                    return
+                time.sleep(1)
+        raise StackError(
+            f"Airflow at {self.base_url} was not ready within {self.startup_timeout:.0f} s "
+            f"(waiting for {waiting_for}); see {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def _not_ready(self, client: httpx.Client) -> str | None:
+        """What is not ready yet, or None."""
+        health = client.get("/api/v2/monitor/health")
+        if health.status_code != 200:
+            return "the API server"
+        body = health.json()
+        sick = [c for c in COMPONENTS if (body.get(c) or {}).get("status") != "healthy"]
+        if sick:
+            return ", ".join(sick)
+        if not self.passwords.keys() >= USERS.keys():
+            self.passwords = _read_passwords(self.paths.airflow_home / PASSWORDS_FILE)
+            if not self.passwords.keys() >= USERS.keys():
+                return "the generated passwords"
+        headers = {"Authorization": f"Bearer {self.token('admin')}"}
+        errors = client.get("/api/v2/importErrors", headers=headers).json()
+        if errors.get("total_entries"):
+            text = "\n".join(
+                f"{e.get('filename')}: {e.get('stack_trace')}" for e in errors["import_errors"]
+            )
+            raise StackError(f"Airflow cannot import DAG files:\n{text}")
+        for dag_id in (ERASURE_DAG, *REMATERIALISATION_DAGS):
+            if client.get(f"/api/v2/dags/{dag_id}", headers=headers).status_code != 200:
+                return f"the DAG {dag_id} to be parsed"
+        plugin = client.get("/erasure/api/v1/requests", headers=headers)
+        if plugin.status_code != 200:
+            raise StackError(
+                f"the erasure plugin does not answer GET /erasure/api/v1/requests "
+                f"(HTTP {plugin.status_code}: {plugin.text[:500]}); see {self.log_path}"
+            )
+        return None
+
+    def _check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise StackError(
+                f"airflow standalone exited with status {self.process.returncode}; see "
+                f"{self.log_path}:\n{self.log_tail()}"
+            )
+        if not self.bao.running:
+            raise StackError(f"OpenBao (data in {self.paths.openbao_dir}) stopped")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(text[-lines:])
+
+
+def _stop_group(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """TERM the process group `process` leads, wait for it to empty, then KILL what is left."""
+    pgid = process.pid
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            process.poll()  # reap the leader; its children are reaped by init
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.2)
+    process.poll()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is still in the group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
