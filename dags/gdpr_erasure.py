@@ -257,8 +257,12 @@ def gdpr_erasure() -> None:
             evidence = workflow.confirm_aggregate(svc, ref, dataset)
         return {"dataset": dataset, "min_group_size": evidence["at_act"]["min_group_size"]}
 
+    # Airflow 3.3.2 can fail a prompt answered within about a second of it parking; a retry
+    # asks again rather than failing the run.
     dpo_decides = HITLOperator.partial(
         task_id="dpo_decides",
+        retries=1,
+        retry_delay=timedelta(seconds=5),
         options=list(DPO_OPTIONS),
         params={
             "justification": Param(

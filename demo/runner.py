@@ -14,7 +14,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 DECISIONS = REPO / "erasure" / "demo" / "estate" / "decisions.yaml"
 DEMO_DPO = {"id": "demo-dpo", "name": "Demo DPO (decisions.yaml)"}
 PROMPT_PREFIX = "Erasure: decide on "
+PROMPT_SETTLE = timedelta(seconds=2)
 
 
 def airflow_environment(home: Path) -> dict[str, str]:
@@ -93,6 +94,8 @@ class PromptAnswerer:
                 ti = session.get(TaskInstance, detail.ti_id)
                 if ti is None or ti.state != "awaiting_input":
                     continue  # not parked yet: answering now would race the task
+                if datetime.now(UTC) - detail.created_at < PROMPT_SETTLE:
+                    continue  # Airflow 3.3.2 can fail a prompt answered within ~1 s of parking
                 dataset = detail.subject.removeprefix(PROMPT_PREFIX)
                 choice = dict(self.decisions.get(dataset) or self.decisions["default"])
                 detail.chosen_options = [choice.pop("option")]
