@@ -63,7 +63,7 @@ def _record_failure(context: Any) -> None:
         return
     try:
         with _services() as svc:
-            workflow.fail(svc, str(ref), f"run {ti.run_id}: task {ti.task_id} failed")
+            workflow.fail(svc, str(ref), f"run {ti.run_id}: task {ti.task_id} failed", ti.run_id)
     except Exception:  # the run failed already: never hide that behind the callback's error
         log.exception("could not record the failure of request %s", ref)
 

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from erasure.actions.erase_rows import erase_rows
 from erasure.actions.rebuild import RunOutcome, empty_feedback_cycles, rebuild
@@ -176,6 +176,10 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
     )
     svc.registry.save_plan(ref, plan, 1)
     _advance(svc, ref, RequestStatus.PLANNED)
+    if record.dry_run:
+        # Changes nothing, cites no ruling, and keeps no identifier: the plan is the answer.
+        svc.registry.destroy_secrets(ref)
+        return plan
     for item in plan.items:
         if item.action is Action.ESCALATE:
             _apply_standing_ruling(svc, ref, item, (now or datetime.now(UTC)).date())
@@ -347,18 +351,28 @@ def rule(svc: Services, ref: str, dataset: str, answer: Mapping[str, Any]) -> di
         raise StepError(f"the answer on {dataset!r} must choose one of: {', '.join(DPO_OPTIONS)}")
     params = dict(answer.get("params_input") or {})
     user = dict(answer.get("responded_by_user") or {})
-    ruling = Ruling.for_dataset(
-        _ref(item),
-        request_ref=ref,
-        option=DPO_OPTIONS[chosen[0]],
-        author_id=str(user.get("id") or "unknown"),
-        author_name=str(user.get("name") or user.get("id") or "unknown"),
-        justification=str(params.get("justification") or "").strip(),
-        exemption=params.get("exemption") or None,
-        scheduled_by=params.get("scheduled_by") or None,
-        standing_until=params.get("standing_until") or None,
-        decided_at=_as_datetime(answer.get("responded_at")),
-    )
+    try:
+        ruling = Ruling.for_dataset(
+            _ref(item),
+            request_ref=ref,
+            option=DPO_OPTIONS[chosen[0]],
+            author_id=str(user.get("id") or "unknown"),
+            author_name=str(user.get("name") or user.get("id") or "unknown"),
+            justification=str(params.get("justification") or "").strip(),
+            exemption=params.get("exemption") or None,
+            scheduled_by=params.get("scheduled_by") or None,
+            standing_until=params.get("standing_until") or None,
+            decided_at=_as_datetime(answer.get("responded_at")),
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            str(e.get("msg", "")).removeprefix("Value error, ")
+            for e in exc.errors(include_input=False)
+        )
+        raise StepError(
+            f"the DPO's answer on {dataset!r} is incomplete ({problems}): clear its "
+            "dpo_decides prompt and the tasks after it, and answer again"
+        ) from None
     return _carry_out(svc, ref, item, ruling)
 
 
@@ -568,11 +582,11 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
     return completed
 
 
-def fail(svc: Services, ref: str, reason: str) -> None:
-    """Record that the run failed (resumable: clearing the failed task continues it)."""
+def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
+    """Record that the request's own run failed (clearing the failed task resumes it)."""
     record = svc.registry.get(ref)
-    if record is None or record.closed:
-        return
+    if record is None or record.closed or record.run_id != run_id:
+        return  # not registered, done, or another submission's failure: not this request's
     _advance(svc, ref, RequestStatus.FAILED)
     svc.ledger.append(
         ref, record.subject_hash, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED
@@ -605,7 +619,7 @@ def extend(svc: Services, ref: str, months: int, reason: str) -> date:
 
 def deadlines(svc: Services, today: date, within_days: int) -> dict[str, Any]:
     """Open requests due within `within_days`, and those already overdue."""
-    due = svc.registry.due_within(today, within_days)
+    due = [r for r in svc.registry.due_within(today, within_days) if not r.dry_run]
     overdue = [r.request_ref for r in due if r.effective_due_on < today]
     lines = [
         f"{r.request_ref}: {r.status.value}, due {r.effective_due_on.isoformat()}"

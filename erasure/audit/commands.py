@@ -137,9 +137,11 @@ def _body_lines(record: CompletionRecord) -> list[str]:
     if isinstance(rulings, list):
         for ruling in rulings:
             if isinstance(ruling, dict):
+                dataset = ruling.get("dataset") or ruling.get("dataset_name")
+                author = ruling.get("author") or ruling.get("author_name")
                 lines.append(
-                    f"ruling: {ruling.get('dataset')} -> {ruling.get('option')} by "
-                    f"{ruling.get('author')} at {ruling.get('decided_at')}"
+                    f"ruling: {dataset} -> {ruling.get('option')} by {author} "
+                    f"at {ruling.get('decided_at')}"
                 )
     return lines
 

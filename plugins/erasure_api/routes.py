@@ -213,7 +213,7 @@ def get_request(ref: str, caller: ReaderDep, backend: BackendDep) -> RequestDeta
     registry = backend.registry()
     record = _registered(registry, ref)
     versions = registry.plan_versions(ref)
-    plan = registry.plan(ref, versions[-1]) if versions else None
+    plan = registry.plan(ref, 1) if versions else None  # the plan acted on; later ones re-check
     return RequestDetail(
         **_summary(record, datetime.now(UTC).date()).model_dump(),
         extension_reason=record.extension_reason,

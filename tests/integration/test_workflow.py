@@ -176,3 +176,25 @@ def test_a_subject_found_nowhere_is_tombstoned_verified_and_completed(svc: Servi
     record = workflow.complete(svc, "REQ-2026-0002")
     assert record.status is RecordStatus.COMPLETE
     assert record.body["artefacts"] == []
+
+
+def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) -> None:
+    conf = {**CONF, "request_ref": "REQ-2026-0003", "dry_run": True}
+    workflow.register(svc, conf, "erasure-REQ-2026-0003")
+    plan = workflow.plan_request(svc, "REQ-2026-0003")
+    assert Action.ERASE_ROWS in {i.action for i in plan.items}
+    assert svc.registry.actions("REQ-2026-0003") == []  # no ruling cited, nothing done
+    with pytest.raises(ErasureError):
+        svc.registry.unpark("REQ-2026-0003")
+    kinds = [r.kind for r in svc.ledger.show("REQ-2026-0003")]
+    assert kinds == [RecordKind.RECEIVED]
+    assert workflow.deadlines(svc, date(2027, 6, 1), 7)["overdue"] == []
+
+
+def test_a_failure_is_recorded_only_for_the_run_that_owns_the_request(svc: Services) -> None:
+    workflow.register(svc, {**CONF, "request_ref": "REQ-2026-0004"}, "erasure-REQ-2026-0004")
+    workflow.fail(svc, "REQ-2026-0004", "a resubmission failed", "manual__someone-else")
+    assert svc.registry.get("REQ-2026-0004").status.value == "registered"  # type: ignore[union-attr]
+    workflow.fail(svc, "REQ-2026-0004", "register failed", "erasure-REQ-2026-0004")
+    assert svc.registry.get("REQ-2026-0004").status.value == "failed"  # type: ignore[union-attr]
+    assert svc.ledger.show("REQ-2026-0004")[-1].kind is RecordKind.FAILED
