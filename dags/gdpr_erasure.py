@@ -282,7 +282,7 @@ def gdpr_erasure() -> None:
                 None,
                 type=["null", "string"],
                 enum=[None, *EXEMPTION_LABELS],
-                values_display=EXEMPTION_LABELS,
+                values_display={"null": "No exemption", **EXEMPTION_LABELS},
                 title="Art. 17(3) exemption",
                 description="For 'Retain under an Art. 17(3) exemption'.",
             ),
