@@ -45,7 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="build the demo estate and plan an erasure over it")
-    demo.add_argument("--dir", type=Path, default=Path("var/demo"), help="where to build it")
+    demo.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("var/demo-plan"),
+        help="where to build it (make demo's own estate in var/demo is left alone)",
+    )
     demo.add_argument("--json", action="store_true", help="print the plan as JSON")
     demo.set_defaults(handler=_demo)
 

@@ -37,6 +37,7 @@ from erasure.requests import (
     RegisteredRequest,
     Registration,
     RequestStatus,
+    dataset_label,
 )
 from erasure.rulings import OPTION_LABELS, Ruling, RulingOption
 from erasure.services import Services
@@ -523,9 +524,11 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
     now = now or datetime.now(UTC)
     record = _request(svc, ref)
     existing = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.COMPLETED]
-    if existing:
+    if existing:  # a retry after the record was written: finish what that attempt began
         if record.secrets_destroyed_at is None:
             svc.registry.destroy_secrets(ref)
+        if existing[0].status is not None:
+            _advance(svc, ref, RequestStatus(existing[0].status.value))
         return existing[0]
     verification = _verification(svc, ref)
     plan = svc.registry.plan(ref, 1)
@@ -534,7 +537,7 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
     for item in plan.items:
         if item.action is Action.INSERT_TOMBSTONE:
             continue
-        done = actions.get((_label(item), item.action.value))
+        done = actions.get((dataset_label(_ref(item)), item.action.value))
         artefacts.append(
             {
                 "dataset": item.dataset["name"],
@@ -548,7 +551,7 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
             }
         )
     rulings = [r.model_dump(mode="json") for r in svc.rulings.for_request(ref)]
-    tomb = actions.get((_label_of(SUPPRESSION_LIST), Action.INSERT_TOMBSTONE.value))
+    tomb = actions.get((dataset_label(SUPPRESSION_LIST), Action.INSERT_TOMBSTONE.value))
     body = {
         "artefacts": artefacts,
         "rulings": rulings,
@@ -668,20 +671,12 @@ def _ref(item: PlanItem) -> DatasetRef:
     return DatasetRef(item.dataset["namespace"], item.dataset["name"])
 
 
-def _label(item: PlanItem) -> str:
-    return _label_of(_ref(item))
-
-
-def _label_of(ref: DatasetRef) -> str:
-    return f"{ref.namespace}/{ref.name}"
-
-
 def _done(svc: Services, ref: str, item: PlanItem) -> dict[str, Any] | None:
     """The recorded evidence if this action already succeeded (a retry does not act twice)."""
     if svc.registry.action_status(ref, _ref(item), item.action) is not ActionStatus.DONE:
         return None
     for record in svc.registry.actions(ref):
-        if record.dataset == _label(item) and record.action == item.action.value:
+        if record.dataset == dataset_label(_ref(item)) and record.action == item.action.value:
             return {**record.evidence, "already_done": True}
     return None
 
@@ -814,7 +809,7 @@ def _ruled(svc: Services, ref: str, dataset: Mapping[str, str]) -> bool:
 def _verification(svc: Services, ref: str) -> dict[str, Any]:
     for record in svc.registry.actions(ref):
         if (
-            record.dataset == _label_of(_VERIFICATION)
+            record.dataset == dataset_label(_VERIFICATION)
             and record.action == _VERIFY
             and record.status is ActionStatus.DONE
         ):
