@@ -8,6 +8,7 @@ process group and OpenBao's pid at the end of the session.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -31,6 +32,8 @@ POLL_SECONDS = 2.0
 # person never answers that fast; the tests wait this long after first seeing a prompt.
 PROMPT_SETTLE_SECONDS = 8.0
 STOP_GRACE_SECONDS = 15.0  # then SIGKILL: nothing of a throwaway stack needs saving
+ANSWER_ATTEMPTS = 3  # an answer the API server fails (500) this often fails the test
+SERVER_ERROR_ID = re.compile(r"look for ID (\w+)")
 HITL_PARAMS = ("justification", "scheduled_by", "exemption", "standing_until")
 
 
@@ -89,6 +92,7 @@ class AirflowApi:
         self.client = httpx.Client(base_url=stack.base_url, timeout=30, trust_env=False)
         self.client.headers["Authorization"] = f"Bearer {stack.token(user)}"
         self._first_seen: dict[tuple[str, str, int], float] = {}
+        self._server_errors: dict[tuple[str, str, int], list[str]] = {}
 
     def close(self) -> None:
         self.client.close()
@@ -155,9 +159,26 @@ class AirflowApi:
                 continue
             dataset = prompt["subject"].removeprefix(PROMPT_PREFIX)
             response = self.answer(prompt, decisions.get(dataset) or decisions["default"])
+            if response.is_server_error:
+                # The prompt stays pending: like the DPO clicking again, the next poll retries.
+                errors = self._server_errors.setdefault(key, [])
+                errors.append(f"{dataset}: {response.text}\n{self.server_log(response.text)}")
+                assert len(errors) < ANSWER_ATTEMPTS, "\n\n".join(errors)
+                continue
             assert response.status_code == 200, f"{dataset}: {response.text}"
             answered.append(dataset)
         return answered
+
+    def server_log(self, error: str) -> str:
+        """What the API server logged about a 500 whose body names its error ID."""
+        found = SERVER_ERROR_ID.search(error)
+        if found is None or not self.stack.log_path.exists():
+            return "(no error ID in the response)"
+        lines = self.stack.log_path.read_text(errors="replace").splitlines()
+        start = next((i for i, line in enumerate(lines) if found[1] in line), None)
+        if start is None:
+            return f"(the API server log does not mention {found[1]})"
+        return "\n".join(lines[max(0, start - 5) : start + 60])
 
     def wait(
         self,
