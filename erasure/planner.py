@@ -31,7 +31,7 @@ from erasure.model import (
 from erasure.warehouse import Warehouse
 
 # Gap kinds that leave a dataset's derivation unknown: the dataset escalates (rule 1).
-_BLOCKING_GAPS = frozenset({GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL})
+_BLOCKING_GAPS = frozenset({GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL, GapKind.NO_EVENTS})
 
 # The suppression list stands in the plan as the target of the tombstone item.
 SUPPRESSION_LIST = DatasetRef("erasure", "suppression_list")
@@ -103,13 +103,22 @@ def plan_erasure(
             )
             for ref in closure.truncated_at
         )
-    in_closure = {ref.name for ref in _closure_datasets(closure, roots)}
+    walked = _closure_datasets(closure, roots)
+    in_closure = {ref.name for ref in walked}
+    # No lineage reaches a dataset whose producer never reported: the walk cannot rule it
+    # out, so every plan carries it until its producer reports or the DPO rules on it.
+    unseen = [
+        catalog.by_name(g.dataset).ref
+        for g in gaps
+        if g.kind is GapKind.NO_EVENTS and g.dataset is not None and g.dataset not in in_closure
+    ]
+    in_plan = in_closure | {ref.name for ref in unseen}
     by_dataset: dict[str, list[Gap]] = {}
     for gap in gaps:
         if gap.dataset is not None:
             by_dataset.setdefault(gap.dataset, []).append(gap)
     ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date())
-    items = [_decide(ctx, ref) for ref in _closure_datasets(closure, roots)]
+    items = [_decide(ctx, ref) for ref in walked + unseen]
     items = _order(items, closure, warehouse, catalog)
     items.append(_tombstone_item(subject))
     return Plan(
@@ -117,7 +126,7 @@ def plan_erasure(
         roots=location.roots(),
         items=items,
         coverage=round(cov, 4),
-        gaps=[g for g in gaps if g.dataset is None or g.dataset in in_closure],
+        gaps=[g for g in gaps if g.dataset is None or g.dataset in in_plan],
         cycles=list(closure.cycles),
         truncated=closure.truncated,
         lineage_snapshot=lineage.graph.snapshot_id(),

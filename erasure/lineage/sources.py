@@ -86,7 +86,31 @@ def build_lineage(
                     detail=f"produced by {ds.producer.name}, which does not expose column lineage",
                 )
             )
+        producer = _declared_producer(ds)
+        if producer is not None and not graph.upstream(ds.ref):
+            gaps.append(
+                Gap(
+                    kind=GapKind.NO_EVENTS,
+                    dataset=ds.name,
+                    detail=f"produced by {producer}, which never reported a run, and no SQL "
+                    "declares its inputs: whether it derives from the subject is unknown",
+                )
+            )
     return CatalogLineage(graph, _unique(gaps))
+
+
+def _declared_producer(ds: DatasetSpec) -> str | None:
+    """The job the catalog says writes `ds`, when its lineage can only come from that job.
+
+    Datasets that hold the subject are located directly, whatever writes them.
+    """
+    if ds.holds_subject:
+        return None
+    if ds.producer is not None:
+        return ds.producer.name
+    if ds.rebuild is not None and ds.rebuild.dag_id is not None:
+        return f"DAG {ds.rebuild.dag_id}"
+    return None
 
 
 def _add_sql(

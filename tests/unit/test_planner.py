@@ -7,6 +7,7 @@ import pytest
 from pydantic import SecretStr
 
 from erasure.catalog import Catalog
+from erasure.lineage.openlineage import parse_event
 from erasure.model import Action, CycleKind, GapKind, Plan, SubjectRef
 from erasure.warehouse import Warehouse
 from erasure.workflow import make_plan
@@ -51,6 +52,8 @@ datasets:
      producer: {name: features.py, opaque: true}}
   - {namespace: w, name: d.loop_a, connection: warehouse, kind: view}
   - {namespace: w, name: d.loop_b, connection: warehouse, kind: view}
+  - {namespace: w, name: d.dark, connection: warehouse, kind: file,
+     producer: {name: partner_export.py}}
 lineage:
   sql: [{path: "sql/*.sql"}]
 """
@@ -129,6 +132,7 @@ def test_every_row_of_the_decision_table(plan: Plan) -> None:
         "x.unknown": (Action.ESCALATE, "1"),
         "d.loop_a": (Action.ESCALATE, "1"),
         "d.loop_b": (Action.ESCALATE, "1"),
+        "d.dark": (Action.ESCALATE, "1"),
         "suppression_list": (Action.INSERT_TOMBSTONE, "tombstone"),
     }
 
@@ -202,3 +206,29 @@ def test_plan_document_holds_no_identifier(plan: Plan) -> None:
     text = plan.model_dump_json()
     assert "ann@example.com" not in text.lower()
     assert "P1" not in text
+
+
+def test_a_producer_that_never_reported_escalates_until_it_does(
+    estate: tuple[Catalog, Warehouse],
+) -> None:
+    """No lineage reaches d.dark: nothing shows it is free of the subject, so it escalates."""
+    catalog, warehouse = estate
+    silent = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW)
+    dark = next(i for i in silent.items if i.dataset["name"] == "d.dark")
+    assert "partner_export.py, which never reported a run" in dark.reason
+    assert (GapKind.NO_EVENTS, "d.dark") in {(g.kind, g.dataset) for g in silent.gaps}
+
+    reported = parse_event(
+        {
+            "eventType": "COMPLETE",
+            "eventTime": "2026-11-28T01:04:12Z",
+            "producer": "https://example.com/partner-export",
+            "run": {"runId": "01937a10-0000-7000-8000-0000000000dd"},
+            "job": {"namespace": "batch", "name": "partner_export.py"},
+            "inputs": [{"namespace": "w", "name": "src.catalogue"}],
+            "outputs": [{"namespace": "w", "name": "d.dark"}],
+        }
+    )
+    plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, events=[reported])
+    assert "d.dark" not in {i.dataset["name"] for i in plan.items}  # it reads no subject data
+    assert all(g.kind is not GapKind.NO_EVENTS for g in plan.gaps)
