@@ -21,7 +21,7 @@ from erasure.keys.keystore import SubjectKeyStore, keystore_from_settings
 from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import connect, ensure_transit
 from erasure.pseudonym import Pepper
-from erasure.requests import RequestRegistry
+from erasure.registry import RequestRegistry
 from erasure.rulings import RulingBook
 from erasure.store.database import Store, open_store
 from erasure.suppression import SuppressionList

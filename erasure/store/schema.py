@@ -61,7 +61,7 @@ suppression_list = sa.Table(
 
 
 # ---------------------------------------------------------------------------------------------
-# The request registry (erasure.requests) and DPO rulings (erasure.rulings). The subject appears
+# The request registry (erasure.registry) and DPO rulings (erasure.rulings). The subject appears
 # as a keyed hash only; the raw identifier is parked encrypted in `request_secrets`.
 
 REQUEST_REF_LENGTH = 64

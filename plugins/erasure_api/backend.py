@@ -17,7 +17,7 @@ from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import SubjectKeyStore
 from erasure.lineage.event_store import EventStore
-from erasure.requests import PepperSource, RequestRegistry
+from erasure.registry import PepperSource, RequestRegistry
 from erasure.store.database import Store, open_store
 from erasure_api.settings import ApiSettings
 

@@ -24,13 +24,8 @@ from erasure.audit.records import REQUEST_REF, CompletionRecord, RecordError, Re
 from erasure.errors import LineageError
 from erasure.lineage.openlineage import event_id, parse_event
 from erasure.model import Cycle, Gap, Plan
-from erasure.requests import (
-    ActionRecord,
-    ActionStatus,
-    RegisteredRequest,
-    RequestRegistry,
-    RequestStatus,
-)
+from erasure.registry import RequestRegistry
+from erasure.requests import ActionRecord, ActionStatus, RegisteredRequest, RequestStatus
 from erasure_api.auth import LineageWriterDep, ReaderDep, ScrubberDep, backend_of
 from erasure_api.backend import ErasureBackend, Unavailable
 from erasure_api.scrub import scrub_request

@@ -35,7 +35,8 @@ from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.lineage.event_store import EventStore
 from erasure.model import Action, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
-from erasure.requests import ErasureRequest, RequestRegistry
+from erasure.registry import RequestRegistry
+from erasure.requests import ErasureRequest
 from erasure.store import Store, open_store
 from tests.unit.audit.support import record_request
 

@@ -28,13 +28,8 @@ from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, ensure_kv_v2
 from erasure.locate import locate, parked_location, relocate
 from erasure.model import Action, DatasetRef
-from erasure.requests import (
-    ErasureRequest,
-    RequestError,
-    RequestRegistry,
-    RequestStatus,
-    request_key_hash,
-)
+from erasure.registry import RequestRegistry
+from erasure.requests import ErasureRequest, RequestError, RequestStatus, request_key_hash
 from erasure.rulings import Ruling, RulingBook, RulingOption
 from erasure.store import Store, open_store
 from tests.unit.estate import make_estate
