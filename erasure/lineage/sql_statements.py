@@ -1,0 +1,324 @@
+"""A SQL script as statements, and each statement as the table it writes and from which query.
+
+Each statement is parsed on its own, so one that cannot be parsed is a gap and spoils nothing
+else. A statement becomes a `Job`: INSERT, CREATE ... AS, SELECT INTO, UPDATE and MERGE all
+reduce to one query whose output columns are written to the target. Statements that move no
+column values are skipped; any other unrecognised one is a gap, since it may copy the subject
+somewhere lineage cannot see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from sqlglot import Token, TokenType, exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, SqlglotError, TokenError
+
+from erasure.lineage.sql_names import OUTPUT_TABLE, table_name
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement of a script: where it starts, and its parse or why it has none."""
+
+    number: int  # 1-based, counting non-empty statements
+    line: int
+    expression: exp.Expr | None
+    error: str | None = None
+
+
+def split_statements(script: str, dialect: Dialect) -> Iterator[Statement]:
+    """The script's statements, each parsed on its own so one bad statement spoils nothing."""
+    try:
+        tokens = dialect.tokenize(script)
+    except TokenError:
+        # An unterminated string or comment: fall back to a plain split on semicolons.
+        yield from _statements_by_semicolon(script, dialect)
+        return
+    chunk: list[Token] = []
+    number = 0
+    for token in [*tokens, None]:
+        if token is not None and token.token_type != TokenType.SEMICOLON:
+            chunk.append(token)
+            continue
+        if chunk:
+            number += 1
+            yield _parse_tokens(number, chunk, script, dialect)
+        chunk = []
+
+
+def _parse_tokens(
+    number: int, tokens: list[Token], sql: str, dialect: Dialect, lines_before: int = 0
+) -> Statement:
+    line = tokens[0].line + lines_before
+    try:
+        parsed = [e for e in dialect.parser().parse(tokens, sql) if e is not None]
+    except ParseError as error:
+        return Statement(number, line, None, _parse_gap(number, line, error, lines_before))
+    return Statement(number, line, parsed[0] if parsed else None)
+
+
+def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[Statement]:
+    number = 0
+    lines_before = 0  # newlines before the current piece
+    for piece in script.split(";"):
+        start = lines_before + 1 + piece[: len(piece) - len(piece.lstrip())].count("\n")
+        lines_before += piece.count("\n")
+        if not piece.strip():
+            continue
+        number += 1
+        try:
+            tokens = dialect.tokenize(piece)
+        except TokenError as error:
+            yield Statement(number, start, None, _parse_gap(number, start, error))
+            continue
+        if tokens:
+            yield _parse_tokens(number, tokens, piece, dialect, lines_before - piece.count("\n"))
+
+
+def _parse_gap(number: int, line: int, error: SqlglotError, lines_before: int = 0) -> str:
+    # sqlglot's messages quote the SQL around the error; the gap names the place instead.
+    detail = "unterminated string, quoted name or comment"
+    if isinstance(error, ParseError) and error.errors:
+        first = error.errors[0]
+        at = int(first.get("line") or 0) + lines_before
+        detail = f"{first.get('description')} at line {at}, col {first.get('col')}"
+    return f"statement {number} (line {line}) could not be parsed: {detail}"
+
+
+# Statements that move no column values; anything else unrecognised (COPY, EXPORT, CALL...)
+# is a gap, since it may copy the subject somewhere lineage cannot see.
+_NO_DATA_FLOW = (
+    exp.Drop,
+    exp.Delete,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    exp.Set,
+    exp.Use,
+    exp.Analyze,
+    exp.Grant,
+    exp.Revoke,
+    exp.Comment,
+    exp.Describe,
+    exp.Pragma,
+    exp.Show,
+    exp.Semicolon,
+    exp.Refresh,
+    exp.Declare,
+    exp.Uncache,
+    exp.Kill,
+    exp.Summarize,
+    exp.Values,
+)
+# The same, for statements sqlglot keeps as an opaque Command.
+_NO_DATA_FLOW_COMMANDS = frozenset(
+    {
+        "ANALYZE",
+        "VACUUM",
+        "GRANT",
+        "REVOKE",
+        "COMMENT",
+        "SET",
+        "RESET",
+        "SHOW",
+        "USE",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "REFRESH",
+        "CHECKPOINT",
+        "DISCARD",
+        "LOCK",
+    }
+)
+
+
+@dataclass
+class Job:
+    """A statement reduced to: the table it writes, from which query, into which columns."""
+
+    target: str
+    query: exp.Query | None  # None: DDL that only declares the target's columns
+    columns: list[str] | None  # explicit target columns, matched by position
+    creates: bool  # the target's columns become schema for later statements
+    gaps: list[str] = field(default_factory=list)
+
+
+def job_of(
+    statement: exp.Expr,
+    number: int,
+    known: Mapping[str, list[str]],
+    output: str,
+) -> Job | None:
+    """What `statement` writes; None when it moves no column values."""
+    if isinstance(statement, exp.Create) and not statement.args.get("clone"):
+        written = _target(statement.this)
+        query = _unwrap(statement.expression)
+        if written is None:  # CREATE INDEX, FUNCTION, SCHEMA...
+            return None
+        target, columns = written
+        if query is not None:
+            return Job(target, _with_ctes(query, statement), columns, creates=True)
+        if statement.kind == "TABLE" and columns:
+            return Job(target, None, columns, creates=True)
+        return None
+    if isinstance(statement, exp.Insert):
+        written = _target(statement.this)
+        query = _unwrap(statement.expression)
+        if written is None or query is None:  # INSERT ... VALUES: literals only
+            return None
+        target, columns = written
+        job = Job(target, _with_ctes(query, statement), columns or known.get(target), creates=False)
+        if job.columns is None:
+            job.gaps.append(
+                f"INSERT INTO {target} without a column list in statement {number}: "
+                f"{target} is not in the schema, target columns are taken from "
+                "the SELECT's output names"
+            )
+        return job
+    if isinstance(statement, exp.Update):
+        return _update_job(statement)
+    if isinstance(statement, exp.Merge):
+        return _merge_job(statement, number, known)
+    if isinstance(statement, exp.Query):
+        query = _unwrap(statement)
+        if query is None:
+            return None
+        into = query.args.get("into")
+        if isinstance(into, exp.Into) and isinstance(into.this, exp.Table):
+            query = query.copy()
+            query.set("into", None)
+            return Job(table_name(into.this), query, None, creates=True)
+        return Job(output, query, None, creates=output != OUTPUT_TABLE)
+    if isinstance(statement, exp.Create):  # CREATE ... CLONE copies data we cannot trace
+        kind = "CREATE ... CLONE"
+    elif isinstance(statement, exp.Command):
+        kind = statement.name.upper()
+        if kind in _NO_DATA_FLOW_COMMANDS:
+            return None
+    elif isinstance(statement, _NO_DATA_FLOW):
+        return None
+    else:
+        kind = type(statement).__name__.upper()
+    return Job(
+        "",
+        None,
+        None,
+        creates=False,
+        gaps=[f"unsupported statement {kind} in statement {number} was not analysed"],
+    )
+
+
+def _target(node: exp.Expr | None) -> tuple[str, list[str] | None] | None:
+    """Target table name and its explicit column list, from `t` or `t (a, b)`."""
+    if isinstance(node, exp.Schema) and isinstance(node.this, exp.Table):
+        columns = [
+            column.name.lower()
+            for column in node.expressions
+            if isinstance(column, (exp.ColumnDef, exp.Identifier, exp.Column))
+        ]
+        return table_name(node.this), columns or None
+    if isinstance(node, exp.Table):
+        return table_name(node), None
+    return None
+
+
+def _unwrap(node: exp.Expr | None) -> exp.Query | None:
+    while isinstance(node, exp.Subquery):
+        node = node.this
+    return node if isinstance(node, (exp.Select, exp.SetOperation)) else None
+
+
+def _with_ctes(query: exp.Query, statement: exp.Expr) -> exp.Query:
+    """Move `WITH` written before INSERT/CREATE/MERGE onto the query that uses it."""
+    ctes = statement.args.get("with_")
+    if not isinstance(ctes, exp.With):
+        return query
+    query = query.copy()
+    own = query.args.get("with_")
+    if isinstance(own, exp.With):
+        own.set("expressions", [*ctes.copy().expressions, *own.expressions])
+    else:
+        query.set("with_", ctes.copy())
+    return query
+
+
+def _update_job(update: exp.Update) -> Job | None:
+    """UPDATE t SET a = expr FROM s WHERE c  ->  SELECT expr AS a FROM t, s WHERE c."""
+    target = update.this
+    if not isinstance(target, exp.Table):
+        return None
+    columns, values = [], []
+    for assignment in update.expressions:
+        if isinstance(assignment, exp.EQ) and isinstance(assignment.this, exp.Column):
+            columns.append(assignment.this.name.lower())
+            values.append(exp.alias_(assignment.expression.copy(), assignment.this.name))
+    joins: list[exp.Expr] = []
+    source = update.args.get("from_")
+    if isinstance(source, exp.From):
+        table = source.this.copy()
+        joins = [exp.Join(this=table), *(table.args.get("joins") or [])]
+        table.set("joins", None)
+    select = exp.Select(expressions=values, from_=exp.From(this=target.copy()), joins=joins)
+    where = update.args.get("where")
+    if where is not None:
+        select.set("where", where.copy())
+    return Job(table_name(target), _with_ctes(select, update), columns, creates=False)
+
+
+def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) -> Job | None:
+    """MERGE as one SELECT: every assignment a projection, ON a join, WHEN ... AND a filter."""
+    target = merge.this
+    if not isinstance(target, exp.Table):
+        return None
+    name = table_name(target)
+    job = Job(name, None, None, creates=False)
+    columns: list[str] = []
+    values: list[exp.Expr] = []
+    conditions: list[exp.Expr] = []
+    whens = merge.args.get("whens")
+    for when in whens.expressions if isinstance(whens, exp.Whens) else []:
+        if when.args.get("condition") is not None:
+            conditions.append(exp.paren(when.args["condition"].copy()))
+        action = when.args.get("then")
+        pairs: list[tuple[str, exp.Expr]] = []
+        if isinstance(action, exp.Update):
+            pairs = [
+                (a.this.name, a.expression)
+                for a in action.expressions
+                if isinstance(a, exp.EQ) and isinstance(a.this, exp.Column)
+            ]
+        elif isinstance(action, exp.Insert) and isinstance(action.expression, exp.Tuple):
+            names = (
+                [c.name for c in action.this.expressions]
+                if isinstance(action.this, exp.Tuple)
+                else known.get(name)
+            )
+            if names is None:
+                job.gaps.append(
+                    f"MERGE INSERT without a column list in statement {number}: "
+                    f"{name} is not in the schema"
+                )
+                continue
+            pairs = list(zip(names, action.expression.expressions, strict=False))
+        elif action is not None and action.find(exp.Star) is not None:
+            job.gaps.append(f"MERGE ... * in statement {number}: unsupported, not analysed")
+        for column, value in pairs:
+            columns.append(column.lower())
+            values.append(exp.alias_(value.copy(), column))
+    on = merge.args.get("on")
+    select = exp.Select(
+        expressions=values,
+        from_=exp.From(this=target.copy()),
+        joins=[exp.Join(this=merge.args["using"].copy(), on=on.copy() if on else None)],
+    )
+    if conditions:
+        select.set("where", exp.Where(this=exp.or_(*conditions)))
+    job.query = _with_ctes(select, merge)
+    job.columns = columns
+    return job
