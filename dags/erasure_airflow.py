@@ -41,24 +41,21 @@ def trigger_dag(settings: Settings, request_ref: str, attempt: int) -> TriggerDa
     return run
 
 
-def task_token(settings: Settings, request_ref: str) -> str:
-    """The HMAC a task shows the plugin's scrub endpoint for this request."""
+def task_token(settings: Settings, target: str, purpose: str = "scrub") -> str:
+    """The HMAC a task shows the plugin to scrub this request (or discard this run)."""
     if settings.task_token_key is None:
         raise ConfigError(f"{env_name('task_token_key')} is not set (shared with the API server)")
     key = settings.task_token_key.get_secret_value().encode()
-    return hmac.new(key, f"scrub:{request_ref}".encode(), hashlib.sha256).hexdigest()
+    return hmac.new(key, f"{purpose}:{target}".encode(), hashlib.sha256).hexdigest()
 
 
 def scrub(svc: Services, request_ref: str) -> None:
     """Have the raw identifier removed from dag_run.conf and the audit log."""
     settings = svc.settings
     if settings.airflow_access == "inprocess":
-        from airflow.configuration import conf
         from airflow.utils.session import create_session
 
-        plugins = conf.get("core", "plugins_folder")
-        if plugins not in sys.path:
-            sys.path.append(plugins)
+        _plugins_on_path()
         from erasure_api.scrub import scrub_request
 
         with create_session() as session:
@@ -71,13 +68,45 @@ def scrub(svc: Services, request_ref: str) -> None:
         )
         svc.registry.mark_scrubbed(request_ref, datetime.now(UTC))
         return
-    url = f"{settings.airflow_api_url.rstrip('/')}/erasure/api/v1/requests/{request_ref}/scrub"
+    _post_to_plugin(settings, f"requests/{request_ref}/scrub", request_ref, "scrub")
+
+
+def discard(settings: Settings, run_id: str) -> None:
+    """Have a rejected submission's identifier removed from its run's conf and audit log."""
+    if settings.airflow_access == "inprocess":
+        from airflow.utils.session import create_session
+
+        _plugins_on_path()
+        from erasure_api.scrub import discard_run
+
+        with create_session() as session:
+            result = discard_run(session, run_id)
+        log.info(
+            "rejected run %s: identifier discarded from %d run conf(s) and %d audit-log row(s)",
+            run_id,
+            result.runs,
+            result.log_rows,
+        )
+        return
+    _post_to_plugin(settings, f"runs/{run_id}/discard", run_id, "discard")
+
+
+def _plugins_on_path() -> None:
+    from airflow.configuration import conf
+
+    plugins = conf.get("core", "plugins_folder")
+    if plugins not in sys.path:
+        sys.path.append(plugins)
+
+
+def _post_to_plugin(settings: Settings, route: str, target: str, purpose: str) -> None:
+    url = f"{settings.airflow_api_url.rstrip('/')}/erasure/api/v1/{route}"
     response = httpx.post(
-        url, headers={"X-Erasure-Task-Token": task_token(settings, request_ref)}, timeout=30
+        url, headers={"X-Erasure-Task-Token": task_token(settings, target, purpose)}, timeout=30
     )
     if response.status_code >= 300:
         raise ConfigError(
-            f"the erasure plugin at {settings.airflow_api_url} refused the scrub of {request_ref} "
+            f"the erasure plugin at {settings.airflow_api_url} refused the {purpose} of {target} "
             f"(HTTP {response.status_code}); check the plugin is installed and "
             f"{env_name('task_token_key')} matches the API server's"
         )

@@ -149,14 +149,22 @@ def _in_order() -> Iterator[None]:
 def gdpr_erasure() -> None:
     @task
     def register() -> dict[str, Any]:
-        from erasure_airflow import scrub
+        from erasure_airflow import discard, scrub
 
         from erasure import workflow
+        from erasure.errors import SubjectError
+        from erasure.requests import RequestError
 
         ctx = get_current_context()
         run_id = ctx["run_id"]
         with _services() as svc:
-            registration = workflow.register(svc, dict(ctx["params"]), run_id)
+            try:
+                registration = workflow.register(svc, dict(ctx["params"]), run_id)
+            except (RequestError, SubjectError):
+                # Rejected: nothing was parked, and the typed identifier must not stay in
+                # Airflow either. The DPO submits a corrected request as a new run.
+                discard(svc.settings, run_id)
+                raise
             scrub(svc, registration.request_ref)
         duplicate = registration.owner_run_id != run_id
         if duplicate:

@@ -6,7 +6,7 @@ decides (403 otherwise):
 
 - read (requests, records, verify, export, the records page): viewer, user, op, admin --
   auditors are given `viewer`;
-- act (scrub, lineage ingest): op, admin -- the DPO is given `op` (or `admin`).
+- act (scrub, discard, lineage ingest): op, admin -- the DPO is given `op` (or `admin`).
 
 Under another auth manager (FAB, Keycloak) users carry no simple role: reading is
 `is_authorized_custom_view(method="GET", resource_name="Erasure")`, acting the same with
@@ -15,7 +15,8 @@ Under another auth manager (FAB, Keycloak) users carry no simple role: reading i
 Machines do not log in: OpenLineage producers send `Authorization: Bearer
 <ERASURE_LINEAGE_API_KEY>` to the lineage endpoint, and the erasure DAG sends
 `X-Erasure-Task-Token: hex(HMAC-SHA256(ERASURE_TASK_TOKEN_KEY, "scrub:<ref>"))` to scrub its
-own request, which is all that token allows.
+own request, or `"discard:<run_id>"` to discard its own rejected submission, which is all
+that token allows.
 """
 
 from __future__ import annotations
@@ -70,9 +71,13 @@ def backend_of(request: Request) -> ErasureBackend:
     return backend
 
 
-def task_token(key: str, ref: str) -> str:
-    """The task token that lets its holder scrub request `ref` (and nothing else)."""
-    return hmac.new(key.encode(), f"scrub:{ref}".encode(), hashlib.sha256).hexdigest()
+TaskPurpose = Literal["scrub", "discard"]
+
+
+def task_token(key: str, target: str, purpose: TaskPurpose = "scrub") -> str:
+    """The task token that lets its holder scrub request `target` (or discard run `target`)
+    and nothing else."""
+    return hmac.new(key.encode(), f"{purpose}:{target}".encode(), hashlib.sha256).hexdigest()
 
 
 def role_of(user: BaseUser) -> Role | None:
@@ -132,7 +137,27 @@ async def scrubber(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
     token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER)] = None,
 ) -> Caller:
-    """The task token for this `ref`, or an op/admin user. A wrong token is 403."""
+    """The task token for scrubbing this `ref`, or an op/admin user. A wrong token is 403."""
+    return await _task_or_actor(request, credentials, token, ref, "scrub")
+
+
+async def discarder(
+    request: Request,
+    run_id: str,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+    token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER)] = None,
+) -> Caller:
+    """The task token for discarding this `run_id`, or an op/admin user."""
+    return await _task_or_actor(request, credentials, token, run_id, "discard")
+
+
+async def _task_or_actor(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None,
+    token: str | None,
+    target: str,
+    purpose: TaskPurpose,
+) -> Caller:
     if token is not None:
         key = backend_of(request).api_settings().task_token_key
         if key is None:
@@ -141,7 +166,7 @@ async def scrubber(
                 f"{TASK_TOKEN_HEADER} is not accepted: ERASURE_TASK_TOKEN_KEY is not set on the "
                 "Airflow API server",
             )
-        expected = task_token(key.get_secret_value(), ref)
+        expected = task_token(key.get_secret_value(), target, purpose)
         if not hmac.compare_digest(token.strip().lower().encode(), expected.encode()):
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN, f"the {TASK_TOKEN_HEADER} is not valid for this request"
@@ -156,3 +181,4 @@ async def scrubber(
 ReaderDep = Annotated[Caller, Depends(reader)]
 LineageWriterDep = Annotated[Caller, Depends(lineage_writer)]
 ScrubberDep = Annotated[Caller, Depends(scrubber)]
+DiscarderDep = Annotated[Caller, Depends(discarder)]

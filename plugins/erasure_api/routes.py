@@ -13,10 +13,12 @@ from typing import Annotated, Literal
 
 import sqlalchemy as sa
 from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.models.dagrun import DagRun
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
+from sqlalchemy.orm import Session
 
 from erasure.audit.chain import ChainReport
 from erasure.audit.export import export_json, render_html
@@ -26,9 +28,9 @@ from erasure.lineage.openlineage import event_id, parse_event
 from erasure.model import Cycle, Gap, Plan
 from erasure.registry import RequestRegistry
 from erasure.requests import ActionRecord, ActionStatus, RegisteredRequest, RequestStatus
-from erasure_api.auth import LineageWriterDep, ReaderDep, ScrubberDep, backend_of
+from erasure_api.auth import DiscarderDep, LineageWriterDep, ReaderDep, ScrubberDep, backend_of
 from erasure_api.backend import ErasureBackend, Unavailable
-from erasure_api.scrub import scrub_request
+from erasure_api.scrub import ERASURE_DAG_ID, discard_run, scrub_request
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,12 @@ class ScrubResponse(BaseModel):
     runs: int  # dag_run rows rewritten by this call
     log_rows: int  # audit-log rows rewritten by this call
     scrubbed_at: datetime | None  # first scrub of the request
+
+
+class DiscardResponse(BaseModel):
+    run_id: str
+    runs: int  # dag_run rows rewritten by this call (0 when done before)
+    log_rows: int  # audit-log rows rewritten by this call
 
 
 class RecordSummary(BaseModel):
@@ -225,11 +233,7 @@ def scrub(ref: str, caller: ScrubberDep, backend: BackendDep, session: SessionDe
     registry = backend.registry()
     _registered(registry, ref)
     result = scrub_request(session, ref)
-    session.commit()  # Airflow's rows first: the store only says "scrubbed" once they are
-    if session.get_bind().dialect.name == "sqlite":
-        # The write-ahead log still holds the pages as they were before the scrub: fold it
-        # into the database now rather than at some later checkpoint.
-        session.execute(sa.text("PRAGMA wal_checkpoint(TRUNCATE)"))
+    _commit_scrub(session)  # Airflow's rows first: the store only says "scrubbed" once they are
     record = registry.mark_scrubbed(ref, datetime.now(UTC))
     log.info(
         "request %s scrubbed from Airflow's metadata DB by %s (%s): %d run(s), %d audit row(s)",
@@ -242,6 +246,47 @@ def scrub(ref: str, caller: ScrubberDep, backend: BackendDep, session: SessionDe
     return ScrubResponse(
         request_ref=ref, runs=result.runs, log_rows=result.log_rows, scrubbed_at=record.scrubbed_at
     )
+
+
+@router.post("/runs/{run_id}/discard")
+def discard(
+    run_id: str, caller: DiscarderDep, backend: BackendDep, session: SessionDep
+) -> DiscardResponse:
+    """Remove the identifier of a submission that register rejected from Airflow's metadata
+    DB; idempotent. A run that owns a registered request is scrubbed instead (409)."""
+    run = session.scalars(
+        sa.select(DagRun).where(DagRun.dag_id == ERASURE_DAG_ID, DagRun.run_id == run_id)
+    ).one_or_none()
+    if run is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no {ERASURE_DAG_ID} run {run_id}")
+    ref = (run.conf or {}).get("request_ref")
+    owned = backend.registry().get(ref) if isinstance(ref, str) and REQUEST_REF.match(ref) else None
+    if owned is not None and owned.run_id == run_id:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"run {run_id} registered request {ref}: its identifier is parked in Vault, so "
+            f"scrub it with POST /erasure/api/v1/requests/{ref}/scrub instead",
+        )
+    result = discard_run(session, run_id)
+    _commit_scrub(session)
+    log.info(
+        "rejected run %s discarded from Airflow's metadata DB by %s (%s): %d run(s), "
+        "%d audit row(s)",
+        run_id,
+        caller.name,
+        caller.kind,
+        result.runs,
+        result.log_rows,
+    )
+    return DiscardResponse(run_id=run_id, runs=result.runs, log_rows=result.log_rows)
+
+
+def _commit_scrub(session: Session) -> None:
+    session.commit()
+    if session.get_bind().dialect.name == "sqlite":
+        # The write-ahead log still holds the pages as they were before the scrub: fold it
+        # into the database now rather than at some later checkpoint.
+        session.execute(sa.text("PRAGMA wal_checkpoint(TRUNCATE)"))
 
 
 def _registered(registry: RequestRegistry, ref: str) -> RegisteredRequest:

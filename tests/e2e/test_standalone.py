@@ -41,6 +41,8 @@ pytestmark = [
 REF = f"DSR-E2E-{uuid.uuid4().hex[:8]}"
 RUN_ID = f"erasure-{REF}"
 RESUBMITTED_RUN_ID = f"erasure-{REF}-resubmitted"
+REJECTED_REF = f"{REF}-typo"
+REJECTED_RUN_ID = f"erasure-{REJECTED_REF}"
 # The demo subject, as a person might type her address: a stray space, odd capitals.
 CANARY = " ALICE.Smith@example.com"
 NORMALISED = DEMO_SUBJECT[1]
@@ -65,6 +67,7 @@ class Erasure:
     state: str
     answered: list[str]
     resubmitted_state: str
+    rejected_state: str
 
 
 def customers_holding_subject(stack: Stack) -> int:
@@ -87,7 +90,8 @@ def customers_holding_subject(stack: Stack) -> int:
 
 @pytest.fixture(scope="module")
 def erasure(airflow_standalone: Stack, dpo_api: AirflowApi) -> Erasure:
-    """Submit the request, answer its prompts, wait; then submit it again under a new run id."""
+    """Submit the request, answer its prompts, wait; then submit it again under a new run id,
+    and once more with the address pasted into the phone field (rejected)."""
     stack = airflow_standalone
     rows_before = customers_holding_subject(stack)
     assert rows_before >= 1, "the demo estate should hold the demo subject before the erasure"
@@ -106,7 +110,9 @@ def erasure(airflow_standalone: Stack, dpo_api: AirflowApi) -> Erasure:
             f"{dpo_api.explain_failure(RESUBMITTED_RUN_ID)}",
             pytrace=False,
         )
-    return Erasure(stack, rows_before, state, answered, resubmitted)
+    dpo_api.trigger(REJECTED_RUN_ID, erasure_conf(REJECTED_REF, CANARY, identifier_type="phone"))
+    rejected, _ = dpo_api.wait(REJECTED_RUN_ID, timeout=180)
+    return Erasure(stack, rows_before, state, answered, resubmitted, rejected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,6 +170,17 @@ def test_a_second_submission_of_the_request_does_nothing_new(
         ).fetchone()
     assert owner_run == RUN_ID
     assert same_subject == 1
+
+
+def test_a_rejected_submission_says_what_to_fix_and_is_discarded(
+    erasure: Erasure, dpo_api: AirflowApi
+) -> None:
+    assert erasure.rejected_state == "failed"
+    log = dpo_api.task_log(REJECTED_RUN_ID, "register")
+    assert "the phone identifier cannot be parsed" in log, log[-3000:]
+    conf = dpo_api.run(REJECTED_RUN_ID)["conf"]
+    assert conf["identifier"] == "[removed: submission rejected]"
+    assert conf["identifier_type"] == "phone" and conf["request_ref"] == REJECTED_REF
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,3 +158,20 @@ def test_second_submission_of_a_reference_does_nothing_new(estate: Any, airflow_
     with Services.open(estate) as svc:
         assert len(svc.registry.list()) == 1
         assert len(svc.ledger.show("DAG-TWICE-1")) == records
+
+
+def test_a_rejected_submission_keeps_no_identifier(estate: Any, airflow_db: Path) -> None:
+    """A typo in the form fails register with what to fix; Airflow keeps no trace of it."""
+    typo = "alice.smith-at-example.com"  # no @: not an email
+    run = run_erasure({**conf("DAG-TYPO-1"), "identifier": typo, "notes": f"as {typo}"}, {})
+    assert str(run.state) == "failed"
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        kept = session.scalars(sa.select(DagRun.conf).where(DagRun.run_id == run.run_id)).one()
+    assert kept["identifier"] == kept["notes"] == "[removed: submission rejected]"
+    assert tables_holding(airflow_db, typo) == []
+    with Services.open(estate) as svc:
+        assert svc.registry.get("DAG-TYPO-1") is None  # nothing registered, nothing parked
+        assert svc.ledger.show("DAG-TYPO-1") == []

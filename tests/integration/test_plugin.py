@@ -46,7 +46,7 @@ sys.path.insert(0, str(PLUGINS))  # as Airflow does for its plugins folder
 
 from erasure_api.auth import TASK_TOKEN_HEADER, task_token  # noqa: E402
 from erasure_api.backend import ErasureBackend  # noqa: E402
-from erasure_api.scrub import PARKED, scrub_request  # noqa: E402
+from erasure_api.scrub import DISCARDED, PARKED, scrub_request  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -74,7 +74,12 @@ READ_ROUTES = [
     f"/erasure/api/v1/records/{DONE_REF}/export?format=html",
     "/erasure/records",
 ]
-ACT_ROUTES = ["/erasure/api/v1/lineage", f"/erasure/api/v1/requests/{REF}/scrub"]
+SOME_RUN = f"manual__{RUN}"
+ACT_ROUTES = [
+    "/erasure/api/v1/lineage",
+    f"/erasure/api/v1/requests/{REF}/scrub",
+    f"/erasure/api/v1/runs/{SOME_RUN}/discard",
+]
 
 GDPR_ERASURE_STANDIN = '''
     """Stand-in for the erasure DAG: the plugin only needs its id and its runs' conf."""
@@ -368,7 +373,10 @@ def test_anonymous_callers_get_401_on_every_route(client: Any) -> None:
 
     mounted = {route.path for route in erasure_api.app.routes}  # type: ignore[attr-defined]
     tried = {
-        path.split("?")[0].replace(REF, "{ref}").replace(DONE_REF, "{ref}")
+        path.split("?")[0]
+        .replace(REF, "{ref}")
+        .replace(DONE_REF, "{ref}")
+        .replace(SOME_RUN, "{run_id}")
         for path in [*READ_ROUTES, *ACT_ROUTES]
     }
     assert {f"/erasure{path}" for path in mounted} == tried, "a route is missing from this test"
@@ -567,6 +575,67 @@ def test_the_erasure_task_scrubs_with_its_task_token(
 def test_scrub_of_an_unknown_request_is_404(client: Any, tokens: dict[str, str]) -> None:
     response = client.post("/erasure/api/v1/requests/REQ-none/scrub", headers=bearer(tokens["dpo"]))
     assert response.status_code == 404
+
+
+def test_a_rejected_submission_is_discarded_from_its_run_and_audit_log(
+    client: Any, tokens: dict[str, str], triggered: dict[str, str], erasure_dag: str
+) -> None:
+    """A run whose register step rejected the form: its typo must not stay in Airflow."""
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+
+    typo = f"jane.typo.{RUN}-at-example.org"
+    rejected = client.post(
+        f"/api/v2/dags/{erasure_dag}/dagRuns",
+        json={
+            "logical_date": None,
+            "conf": {"request_ref": REF, "identifier_type": "email", "identifier": typo},
+        },
+        headers=bearer(tokens["dpo"]),
+    )
+    assert rejected.status_code == 200, rejected.text
+    run_id = rejected.json()["dag_run_id"]
+    with create_session() as session:  # the trigger row may be masked already: a plain one
+        session.add(
+            Log(event="erasure_note", dag_id=erasure_dag, run_id=run_id, extra=f"typed {typo}")
+        )
+    assert any(h.startswith("dag_run") for h in airflow_rows_containing(typo))
+    assert any(h.startswith("log") for h in airflow_rows_containing(typo))
+    route = f"/erasure/api/v1/runs/{run_id}/discard"
+
+    assert client.post(route, headers=bearer(tokens["auditor"])).status_code == 403
+    foreign = {TASK_TOKEN_HEADER: task_token(TASK_KEY, run_id)}  # a scrub token, not a discard
+    assert client.post(route, headers=foreign).status_code == 403
+    response = client.post(
+        route, headers={TASK_TOKEN_HEADER: task_token(TASK_KEY, run_id, "discard")}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["runs"] == 1 and response.json()["log_rows"] >= 1
+    assert airflow_rows_containing(typo) == []
+    conf = client.get(
+        f"/api/v2/dags/{erasure_dag}/dagRuns/{run_id}", headers=bearer(tokens["dpo"])
+    ).json()["conf"]
+    assert conf == {"request_ref": REF, "identifier_type": "email", "identifier": DISCARDED}
+    again = client.post(route, headers=bearer(tokens["dpo"]))
+    assert (again.json()["runs"], again.json()["log_rows"]) == (0, 0)
+    # The run that owns REF (scrubbed earlier) is not this discard's business.
+    owner = client.get(
+        f"/api/v2/dags/{erasure_dag}/dagRuns/{triggered[REF]}", headers=bearer(tokens["dpo"])
+    ).json()["conf"]
+    assert owner["identifier"] == PARKED
+
+
+def test_a_run_that_owns_its_request_is_scrubbed_not_discarded(
+    client: Any, tokens: dict[str, str], triggered: dict[str, str]
+) -> None:
+    owner = client.post(
+        f"/erasure/api/v1/runs/{triggered[OTHER_REF]}/discard", headers=bearer(tokens["dpo"])
+    )
+    assert owner.status_code == 409
+    assert f"/erasure/api/v1/requests/{OTHER_REF}/scrub" in owner.json()["detail"]
+    missing = client.post("/erasure/api/v1/runs/no-such-run/discard", headers=bearer(tokens["dpo"]))
+    assert missing.status_code == 404
 
 
 def test_scrub_request_runs_in_process_on_any_shape_of_conf(erasure_dag: str) -> None:
