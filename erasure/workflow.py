@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ValidationError
 
 from erasure.actions.erase_rows import erase_rows
-from erasure.actions.rebuild import RunOutcome, empty_feedback_cycles, rebuild
+from erasure.actions.rebuild import RunOutcome, empty_before_rebuild, rebuild
 from erasure.actions.transaction import describe_failure, transaction
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.catalog import Catalog
@@ -275,11 +275,7 @@ def rebuild_artefact(
     _require_done(svc, ref, plan, before, "done before it is rebuilt")
 
     def act() -> BaseModel:
-        emptied = (
-            empty_feedback_cycles(svc.catalog, svc.warehouse, plan)
-            if _in_cycle(plan, dataset)
-            else []
-        )
+        emptied = empty_before_rebuild(svc.catalog, svc.warehouse, plan, dataset)
         evidence = rebuild(svc.catalog, svc.warehouse, dataset, trigger_dag=trigger_dag)
         return evidence.model_copy(
             update={"emptied_first": dataset in emptied or evidence.emptied_first}
@@ -709,10 +705,6 @@ def _require_done(svc: Services, ref: str, plan: Plan, names: list[str], what: s
             missing.append(f"{item.action.value} {item.dataset['name']}")
     if missing:
         raise NotYet(f"request {ref}: {', '.join(missing)} must be {what}; waiting for it")
-
-
-def _in_cycle(plan: Plan, name: str) -> bool:
-    return any(c.kind.value == "feedback" and name in c.datasets for c in plan.cycles)
 
 
 def _same_cycle(plan: Plan, a: str, b: str) -> bool:

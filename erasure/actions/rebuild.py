@@ -123,7 +123,25 @@ def rebuild_order(plan: Plan) -> list[str]:
 def empty_feedback_cycles(catalog: Catalog, warehouse: Warehouse, plan: Plan) -> list[str]:
     """Empty every rebuilt member of a feedback cycle, so no rebuild reads the subject back."""
     cycle_of = _feedback_cycles(plan)
-    names = [n for n in rebuild_order(plan) if n in cycle_of]
+    return _empty(catalog, warehouse, [n for n in rebuild_order(plan) if n in cycle_of])
+
+
+def empty_before_rebuild(
+    catalog: Catalog, warehouse: Warehouse, plan: Plan, name: str
+) -> list[str]:
+    """Empty `name`'s feedback cycle if `name` is the first of its members to be rebuilt.
+
+    The later members are rebuilt from what the earlier ones have just written: emptying the
+    cycle again for each of them would throw that away (and with it everyone's rows).
+    """
+    members = _feedback_cycles(plan).get(name)
+    if members is None:
+        return []
+    order = [n for n in rebuild_order(plan) if n in members]
+    return _empty(catalog, warehouse, order) if order[0] == name else []
+
+
+def _empty(catalog: Catalog, warehouse: Warehouse, names: list[str]) -> list[str]:
     emptied: list[str] = []
     for name in names:
         ds = catalog.by_name(name)

@@ -81,6 +81,8 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
         assert svc.registry.get(ref).status.value == "complete_with_exemptions"  # type: ignore[union-attr]
         assert count(engine, "SELECT COUNT(*) FROM crm.customers") == customers - 1
         assert count(engine, "SELECT COUNT(*) FROM ops.stock_levels") == stock
+        for mart in ("customer_ltv", "customer_segments", "segment_history"):  # rebuilt, not lost
+            assert count(engine, f"SELECT COUNT(*) FROM marts.{mart}") == customers - 1, mart
         for table in ("crm.customers", "marts.customer_ltv"):
             assert (
                 count(engine, f"SELECT COUNT(*) FROM {table} WHERE lower(email) LIKE '%alice%'")

@@ -141,6 +141,12 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     assert rows(demo / "warehouse.crm.db", "SELECT COUNT(*) FROM customers") == customers_before - 1
     assert rows(demo / "warehouse.ops.db", "SELECT COUNT(*) FROM stock_levels") == stock_before
     assert rows(demo / "warehouse.crm.db", "SELECT COUNT(*) FROM addresses WHERE id = 1") == 1
+    # Rebuilt marts hold every other customer, the feedback loop's members included: the
+    # loop is emptied once, before its first member is rebuilt, not before each member.
+    for mart in ("customer_ltv", "customer_segments", "segment_history"):
+        assert rows(demo / "warehouse.marts.db", f"SELECT COUNT(*) FROM {mart}") == (
+            customers_before - 1
+        ), mart
     assert rows(demo / "warehouse.agg.db", "SELECT COUNT(*) FROM customers_by_postcode") == 0
     # The request key is destroyed: the system no longer holds the identifier at all.
     with pytest.raises(ErasureError):

@@ -4,18 +4,23 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
+from erasure.actions.erase_rows import erase_all
 from erasure.actions.rebuild import (
     RebuildFailed,
     RunOutcome,
+    empty_before_rebuild,
     empty_feedback_cycles,
     rebuild,
     rebuild_all,
     rebuild_order,
 )
 from erasure.catalog import Catalog
-from erasure.model import Action
+from erasure.locate import locate
+from erasure.model import Action, SubjectRef
 from erasure.warehouse import Warehouse
+from erasure.workflow import make_plan
 from tests.unit.actions.support import count, item, plan_of
 from tests.unit.estate import make_estate
 
@@ -251,8 +256,52 @@ def test_feedback_loop_is_emptied_first_or_it_carries_the_subject_back(tmp_path:
         assert count(warehouse, table, "customer_id = 'C2'") == 1
 
 
+def test_the_loop_is_emptied_before_its_first_member_only(tmp_path: Path) -> None:
+    """Task by task (as the DAG rebuilds), a second emptying would lose the first rebuild."""
+    catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS)
+
+    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "marts.seen") == [
+        "marts.seen",
+        "marts.seen_history",
+    ]
+    rebuild(catalog, warehouse, "marts.seen", trigger_dag=None)
+    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "marts.seen_history") == []
+    rebuild(catalog, warehouse, "marts.seen_history", trigger_dag=None)
+    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "crm.orders") == []
+
+    for table in ("marts.seen", "marts.seen_history"):
+        assert count(warehouse, table, "customer_id = 'C1'") == 0
+        assert count(warehouse, table, "customer_id = 'C2'") == 1
+
+
 def test_emptying_skips_missing_tables(tmp_path: Path) -> None:
     catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS[:4])
 
     assert empty_feedback_cycles(catalog, warehouse, LOOP_PLAN) == ["marts.seen_history"]
     assert count(warehouse, "marts.seen_history") == 0
+
+
+def test_a_history_that_names_its_subjects_keeps_everyone_elses(tmp_path: Path) -> None:
+    """Declared under holds_subject, the loop's history loses the subject's rows only: C3, no
+    longer in any order, stays in it (emptying the loop would have lost C3 for good)."""
+    history = "marts.seen_history\n    connection: warehouse\n    kind: table\n"
+    catalog_text = LOOP_CATALOG.replace(
+        history, history + "    holds_subject: {customer_id: customer_id}\n"
+    )
+    assert catalog_text != LOOP_CATALOG
+    rows = [*LOOP_ROWS[:5], "INSERT INTO marts.seen_history VALUES ('C3')"]
+    catalog, warehouse = make_estate(tmp_path, catalog_text, rows)
+    subject = SubjectRef(type="customer_id", value=SecretStr("C1"))
+    location = locate(catalog, warehouse, subject)
+    plan = make_plan(catalog, subject, warehouse=warehouse, location=location)
+    actions = {i.dataset["name"]: i.action for i in plan.items}
+    assert actions["marts.seen_history"] is Action.ERASE_ROWS
+    assert actions["marts.seen"] is Action.REBUILD
+
+    erase_all(catalog, warehouse, location, plan)
+    done = rebuild_all(catalog, warehouse, plan, trigger_dag=None)
+
+    assert [(d.dataset, d.emptied_first) for d in done] == [("marts.seen", True)]
+    for table in ("marts.seen", "marts.seen_history"):
+        assert count(warehouse, table, "customer_id = 'C1'") == 0
+        assert count(warehouse, table, "customer_id = 'C3'") == 1
