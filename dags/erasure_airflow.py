@@ -30,13 +30,18 @@ REBUILD_TIMEOUT_SECONDS = 3600
 POLL_SECONDS = 3
 
 
-def trigger_dag(settings: Settings, request_ref: str, attempt: int) -> TriggerDag:
-    """A callable that runs one rematerialisation DAG to its end and says how it ended."""
+def trigger_dag(settings: Settings, request_ref: str, attempt: int, map_index: int) -> TriggerDag:
+    """A callable that runs one rematerialisation DAG to its end and says how it ended.
+
+    The run id names the rebuild task (`map_index`) too: two artefacts the same DAG builds
+    each need their own run, after their own upstreams.
+    """
 
     def run(dag_id: str) -> RunOutcome:
         if settings.airflow_access == "inprocess":
             return _run_in_process(dag_id)
-        return _run_over_rest(settings, dag_id, f"erasure-{request_ref}-{dag_id}-try{attempt}")
+        run_id = f"erasure-{request_ref}-{dag_id}-{map_index}-try{attempt}"
+        return _run_over_rest(settings, dag_id, run_id)
 
     return run
 

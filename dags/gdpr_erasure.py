@@ -248,7 +248,7 @@ def gdpr_erasure() -> None:
         _label(f"rebuild {dataset}")
         ctx = get_current_context()
         with _services() as svc, _in_order():
-            run = trigger_dag(svc.settings, ref, ctx["ti"].try_number)
+            run = trigger_dag(svc.settings, ref, ctx["ti"].try_number, ctx["ti"].map_index)
             evidence = workflow.rebuild_artefact(svc, ref, dataset, run)
         return {
             "dataset": dataset,
@@ -352,12 +352,14 @@ def gdpr_erasure() -> None:
     kept = aggregate_ok.partial(ref=ref).expand(dataset=items("aggregate"))
     decided = dpo_decides.expand_kwargs(items("prompts"))
     ruled = record_rulings(ref, items("escalate"), decided.output)
-    gate >> [erased, shredded, decided]
-    erased >> [rebuilt, kept]
     stone = tombstone(ref)
-    [erased, shredded, rebuilt, kept, ruled] >> stone
+    # Tombstoned before any row goes: the nightly CRM sync, while the DPO decides, would
+    # otherwise load the erased rows again.
+    gate >> stone >> erased
+    gate >> [shredded, decided]
+    erased >> [rebuilt, kept]
     verified = verify(ref)
-    stone >> verified
+    [stone, erased, shredded, rebuilt, kept, ruled] >> verified
     complete(ref, verified)
 
 

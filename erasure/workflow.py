@@ -129,7 +129,11 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
         )
     request = ErasureRequest.parse(conf)
     registration = svc.registry.register(request, catalog=svc.catalog, run_id=run_id)
-    if registration.created:
+    # Its owner's retry also writes the `received` record if the first attempt did not.
+    if registration.created or (
+        registration.owner_run_id == run_id
+        and not any(r.kind is RecordKind.RECEIVED for r in svc.ledger.show(request.request_ref))
+    ):
         record = _request(svc, request.request_ref)
         svc.ledger.append(
             record.request_ref,
@@ -157,7 +161,10 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
     """Locate the subject, pin what was found (encrypted), and fix the plan the run acts on."""
     record = _request(svc, ref)
     if 1 in svc.registry.plan_versions(ref):
-        return svc.registry.plan(ref, 1)
+        plan = svc.registry.plan(ref, 1)
+        if _before_acting(svc, record):  # a retry: finish what the first attempt began
+            _after_plan(svc, record, plan, now)
+        return plan
     parked = svc.registry.unpark(ref)
     subject = SubjectRef(type=record.identifier_type, value=parked.identifier)
     location = locate(svc.catalog, svc.warehouse, subject)
@@ -176,16 +183,33 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
         now=now,
     )
     svc.registry.save_plan(ref, plan, 1)
+    _after_plan(svc, record, plan, now)
+    return plan
+
+
+def _before_acting(svc: Services, record: RegisteredRequest) -> bool:
+    """Whether nothing but the plan step (and the standing rulings it cites) ran yet."""
+    if record.status in (RequestStatus.REGISTERED, RequestStatus.PLANNED):
+        return True
+    return record.status is RequestStatus.FAILED and all(
+        a.action == Action.ESCALATE.value for a in svc.registry.actions(record.request_ref)
+    )
+
+
+def _after_plan(svc: Services, record: RegisteredRequest, plan: Plan, now: datetime | None) -> None:
+    """What follows the saved plan; each part skips what an earlier attempt already did."""
+    ref = record.request_ref
     _advance(svc, ref, RequestStatus.PLANNED)
     if record.dry_run:
         # Changes nothing, cites no ruling, and keeps no identifier: the plan is the answer.
-        svc.registry.destroy_secrets(ref)
-        return plan
+        if record.secrets_destroyed_at is None:
+            svc.registry.destroy_secrets(ref)
+        return
     for item in plan.items:
-        if item.action is Action.ESCALATE:
+        if item.action is Action.ESCALATE and not _ruled(svc, ref, item.dataset):
             _apply_standing_ruling(svc, ref, item, (now or datetime.now(UTC)).date())
     pending = pending_escalations(svc, ref)
-    if pending:
+    if pending and not any(r.kind is RecordKind.ESCALATED for r in svc.ledger.show(ref)):
         svc.ledger.append(
             ref,
             record.subject_hash,
@@ -197,7 +221,6 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
                 ]
             },
         )
-    return plan
 
 
 def items_for(plan: Plan, action: Action) -> list[str]:
@@ -245,6 +268,12 @@ def erase(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
     done = _done(svc, ref, item)
     if done is not None:
         return done
+    tombstoned = svc.registry.action_status(ref, SUPPRESSION_LIST, Action.INSERT_TOMBSTONE)
+    if tombstoned is not ActionStatus.DONE:
+        raise NotYet(
+            f"request {ref}: the tombstone must be in place before rows are erased, or the "
+            "nightly CRM sync loads them again; waiting for it"
+        )
     earlier = items_for(plan, Action.ERASE_ROWS)
     _require_done(svc, ref, plan, earlier[: earlier.index(dataset)], "erased before it")
     return _run(
@@ -524,9 +553,11 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         if record.secrets_destroyed_at is None:
             svc.registry.destroy_secrets(ref)
         if existing[0].status is not None:
+            _resume_verified(svc, ref)
             _advance(svc, ref, RequestStatus(existing[0].status.value))
         return existing[0]
     verification = _verification(svc, ref)
+    _resume_verified(svc, ref)
     plan = svc.registry.plan(ref, 1)
     actions = {(a.dataset, a.action): a for a in svc.registry.actions(ref)}
     artefacts = []
@@ -579,6 +610,13 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
     svc.registry.destroy_secrets(ref)
     _advance(svc, ref, RequestStatus(status.value))
     return completed
+
+
+def _resume_verified(svc: Services, ref: str) -> None:
+    """A `complete` that failed for good left the request failed (the DAG's failure callback);
+    verify passed before it, so the cleared task completes from verifying again."""
+    if _request(svc, ref).status is RequestStatus.FAILED:
+        _advance(svc, ref, RequestStatus.VERIFYING)
 
 
 def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
@@ -754,7 +792,7 @@ def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> dict[
     """Record a ruling; 'delete the artefact' empties a catalogued table in the warehouse."""
 
     def act() -> dict[str, Any]:
-        recorded = svc.rulings.record(ruling)
+        recorded = _recorded(svc, ref, ruling) or svc.rulings.record(ruling)
         evidence: dict[str, Any] = {"ruling": recorded.model_dump(mode="json")}
         if recorded.option is RulingOption.DELETE_ARTEFACT:
             evidence["deletion"] = _delete_artefact(svc, item)
@@ -768,6 +806,15 @@ def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> dict[
         return evidence
 
     return _run(svc, ref, item, act)
+
+
+def _recorded(svc: Services, ref: str, ruling: Ruling) -> Ruling | None:
+    """The same ruling if an earlier attempt at carrying it out already recorded it."""
+    same = {"id", "decided_at"}  # a cited standing ruling is re-dated on each attempt
+    for earlier in svc.rulings.for_request(ref):
+        if earlier.model_dump(exclude=same) == ruling.model_dump(exclude=same):
+            return earlier
+    return None
 
 
 def _delete_artefact(svc: Services, item: PlanItem) -> dict[str, Any]:

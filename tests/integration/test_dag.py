@@ -3,6 +3,7 @@ estate on SQLite and on Postgres; prompts answered programmatically as the DPO w
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -10,10 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
-from demo.runner import erasure_environment, load_decisions, run_erasure
+from demo.runner import REPO, erasure_environment, load_decisions, run_erasure
+from erasure.config import Settings
 from erasure.demo.embedded import open_demo
 from erasure.demo.seed import DEMO_SUBJECT
 from erasure.keys.vault import EmbeddedOpenBao
@@ -177,3 +180,42 @@ def test_a_rejected_submission_keeps_no_identifier(estate: Any, airflow_db: Path
     with Services.open(estate) as svc:
         assert svc.registry.get("DAG-TYPO-1") is None  # nothing registered, nothing parked
         assert svc.ledger.show("DAG-TYPO-1") == []
+
+
+def test_artefacts_rebuilt_by_one_dag_each_get_their_own_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two rebuild tasks whose artefacts the same DAG builds (first try each): each triggers
+    its own run, after its own upstreams, instead of taking the other's earlier run."""
+    monkeypatch.syspath_prepend(str(REPO / "dags"))
+    import erasure_airflow
+
+    runs: dict[str, str] = {}  # Airflow's runs of build_marts: run id -> state
+
+    def airflow(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/auth/token":
+            return httpx.Response(200, json={"access_token": "token"})
+        if request.method == "POST":
+            run_id = json.loads(request.content)["dag_run_id"]
+            if run_id in runs:
+                return httpx.Response(409)
+            runs[run_id] = "success"
+            return httpx.Response(200, json={"dag_run_id": run_id})
+        return httpx.Response(200, json={"state": runs[request.url.path.rsplit("/", 1)[1]]})
+
+    client = httpx.Client
+    monkeypatch.setattr(
+        httpx, "Client", lambda **kw: client(transport=httpx.MockTransport(airflow), **kw)
+    )
+    settings = Settings(
+        airflow_access="rest",
+        airflow_api_url="http://airflow.test",
+        airflow_api_user="erasure",
+        airflow_api_password="secret",
+    )
+    outcomes = [
+        erasure_airflow.trigger_dag(settings, "REQ-1", 1, map_index)("build_marts")
+        for map_index in (0, 1)  # the rebuild tasks of two artefacts
+    ]
+    assert len(runs) == 2
+    assert outcomes[0].run_id != outcomes[1].run_id

@@ -4,21 +4,27 @@ store, the demo estate. What the DAG wires, this drives by hand."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from contextlib import suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from erasure import workflow
 from erasure.actions.rebuild import RunOutcome
 from erasure.audit.records import RecordKind, RecordStatus
+from erasure.crm_ingest import ingest_crm_export
 from erasure.demo.embedded import open_demo
 from erasure.demo.rematerialise import rematerialise
 from erasure.demo.seed import DEMO_SUBJECT
-from erasure.errors import ErasureError, VerificationFailed
+from erasure.errors import ErasureError, StoreError, VaultError, VerificationFailed
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
+from erasure.rulings import Ruling, RulingOption
 from erasure.services import Services
+from erasure.suppression import identifier_columns
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
@@ -88,6 +94,7 @@ def trigger(svc: Services) -> workflow.TriggerDag:
 
 def act(svc: Services, ref: str) -> None:
     plan = svc.registry.plan(ref, 1)
+    workflow.tombstone(svc, ref)  # first: the nightly CRM sync must not bring anyone back
     for name in workflow.items_for(plan, Action.ERASE_ROWS):
         workflow.erase(svc, ref, name)
     for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
@@ -98,7 +105,23 @@ def act(svc: Services, ref: str) -> None:
         workflow.confirm_aggregate(svc, ref, name)
     for item in workflow.pending_escalations(svc, ref):
         workflow.rule(svc, ref, item.dataset["name"], ANSWERS[item.dataset["name"]])
-    workflow.tombstone(svc, ref)
+
+
+def down_once(owner: object, name: str, error: Exception | None = None) -> None:
+    """`owner.name` fails once, as during a short Vault or store outage, then works again."""
+    real: Callable[..., Any] = getattr(owner, name)
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        raise error or VaultError("Vault is unreachable")
+
+    setattr(owner, name, flaky)
+
+
+def failure_callback(svc: Services, ref: str, run_id: str) -> None:
+    """What gdpr_erasure's on_failure_callback does once a task failed for good."""
+    with suppress(ErasureError):  # the DAG logs it and keeps the task's own failure
+        workflow.fail(svc, ref, f"run {run_id}: task failed", run_id)
 
 
 def rows(db: Path, sql: str) -> int:
@@ -204,3 +227,161 @@ def test_a_failure_is_recorded_only_for_the_run_that_owns_the_request(svc: Servi
     workflow.fail(svc, "REQ-2026-0004", "register failed", "erasure-REQ-2026-0004")
     assert svc.registry.get("REQ-2026-0004").status.value == "failed"  # type: ignore[union-attr]
     assert svc.ledger.show("REQ-2026-0004")[-1].kind is RecordKind.FAILED
+
+
+def nightly_crm_sync(svc: Services) -> None:
+    """The crm_ingest DAG's load: the CRM's export still lists everyone, the subject too."""
+    customers = svc.catalog.by_name("crm.customers")
+    ingest_crm_export(
+        svc.settings.crm_export or "",
+        engine=svc.warehouse.engine("warehouse"),
+        table=customers.name,
+        identifier_columns=identifier_columns(svc.catalog, customers),
+        peppers=svc.peppers.all_versions(),
+        suppression=svc.suppression,
+    )
+
+
+def test_the_nightly_crm_sync_while_the_dpo_decides_brings_nobody_back(
+    svc: Services, tmp_path: Path
+) -> None:
+    """Rows are erased at once, the DPO may answer days later: the subject is tombstoned
+    before any row goes, so the sync in between keeps them out and verify passes."""
+    ref = "REQ-2026-0009"
+    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    plan = workflow.plan_request(svc, ref)
+    first = workflow.items_for(plan, Action.ERASE_ROWS)[0]
+    with pytest.raises(workflow.NotYet, match="tombstone"):
+        workflow.erase(svc, ref, first)  # the DAG reschedules it until the tombstone is in
+    workflow.tombstone(svc, ref)
+    for name in workflow.items_for(plan, Action.ERASE_ROWS):
+        workflow.erase(svc, ref, name)
+    for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
+        workflow.shred(svc, ref, name)
+    for name in workflow.items_for(plan, Action.REBUILD):
+        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
+
+    nightly_crm_sync(svc)  # 02:00, the prompts still open
+
+    for item in workflow.pending_escalations(svc, ref):
+        workflow.rule(svc, ref, item.dataset["name"], ANSWERS[item.dataset["name"]])
+    for name in workflow.items_for(plan, Action.AGGREGATE_OK):
+        workflow.confirm_aggregate(svc, ref, name)
+    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
+    assert workflow.verify(svc, ref)["passed"]
+    crm = tmp_path / "demo" / "warehouse.crm.db"
+    assert rows(crm, "SELECT COUNT(*) FROM customers WHERE id = 'C0001'") == 0
+
+
+@pytest.mark.parametrize("outage", ["unpark", "destroy_secrets"])
+def test_a_completion_that_failed_for_good_completes_once_cleared(
+    svc: Services, outage: str
+) -> None:
+    """Vault was down through every try of `complete` (before the record was signed, or
+    after), so the request was marked failed: clearing the task closes it all the same."""
+    ref, run_id = "REQ-2026-0005", "erasure-REQ-2026-0005"
+    conf = {**CONF, "request_ref": ref, "identifier": "nobody@example.org"}
+    workflow.register(svc, conf, run_id)
+    workflow.plan_request(svc, ref)
+    workflow.tombstone(svc, ref)
+    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
+    workflow.verify(svc, ref)
+    down_once(svc.registry, outage)
+    with pytest.raises(VaultError):
+        workflow.complete(svc, ref)
+    failure_callback(svc, ref, run_id)
+    assert svc.registry.get(ref).status.value == "failed"  # type: ignore[union-attr]
+
+    record = workflow.complete(svc, ref)  # the DPO clears the failed task
+
+    assert record.status is RecordStatus.COMPLETE
+    assert svc.registry.get(ref).status.value == "complete"  # type: ignore[union-attr]
+    kinds = [r.kind for r in svc.ledger.show(ref)]
+    assert kinds.count(RecordKind.COMPLETED) == 1
+    with pytest.raises(ErasureError):
+        svc.registry.unpark(ref)
+
+
+def test_a_dry_run_interrupted_before_its_identifier_was_destroyed_destroys_it_once_cleared(
+    svc: Services,
+) -> None:
+    ref, run_id = "REQ-2026-0006", "erasure-REQ-2026-0006"
+    workflow.register(svc, {**CONF, "request_ref": ref, "dry_run": True}, run_id)
+    down_once(svc.registry, "destroy_secrets")
+    with pytest.raises(VaultError):
+        workflow.plan_request(svc, ref)
+    failure_callback(svc, ref, run_id)
+
+    workflow.plan_request(svc, ref)  # the DPO clears the failed plan task
+
+    with pytest.raises(ErasureError):
+        svc.registry.unpark(ref)  # a dry run keeps no identifier
+    assert svc.registry.get(ref).status.value == "planned"  # type: ignore[union-attr]
+
+
+def test_a_plan_interrupted_before_citing_a_standing_ruling_cites_it_once_cleared(
+    svc: Services,
+) -> None:
+    embeddings = svc.catalog.by_name("ml.customer_embeddings").ref
+    svc.rulings.record(
+        Ruling.for_dataset(
+            embeddings,
+            request_ref=None,
+            option=RulingOption.REBUILD_BY_DATE,
+            scheduled_by=date(2099, 1, 1),
+            author_id="dana",
+            author_name="Dana DPO",
+            justification="retrained every quarter",
+            standing_until=date(2099, 1, 1),
+            decided_at=datetime(2026, 1, 5, tzinfo=UTC),
+        )
+    )
+    ref, run_id = "REQ-2026-0007", "erasure-REQ-2026-0007"
+    workflow.register(svc, {**CONF, "request_ref": ref}, run_id)
+    down_once(svc.rulings, "standing_for", StoreError("the erasure store is unreachable"))
+    with pytest.raises(StoreError):
+        workflow.plan_request(svc, ref)
+    failure_callback(svc, ref, run_id)
+
+    workflow.plan_request(svc, ref)  # the DPO clears the failed plan task
+
+    pending = [i.dataset["name"] for i in workflow.pending_escalations(svc, ref)]
+    assert "ml.customer_embeddings" not in pending  # the DPO is not asked again
+    assert "crm.addresses" in pending
+    kinds = [r.kind for r in svc.ledger.show(ref)]
+    assert kinds.count(RecordKind.ESCALATED) == 1
+
+
+def test_a_registration_interrupted_before_its_received_record_writes_it_once_cleared(
+    svc: Services,
+) -> None:
+    ref, run_id = "REQ-2026-0008", "erasure-REQ-2026-0008"
+    conf = {**CONF, "request_ref": ref}
+    down_once(svc.ledger, "append")
+    with pytest.raises(VaultError):
+        workflow.register(svc, conf, run_id)
+    failure_callback(svc, ref, run_id)
+
+    workflow.register(svc, conf, run_id)  # cleared: the conf still holds the identifier
+    workflow.register(svc, conf, "manual__second")  # a second submission adds nothing
+
+    received = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.RECEIVED]
+    assert len(received) == 1
+    assert received[0].body["run_id"] == run_id
+
+
+def test_a_ruling_interrupted_before_it_was_signed_is_recorded_once(svc: Services) -> None:
+    ref = "REQ-2026-0010"
+    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    workflow.plan_request(svc, ref)
+    name = "recs.customer_recommendations"
+    down_once(svc.ledger, "append")
+    with pytest.raises(VaultError):
+        workflow.rule(svc, ref, name, ANSWERS[name])
+
+    workflow.rule(svc, ref, name, ANSWERS[name])  # record_rulings' retry
+
+    ruled = [r.dataset_name for r in svc.rulings.for_request(ref)]
+    assert ruled.count(name) == 1  # the completion record lists the DPO's decision once
+    decided = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.DECIDED]
+    assert len(decided) == 1
