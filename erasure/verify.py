@@ -71,7 +71,7 @@ def recount(
         found = ", ".join(f"{r.dataset}: {r.found} row(s)" for r in failed)
         raise VerificationFailed(
             f"the subject is still found in {len(failed)} dataset(s) after the act step "
-            f"({found}; expected 0). Re-run their erase_rows/rebuild, then verify again",
+            f"({found}; expected 0). Erase or rebuild them again, then verify again",
             recounts,
         )
     return recounts

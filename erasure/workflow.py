@@ -450,6 +450,8 @@ def verify(
         checks.append(
             _check(count.dataset, "recount", f"{count.found} row(s) of the subject", count.ok)
         )
+        if not count.ok:
+            _reopen(svc, ref, plan, count.dataset, count.found)
     for item in plan.items:
         status = svc.registry.action_status(ref, _ref(item), item.action)
         checks.append(
@@ -532,12 +534,40 @@ def verify(
     svc.registry.record_action(ref, _VERIFICATION, _VERIFY, status, result)
     if not passed:
         failed = [f"{c['target']} ({c['check']}: {c['result']})" for c in checks if not c["passed"]]
+        reopened = [c["target"] for c in checks if c["check"] == "recount" and not c["passed"]]
         raise VerificationFailed(
             f"request {ref}: verification failed on {len(failed)} check(s): "
-            + "; ".join(failed[:10]),
+            + "; ".join(failed[:10])
+            + (
+                f". The subject was found again in {', '.join(reopened)}: their erase/rebuild "
+                "is reopened, so clearing those tasks (with downstream) acts on them again"
+                if reopened
+                else ""
+            ),
             failed,
         )
     return result
+
+
+def _reopen(svc: Services, ref: str, plan: Plan, dataset: str, found: int) -> None:
+    """Mark a done erase/rebuild as failed again, keeping its evidence: a cleared task then
+    acts instead of returning what it did before the subject's rows came back."""
+    for item in plan.items:
+        if item.dataset["name"] != dataset or item.action not in (
+            Action.ERASE_ROWS,
+            Action.REBUILD,
+        ):
+            continue
+        earlier = _done(svc, ref, item)
+        if earlier is not None:
+            earlier.pop("already_done", None)
+            svc.registry.record_action(
+                ref,
+                _ref(item),
+                item.action,
+                ActionStatus.FAILED,
+                {"error": "found again by verify", "found": found, "earlier": earlier},
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -718,18 +748,35 @@ def _done(svc: Services, ref: str, item: PlanItem) -> dict[str, Any] | None:
 def _run(
     svc: Services, ref: str, item: PlanItem, act: Callable[[], BaseModel | dict[str, Any]]
 ) -> dict[str, Any]:
+    reopened = _reopened(svc, ref, item)
     svc.registry.record_action(ref, _ref(item), item.action, ActionStatus.PENDING)
     try:
         result = act()
     except Exception as exc:
         svc.registry.record_action(
-            ref, _ref(item), item.action, ActionStatus.FAILED, {"error": type(exc).__name__}
+            ref,
+            _ref(item),
+            item.action,
+            ActionStatus.FAILED,
+            {"error": type(exc).__name__, **reopened},
         )
         raise
     evidence = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    evidence = {**evidence, **reopened}
     svc.registry.record_action(ref, _ref(item), item.action, ActionStatus.DONE, evidence)
     log.info("request %s: %s %s done", ref, item.action.value, item.dataset["name"])
     return evidence
+
+
+def _reopened(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
+    """What verify found undone, with the first act's evidence: kept on record when redone."""
+    for a in svc.registry.actions(ref):
+        if a.dataset == dataset_label(_ref(item)) and a.action == item.action.value:
+            if "reopened" in a.evidence:  # a redo that failed: still the same finding
+                return {"reopened": a.evidence["reopened"]}
+            if "earlier" in a.evidence:
+                return {"reopened": a.evidence}
+    return {}
 
 
 def _require_done(svc: Services, ref: str, plan: Plan, names: list[str], what: str) -> None:

@@ -385,3 +385,33 @@ def test_a_ruling_interrupted_before_it_was_signed_is_recorded_once(svc: Service
     assert ruled.count(name) == 1  # the completion record lists the DPO's decision once
     decided = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.DECIDED]
     assert len(decided) == 1
+
+
+def test_rows_found_again_by_verify_are_erased_again_once_cleared(
+    svc: Services, tmp_path: Path
+) -> None:
+    """A writer outside the CRM sync puts an order of the subject back after the erasure:
+    verify fails and reopens that erasure, so clearing it acts again (not the old evidence)."""
+    ref = "REQ-2026-0011"
+    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    workflow.plan_request(svc, ref)
+    act(svc, ref)
+    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
+    with sqlite3.connect(tmp_path / "demo" / "warehouse.crm.db") as conn:
+        conn.execute("INSERT INTO orders VALUES (99001, 'C0001', 1, 12.5, '2026-12-01', '2026-12')")
+
+    with pytest.raises(VerificationFailed, match="found again in crm.orders: their erase"):
+        workflow.verify(svc, ref)
+    failure_callback(svc, ref, f"erasure-{ref}")  # verify failed for good
+    with pytest.raises(ErasureError, match="not verified"):
+        workflow.complete(svc, ref)
+
+    redone = workflow.erase(svc, ref, "crm.orders")  # the cleared erase_rows task
+
+    assert redone["rows_deleted"] == 1 and redone["already_done"] is False
+    assert redone["reopened"]["found"] == 1
+    assert redone["reopened"]["earlier"]["rows_deleted"] == 3  # the first act stays on record
+    assert workflow.verify(svc, ref)["passed"]
+    record = workflow.complete(svc, ref)
+    orders = next(a for a in record.body["artefacts"] if a["dataset"] == "crm.orders")
+    assert orders["evidence"]["reopened"]["earlier"]["rows_deleted"] == 3
