@@ -31,19 +31,22 @@ POLL_SECONDS = 3
 
 
 def trigger_dag(settings: Settings, request_ref: str, attempt: int, map_index: int) -> TriggerDag:
-    """A callable that runs one rematerialisation DAG to its end and says how it ended.
-
-    The run id names the rebuild task (`map_index`) too: two artefacts the same DAG builds
-    each need their own run, after their own upstreams.
-    """
+    """A callable that runs one rematerialisation DAG to its end and says how it ended."""
 
     def run(dag_id: str) -> RunOutcome:
         if settings.airflow_access == "inprocess":
             return _run_in_process(dag_id)
-        run_id = f"erasure-{request_ref}-{dag_id}-{map_index}-try{attempt}"
+        run_id = rematerialisation_run_id(request_ref, dag_id, map_index, attempt)
         return _run_over_rest(settings, dag_id, run_id)
 
     return run
+
+
+def rematerialisation_run_id(request_ref: str, dag_id: str, map_index: int, attempt: int) -> str:
+    """One run per rebuild task and try: a task that lost its worker finds its own run again
+    (409, then waits for it), and two artefacts the same DAG builds never share a run (the
+    second would take the first's, finished before its own upstreams were)."""
+    return f"erasure-{request_ref}-{dag_id}-{map_index}-try{attempt}"
 
 
 def task_token(settings: Settings, target: str, purpose: str = "scrub") -> str:

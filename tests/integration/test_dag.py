@@ -3,7 +3,6 @@ estate on SQLite and on Postgres; prompts answered programmatically as the DPO w
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -11,12 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
 from demo.runner import REPO, erasure_environment, load_decisions, run_erasure
-from erasure.config import Settings
 from erasure.demo.embedded import open_demo
 from erasure.demo.seed import DEMO_SUBJECT
 from erasure.keys.vault import EmbeddedOpenBao
@@ -185,37 +182,12 @@ def test_a_rejected_submission_keeps_no_identifier(estate: Any, airflow_db: Path
 def test_artefacts_rebuilt_by_one_dag_each_get_their_own_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Two rebuild tasks whose artefacts the same DAG builds (first try each): each triggers
-    its own run, after its own upstreams, instead of taking the other's earlier run."""
+    """The rematerialisation run a rebuild task triggers over REST: its own per artefact
+    (map index), the same again when the task's try is re-run, a new one for the next try."""
     monkeypatch.syspath_prepend(str(REPO / "dags"))
-    import erasure_airflow
+    from erasure_airflow import rematerialisation_run_id as run_id
 
-    runs: dict[str, str] = {}  # Airflow's runs of build_marts: run id -> state
-
-    def airflow(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/auth/token":
-            return httpx.Response(200, json={"access_token": "token"})
-        if request.method == "POST":
-            run_id = json.loads(request.content)["dag_run_id"]
-            if run_id in runs:
-                return httpx.Response(409)
-            runs[run_id] = "success"
-            return httpx.Response(200, json={"dag_run_id": run_id})
-        return httpx.Response(200, json={"state": runs[request.url.path.rsplit("/", 1)[1]]})
-
-    client = httpx.Client
-    monkeypatch.setattr(
-        httpx, "Client", lambda **kw: client(transport=httpx.MockTransport(airflow), **kw)
-    )
-    settings = Settings(
-        airflow_access="rest",
-        airflow_api_url="http://airflow.test",
-        airflow_api_user="erasure",
-        airflow_api_password="secret",
-    )
-    outcomes = [
-        erasure_airflow.trigger_dag(settings, "REQ-1", 1, map_index)("build_marts")
-        for map_index in (0, 1)  # the rebuild tasks of two artefacts
-    ]
-    assert len(runs) == 2
-    assert outcomes[0].run_id != outcomes[1].run_id
+    first, second = (run_id("REQ-1", "build_marts", index, 1) for index in (0, 1))
+    assert first != second
+    assert run_id("REQ-1", "build_marts", 0, 1) == first
+    assert run_id("REQ-1", "build_marts", 0, 2) != first

@@ -400,7 +400,7 @@ def test_rows_found_again_by_verify_are_erased_again_once_cleared(
     with sqlite3.connect(tmp_path / "demo" / "warehouse.crm.db") as conn:
         conn.execute("INSERT INTO orders VALUES (99001, 'C0001', 1, 12.5, '2026-12-01', '2026-12')")
 
-    with pytest.raises(VerificationFailed, match="found again in crm.orders: their erase"):
+    with pytest.raises(VerificationFailed, match=r"found again in crm\.orders: their erase"):
         workflow.verify(svc, ref)
     failure_callback(svc, ref, f"erasure-{ref}")  # verify failed for good
     with pytest.raises(ErasureError, match="not verified"):
