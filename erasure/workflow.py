@@ -322,9 +322,13 @@ def shred(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
 
     def act() -> dict[str, Any]:
         keys = []
+        earlier = _shredded_for_others(svc, ref, item)
         for key_hash in _identity_hashes(svc, ref):
             if svc.keystore.exists(key_hash):
                 keys.append(svc.cipher.shred(key_hash).model_dump(mode="json"))
+            elif svc.keystore.key_id(key_hash) in earlier:
+                # The subject's key also sealed another dataset and went with it: cite that.
+                keys.append(earlier[svc.keystore.key_id(key_hash)])
         now = datetime.now(UTC)
         expiry = max(
             (date.fromisoformat(k["snapshot_expiry_date"]) for k in keys),
@@ -340,6 +344,25 @@ def shred(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
         }
 
     return _run(svc, ref, item, act)
+
+
+def _shredded_for_others(svc: Services, ref: str, item: PlanItem) -> dict[str, dict[str, Any]]:
+    """Keys this request's other crypto-shreds destroyed, by key id, as this shred cites them."""
+    cited: dict[str, dict[str, Any]] = {}
+    for action in svc.registry.actions(ref):
+        if (
+            action.action == Action.CRYPTO_SHRED.value
+            and action.status is ActionStatus.DONE
+            and action.dataset != dataset_label(_ref(item))
+        ):
+            for key in action.evidence.get("keys", []):
+                if not key["already_absent"]:
+                    cited[key["key_id"]] = {
+                        **key,
+                        "already_absent": True,
+                        "destroyed_with": action.dataset,
+                    }
+    return cited
 
 
 def confirm_aggregate(svc: Services, ref: str, dataset: str) -> dict[str, Any]:

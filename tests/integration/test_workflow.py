@@ -415,3 +415,55 @@ def test_rows_found_again_by_verify_are_erased_again_once_cleared(
     record = workflow.complete(svc, ref)
     orders = next(a for a in record.body["artefacts"] if a["dataset"] == "crm.orders")
     assert orders["evidence"]["reopened"]["earlier"]["rows_deleted"] == 3
+
+
+REPLICA = """
+  - namespace: warehouse
+    name: archive.events_replica
+    connection: warehouse
+    kind: file
+    storage: immutable
+    encryption: per_subject
+    retention_days: 2555
+    columns: [id, subject_hash, payload]
+    owner: compliance
+"""
+
+
+def test_a_key_that_sealed_two_datasets_is_cited_by_the_second_shred(
+    tmp_path: Path, openbao: EmbeddedOpenBao
+) -> None:
+    """One per-subject key seals the archive and its WORM replica: the first shred destroys
+    it, the second cites that destruction instead of reporting no key at all."""
+    settings = open_demo(tmp_path / "demo", openbao)
+    catalog = tmp_path / "demo" / "catalog.yaml"
+    text = catalog.read_text()
+    catalog.write_text(
+        text.replace(
+            "\n  - namespace: warehouse\n    name: backup.crm_nightly",
+            REPLICA + "\n  - namespace: warehouse\n    name: backup.crm_nightly",
+            1,
+        )
+    )
+    (tmp_path / "demo" / "sql" / "archive.events_replica.sql").write_text(
+        "SELECT e.id AS id, e.subject_hash AS subject_hash, e.payload AS payload "
+        "FROM archive.customer_events AS e"
+    )
+    with Services.open(settings) as svc:
+        ref = "REQ-2026-0012"
+        workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+        plan = workflow.plan_request(svc, ref)
+        assert workflow.items_for(plan, Action.CRYPTO_SHRED) == [
+            "archive.customer_events",
+            "archive.events_replica",
+        ]
+
+        first = workflow.shred(svc, ref, "archive.customer_events")
+        second = workflow.shred(svc, ref, "archive.events_replica")
+
+    assert first["keys_shredded"] == 1 and second["keys_shredded"] == 0
+    [destroyed] = first["keys"]
+    [cited] = second["keys"]
+    assert cited["key_id"] == destroyed["key_id"] and cited["already_absent"] is True
+    assert cited["destroyed_with"] == "warehouse/archive.customer_events"
+    assert second["snapshot_expiry_date"] == first["snapshot_expiry_date"]
