@@ -20,7 +20,7 @@ from erasure.actions.rebuild import RunOutcome, empty_before_rebuild, rebuild
 from erasure.actions.transaction import describe_failure, transaction
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.catalog import Catalog
-from erasure.errors import ErasureError, VerificationFailed
+from erasure.errors import ErasureError, RebuildFailed, VerificationFailed
 from erasure.kanon import measure_k
 from erasure.lineage.event_store import EventStore
 from erasure.lineage.openlineage import RunEvent
@@ -305,7 +305,15 @@ def rebuild_artefact(
 
     def act() -> BaseModel:
         emptied = empty_before_rebuild(svc.catalog, svc.warehouse, plan, dataset)
-        evidence = rebuild(svc.catalog, svc.warehouse, dataset, trigger_dag=trigger_dag)
+        try:
+            evidence = rebuild(svc.catalog, svc.warehouse, dataset, trigger_dag=trigger_dag)
+        except RebuildFailed as exc:
+            if not emptied:
+                raise
+            raise RebuildFailed(
+                f"{exc}. Its feedback loop ({', '.join(emptied)}) was emptied first and stays "
+                "empty for everyone until this rebuild succeeds: fix the cause and clear the task"
+            ) from None
         return evidence.model_copy(
             update={"emptied_first": dataset in emptied or evidence.emptied_first}
         )

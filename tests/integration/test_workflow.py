@@ -467,3 +467,30 @@ def test_a_key_that_sealed_two_datasets_is_cited_by_the_second_shred(
     assert cited["key_id"] == destroyed["key_id"] and cited["already_absent"] is True
     assert cited["destroyed_with"] == "warehouse/archive.customer_events"
     assert second["snapshot_expiry_date"] == first["snapshot_expiry_date"]
+
+
+def test_a_loop_rebuild_that_fails_says_the_loop_is_empty_and_a_clear_refills_it(
+    svc: Services, tmp_path: Path
+) -> None:
+    ref = "REQ-2026-0013"
+    marts = tmp_path / "demo" / "warehouse.marts.db"
+    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    plan = workflow.plan_request(svc, ref)
+    workflow.tombstone(svc, ref)
+    for name in workflow.items_for(plan, Action.ERASE_ROWS):
+        workflow.erase(svc, ref, name)
+    workflow.rebuild_artefact(svc, ref, "marts.customer_ltv", trigger(svc))
+    with sqlite3.connect(marts) as conn:  # the loop's upstream goes missing (an outage)
+        conn.execute("ALTER TABLE customer_ltv RENAME TO customer_ltv_away")
+
+    with pytest.raises(ErasureError, match=r"feedback loop \(marts\.customer_segments, marts"):
+        workflow.rebuild_artefact(svc, ref, "marts.customer_segments", trigger(svc))
+    assert rows(marts, "SELECT COUNT(*) FROM segment_history") == 0  # as the error says
+
+    with sqlite3.connect(marts) as conn:
+        conn.execute("ALTER TABLE customer_ltv_away RENAME TO customer_ltv")
+    for name in ("marts.customer_segments", "marts.segment_history"):  # the cleared tasks
+        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
+    others = rows(marts, "SELECT COUNT(*) FROM customer_ltv")
+    assert rows(marts, "SELECT COUNT(*) FROM customer_segments") == others
+    assert rows(marts, "SELECT COUNT(*) FROM segment_history") == others
