@@ -31,6 +31,7 @@ from erasure.planner import DEFAULT_MAX_NODES, SUPPRESSION_LIST, plan_erasure
 from erasure.pseudonym import Pepper, subject_hash
 from erasure.requests import (
     SCRUBBED,
+    ActionRecord,
     ActionStatus,
     ErasureRequest,
     ParkedSecret,
@@ -766,14 +767,25 @@ def _ref(item: PlanItem) -> DatasetRef:
     return DatasetRef(item.dataset["namespace"], item.dataset["name"])
 
 
+def _logged(svc: Services, ref: str, item: PlanItem) -> ActionRecord | None:
+    """The item's entry in the request's action log, if it ever started."""
+    label = dataset_label(_ref(item))
+    return next(
+        (
+            a
+            for a in svc.registry.actions(ref)
+            if a.dataset == label and a.action == item.action.value
+        ),
+        None,
+    )
+
+
 def _done(svc: Services, ref: str, item: PlanItem) -> dict[str, Any] | None:
     """The recorded evidence if this action already succeeded (a retry does not act twice)."""
-    if svc.registry.action_status(ref, _ref(item), item.action) is not ActionStatus.DONE:
+    record = _logged(svc, ref, item)
+    if record is None or record.status is not ActionStatus.DONE:
         return None
-    for record in svc.registry.actions(ref):
-        if record.dataset == dataset_label(_ref(item)) and record.action == item.action.value:
-            return {**record.evidence, "already_done": True}
-    return None
+    return {**record.evidence, "already_done": True}
 
 
 def _run(
@@ -801,13 +813,12 @@ def _run(
 
 def _reopened(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
     """What verify found undone, with the first act's evidence: kept on record when redone."""
-    for a in svc.registry.actions(ref):
-        if a.dataset == dataset_label(_ref(item)) and a.action == item.action.value:
-            if "reopened" in a.evidence:  # a redo that failed: still the same finding
-                return {"reopened": a.evidence["reopened"]}
-            if "earlier" in a.evidence:
-                return {"reopened": a.evidence}
-    return {}
+    record = _logged(svc, ref, item)
+    if record is None:
+        return {}
+    if "reopened" in record.evidence:  # a redo that failed: still the same finding
+        return {"reopened": record.evidence["reopened"]}
+    return {"reopened": record.evidence} if "earlier" in record.evidence else {}
 
 
 def _require_done(svc: Services, ref: str, plan: Plan, names: list[str], what: str) -> None:

@@ -89,8 +89,8 @@ def rebuild_order(plan: Plan) -> list[str]:
     artefact is rebuilt from an upstream still holding the subject. Members of one *feedback*
     cycle (`plan.cycles`, kind "feedback") read each other's previous output, so no order puts
     them after one another: they are exempt from the check, and every member must instead be
-    emptied (`empty_feedback_cycles`, `DELETE FROM`) before any of them is rebuilt, or the
-    loop would carry the subject's data back in. `rebuild_all` does both.
+    emptied (`empty_before_rebuild`, `DELETE FROM`) before the first of them is rebuilt, or
+    the loop would carry the subject's data back in. `rebuild_all` does both.
     """
     items = [i for i in plan.items if i.action is Action.REBUILD]
     rebuilt = {i.dataset["name"] for i in items}
@@ -118,12 +118,6 @@ def rebuild_order(plan: Plan) -> list[str]:
         done.add(name)
         order.append(name)
     return order
-
-
-def empty_feedback_cycles(catalog: Catalog, warehouse: Warehouse, plan: Plan) -> list[str]:
-    """Empty every rebuilt member of a feedback cycle, so no rebuild reads the subject back."""
-    cycle_of = _feedback_cycles(plan)
-    return _empty(catalog, warehouse, [n for n in rebuild_order(plan) if n in cycle_of])
 
 
 def empty_before_rebuild(
@@ -167,11 +161,11 @@ def rebuild_all(
     *,
     trigger_dag: TriggerDag | None,
 ) -> list[RebuildEvidence]:
-    """Empty feedback cycles, then rebuild every rebuild item in checked lineage order."""
-    order = rebuild_order(plan)
-    emptied = set(empty_feedback_cycles(catalog, warehouse, plan))
+    """Rebuild every rebuild item in checked lineage order, each as a rebuild task does."""
+    emptied: set[str] = set()
     evidence = []
-    for name in order:
+    for name in rebuild_order(plan):
+        emptied.update(empty_before_rebuild(catalog, warehouse, plan, name))
         done = rebuild(catalog, warehouse, name, trigger_dag=trigger_dag)
         evidence.append(done.model_copy(update={"emptied_first": name in emptied}))
     return evidence

@@ -11,7 +11,6 @@ from erasure.actions.rebuild import (
     RebuildFailed,
     RunOutcome,
     empty_before_rebuild,
-    empty_feedback_cycles,
     rebuild,
     rebuild_all,
     rebuild_order,
@@ -277,7 +276,9 @@ def test_the_loop_is_emptied_before_its_first_member_only(tmp_path: Path) -> Non
 def test_emptying_skips_missing_tables(tmp_path: Path) -> None:
     catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS[:4])
 
-    assert empty_feedback_cycles(catalog, warehouse, LOOP_PLAN) == ["marts.seen_history"]
+    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "marts.seen") == [
+        "marts.seen_history"
+    ]
     assert count(warehouse, "marts.seen_history") == 0
 
 
