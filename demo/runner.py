@@ -36,12 +36,6 @@ def airflow_environment(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         # The trigger's audit-log row masks these keys from the start (DESIGN section 6).
         "AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES": "identifier,notes",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": (
-            "erasure.demo.embedded.SQLITE_METADATA_CONNECT_ARGS"
-        ),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": (
-            "erasure.demo.embedded.SQLITE_METADATA_CONNECT_ARGS_ASYNC"
-        ),
     }
 
 

@@ -19,12 +19,6 @@ from erasure.keys.vault import EmbeddedOpenBao, connect
 from erasure.pseudonym import normalise, subject_hash
 
 ARCHIVE = "archive.customer_events"
-# Airflow's SQLite metadata DB (demo and `make up`): scheduler, triggerer, DAG processor, API
-# server and task workers all write to one file, and SQLite's default 5 s busy timeout turns a
-# slow writer on a loaded machine into "database is locked" (a 500 for the DPO answering a
-# prompt). Airflow imports these by name: [database] sql_alchemy_connect_args(_async).
-SQLITE_METADATA_CONNECT_ARGS = {"timeout": 60.0}
-SQLITE_METADATA_CONNECT_ARGS_ASYNC = {"timeout": 60.0}
 
 
 def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:

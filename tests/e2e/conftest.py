@@ -32,7 +32,7 @@ POLL_SECONDS = 2.0
 # person never answers that fast; the tests wait this long after first seeing a prompt.
 PROMPT_SETTLE_SECONDS = 8.0
 STOP_GRACE_SECONDS = 15.0  # then SIGKILL: nothing of a throwaway stack needs saving
-ANSWER_ATTEMPTS = 3  # an answer the API server fails (500) this often fails the test
+ANSWER_ATTEMPTS = 3  # a call the API server fails (500, timeout) this often fails the test
 SERVER_ERROR_ID = re.compile(r"look for ID (\w+)")
 HITL_PARAMS = ("justification", "scheduled_by", "exemption", "standing_until")
 
@@ -97,31 +97,55 @@ class AirflowApi:
     def close(self) -> None:
         self.client.close()
 
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One call, sent again after a server error or a timeout, as a person would retry.
+
+        Airflow on SQLite answers "database is locked" under load with a 500 (rolled back, so
+        safe to resend); the failure message then carries the API server's log of it.
+        """
+        errors: list[str] = []
+        while True:
+            try:
+                response = self.client.request(method, path, **kwargs)
+            except httpx.TimeoutException as exc:
+                errors.append(f"{method} {path}: {exc!r}")
+            else:
+                if not response.is_server_error:
+                    return response
+                errors.append(f"{method} {path}: {response.text}\n{self.server_log(response.text)}")
+            assert len(errors) < ANSWER_ATTEMPTS, "\n\n".join(errors)
+            time.sleep(POLL_SECONDS)
+
     def trigger(self, run_id: str, conf: Mapping[str, Any]) -> dict[str, Any]:
         """Submit the trigger form's values; the run's JSON."""
-        response = self.client.post(
+        response = self._send(
+            "POST",
             f"/api/v2/dags/{ERASURE_DAG}/dagRuns",
             json={"dag_run_id": run_id, "logical_date": None, "conf": dict(conf)},
         )
+        if response.status_code == 409:  # a resent trigger whose first try did create it
+            return self.run(run_id)
         assert response.status_code == 200, response.text
         return dict(response.json())
 
     def run(self, run_id: str) -> dict[str, Any]:
-        response = self.client.get(f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}")
+        response = self._send("GET", f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}")
         response.raise_for_status()
         return dict(response.json())
 
     def task_instances(self, run_id: str) -> list[dict[str, Any]]:
-        response = self.client.get(
-            f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}/taskInstances", params={"limit": 100}
+        response = self._send(
+            "GET",
+            f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}/taskInstances",
+            params={"limit": 100},
         )
         response.raise_for_status()
         return list(response.json()["task_instances"])
 
     def pending_prompts(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Unanswered HITL prompts whose task is parked waiting for the answer."""
-        response = self.client.get(
-            "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"}
+        response = self._send(
+            "GET", "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"}
         )
         response.raise_for_status()
         return [
@@ -158,15 +182,21 @@ class AirflowApi:
             if now - self._first_seen.setdefault(key, now) < PROMPT_SETTLE_SECONDS:
                 continue
             dataset = prompt["subject"].removeprefix(PROMPT_PREFIX)
-            response = self.answer(prompt, decisions.get(dataset) or decisions["default"])
-            if response.is_server_error:
-                # The prompt stays pending: like the DPO clicking again, the next poll retries.
-                errors = self._server_errors.setdefault(key, [])
-                errors.append(f"{dataset}: {response.text}\n{self.server_log(response.text)}")
-                assert len(errors) < ANSWER_ATTEMPTS, "\n\n".join(errors)
-                continue
-            assert response.status_code == 200, f"{dataset}: {response.text}"
-            answered.append(dataset)
+            try:
+                response = self.answer(prompt, decisions.get(dataset) or decisions["default"])
+            except httpx.TimeoutException as exc:
+                failure = repr(exc)
+            else:
+                if not response.is_server_error:
+                    assert response.status_code == 200, f"{dataset}: {response.text}"
+                    answered.append(dataset)
+                    continue
+                failure = f"{response.text}\n{self.server_log(response.text)}"
+            # An answer not saved leaves the prompt pending: like the DPO clicking again, the
+            # next poll answers it again (a saved one is no longer pending).
+            errors = self._server_errors.setdefault(key, [])
+            errors.append(f"{dataset}: {failure}")
+            assert len(errors) < ANSWER_ATTEMPTS, "\n\n".join(errors)
         return answered
 
     def server_log(self, error: str) -> str:
