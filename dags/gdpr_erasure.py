@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param, dag, get_current_context, task
@@ -20,7 +20,9 @@ from airflow.sdk import Param, dag, get_current_context, task
 from erasure.config import Settings
 from erasure.requests import LEGAL_GROUNDS
 from erasure.rulings import EXEMPTIONS
-from erasure.workflow import DPO_OPTIONS
+
+if TYPE_CHECKING:
+    from erasure.rulings import DpoAnswer
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,37 @@ def _record_failure(context: Any) -> None:
             workflow.fail(svc, str(ref), f"run {ti.run_id}: task {ti.task_id} failed", ti.run_id)
     except Exception:  # the run failed already: never hide that behind the callback's error
         log.exception("could not record the failure of request %s", ref)
+
+
+def dpo_answer(hitl: dict[str, Any]) -> DpoAnswer:
+    """An Airflow HITL answer (chosen option label, params, who, when) as the domain's answer."""
+    from pydantic import ValidationError
+
+    from erasure.errors import describe_invalid
+    from erasure.rulings import DpoAnswer, RulingError, option_for_label
+
+    chosen = list(hitl.get("chosen_options") or [])
+    if len(chosen) != 1:
+        raise RulingError("the answer must choose exactly one option")
+    params = dict(hitl.get("params_input") or {})
+    user = dict(hitl.get("responded_by_user") or {})
+    responded = hitl.get("responded_at")
+    try:
+        return DpoAnswer(
+            option=option_for_label(str(chosen[0])),
+            author_id=str(user.get("id") or "unknown"),
+            author_name=str(user.get("name") or user.get("id") or "unknown"),
+            justification=str(params.get("justification") or ""),
+            exemption=params.get("exemption") or None,
+            scheduled_by=params.get("scheduled_by") or None,
+            standing_until=params.get("standing_until") or None,
+            decided_at=responded if responded else datetime.now(UTC),
+        )
+    except ValidationError as exc:
+        raise RulingError(
+            f"the DPO's answer cannot be read ({describe_invalid(exc, locations=True)}): clear "
+            "its dpo_decides prompt and the tasks after it, and answer again"
+        ) from None
 
 
 def _label(text: str) -> None:
@@ -153,6 +186,7 @@ def gdpr_erasure() -> None:
 
         from erasure import workflow
         from erasure.errors import SubjectError
+        from erasure.free_text import NamesSubject
         from erasure.requests import RequestError
 
         ctx = get_current_context()
@@ -160,7 +194,7 @@ def gdpr_erasure() -> None:
         with _services() as svc:
             try:
                 registration = workflow.register(svc, dict(ctx["params"]), run_id)
-            except (RequestError, SubjectError):
+            except (RequestError, SubjectError, NamesSubject):
                 # Rejected: nothing was parked, and the typed identifier must not stay in
                 # Airflow either. The DPO submits a corrected request as a new run.
                 discard(svc.settings, run_id)
@@ -267,11 +301,12 @@ def gdpr_erasure() -> None:
 
     # Airflow 3.3.2 can fail a prompt answered within about a second of it parking; a retry
     # asks again rather than failing the run.
+    # Each prompt brings its own options: a shared row is retained or deleted, a subject found
+    # nowhere is confirmed not held, a derived artefact gets the four of DESIGN section 3.
     dpo_decides = HITLOperator.partial(
         task_id="dpo_decides",
         retries=1,
         retry_delay=timedelta(seconds=5),
-        options=list(DPO_OPTIONS),
         params={
             "justification": Param(
                 "",
@@ -313,7 +348,7 @@ def gdpr_erasure() -> None:
         with _services() as svc:
             # By index: one answer per prompt, in the order the prompts were mapped.
             for index, name in enumerate(names):
-                workflow.rule(svc, ref, name, answers[index])
+                workflow.rule(svc, ref, name, dpo_answer(answers[index]))
         return len(names)
 
     @task(trigger_rule="none_failed", **RETRIES)

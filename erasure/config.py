@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     airflow_api_password: SecretStr | None = None
     # Key of the HMAC tokens tasks present to the plugin's scrub endpoint.
     task_token_key: SecretStr | None = None
+    # An action waiting for an earlier one of its request gives up, naming it, when that one
+    # failed and was not retried within the grace, or after the timeout whatever happened.
+    upstream_retry_grace_seconds: int = Field(default=120, ge=0)
+    upstream_wait_timeout_seconds: int = Field(default=6 * 3600, gt=0)
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -73,7 +73,7 @@ def ingest_crm_export(
     """
     path = Path(path)
     own_engine = isinstance(engine, str)
-    bound = sa.create_engine(engine) if isinstance(engine, str) else engine
+    bound = sa.create_engine(engine, hide_parameters=True) if isinstance(engine, str) else engine
     try:
         for _attempt in range(ATTEMPTS):
             flt = SuppressionFilter.from_list(suppression, identifier_columns, peppers)

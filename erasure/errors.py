@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 
 class ErasureError(Exception):
     """Root of every error this package raises on purpose."""
@@ -76,3 +78,13 @@ class VerificationFailed(ErasureError):
     def __init__(self, message: str, recounts: Sequence[Any]) -> None:
         super().__init__(message)
         self.recounts = recounts
+
+
+def describe_invalid(exc: ValidationError, *, locations: bool = False) -> str:
+    """A pydantic ValidationError as one line of clauses, never quoting the input given."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False):
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        loc = ".".join(str(p) for p in err.get("loc") or ())
+        parts.append(f"{loc}: {message}" if locations and loc else message)
+    return "; ".join(parts)

@@ -1,13 +1,14 @@
 """Find the subject: every dataset holding their rows, by normalised value, with identity
 expansion through datasets that carry several identifier types, and one-way references.
 
-Values found along the way live in memory only; what leaves this module (RootHit) carries
-types, column names and counts.
+Whether a stored value is the subject's is decided by `erasure.matching`, the same decision
+erase, verify and the CRM ingest filter use. Values found along the way live in memory only;
+what leaves this module (RootHit, SubjectSearch) carries types, column names and counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -16,15 +17,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
+from erasure.actions.transaction import statement_text
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, SubjectError, WarehouseError
-from erasure.model import RootHit, SubjectRef
+from erasure.matching import Matcher, exact_predicate, near_misses
+from erasure.model import NearMissCount, RootHit, SearchedColumns, SubjectRef, SubjectSearch
 from erasure.pseudonym import normalise
 from erasure.warehouse import Warehouse
-
-# Phone numbers are stored in any format; the SQL prefilter compares trailing digits and the
-# exact E.164 comparison happens on the few candidates in Python.
-_PHONE_SUFFIX_DIGITS = 7
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class Located:
     identifier_type: str
     columns: list[str]
     predicate: sa.ColumnElement[bool]
-    rows: int
+    rows: int  # -1: widened by a second identity or reference, recounted before returning
     via: str
     shared_referrers: int = 0
     shared_rows: int = 0
@@ -64,10 +63,11 @@ class Located:
 
 @dataclass
 class Location:
-    """Everything found for one subject."""
+    """Everything found for one subject; for a subject found nowhere, where it was looked for."""
 
     identities: set[Identity] = field(default_factory=set)
     located: dict[str, Located] = field(default_factory=dict)  # by dataset name
+    search: SubjectSearch | None = None  # set by locate() when nothing was found
 
     def roots(self) -> list[RootHit]:
         return [self.located[name].hit() for name in sorted(self.located)]
@@ -76,9 +76,7 @@ class Location:
 def delete_statement(warehouse: Warehouse, located: Located) -> str:
     """The DELETE that erases the subject's rows, as SQL text with placeholders, no values."""
     statement = sa.delete(_table(warehouse, located.dataset)).where(located.predicate)
-    engine = warehouse.engine(located.dataset.connection or "")
-    sql = statement.compile(engine, compile_kwargs={"render_postcompile": True})
-    return " ".join(str(sql).split())
+    return statement_text(statement, warehouse.engine(located.dataset.connection or "").dialect)
 
 
 def normalise_subject(catalog: Catalog, subject: SubjectRef) -> Identity:
@@ -99,33 +97,97 @@ def locate(catalog: Catalog, warehouse: Warehouse, subject: SubjectRef) -> Locat
     """Find every row of the subject, expanding identity until nothing new appears."""
     start = normalise_subject(catalog, subject)
     location = Location(identities={start})
-    pending = [start]
-    origin: dict[Identity, str] = {start: "request"}
-    holders = [ds for ds in catalog.datasets if ds.holds_subject]
+    pending = [(start, "request")]
     while pending:
-        identity = pending.pop()
-        for ds in holders:
-            columns = ds.holds_subject.get(identity.type)
-            if not columns or warehouse.table(ds) is None:
-                continue
-            with warehouse.connect(ds) as conn:
-                table = _table(warehouse, ds)
-                predicate = match_identity(conn, catalog, table, columns, identity)
-                rows = _count(conn, table, predicate, ds)
-                if rows == 0:
-                    continue
-                _merge(location, ds, identity.type, columns, predicate, rows, origin[identity])
-                for found in _other_identities(conn, catalog, table, ds, predicate):
-                    if found not in location.identities:
-                        location.identities.add(found)
-                        origin[found] = f"identity:{ds.name}.{found.type}"
-                        pending.append(found)
+        identity, via = pending.pop()
+        for hit, conn, table in _hits(catalog, warehouse, identity, via):
+            _add(location, hit)
+            for found in _other_identities(conn, catalog, table, hit):
+                if found not in location.identities:
+                    location.identities.add(found)
+                    pending.append((found, f"identity:{hit.dataset.name}.{found.type}"))
     _follow_references(catalog, warehouse, location)
+    _recount(warehouse, location)
+    if not location.located:
+        location.search = _search(catalog, warehouse, start)
+    return location
+
+
+def match_identity(
+    conn: Connection,
+    catalog: Catalog,
+    table: sa.Table,
+    columns: list[str],
+    identity: Identity,
+) -> sa.ColumnElement[bool]:
+    """A parameterised predicate selecting the rows whose columns hold the identity."""
+    matcher = Matcher.of(catalog, identity.type)
+    clauses = []
+    for name in columns:
+        col = table.c.get(name)
+        if col is None:
+            raise WarehouseError(
+                f"table {table.fullname!r}: column {name!r} from the catalog is missing"
+            )
+        clauses.append(exact_predicate(conn, table, col, matcher, {identity.value}))
+    return sa.or_(*clauses)
+
+
+def _hits(
+    catalog: Catalog, warehouse: Warehouse, identity: Identity, via: str
+) -> Iterator[tuple[Located, Connection, sa.Table]]:
+    """Each dataset holding `identity`, with its connection open while the caller looks on."""
+    for ds in catalog.datasets:
+        columns = ds.holds_subject.get(identity.type)
+        if not columns or warehouse.table(ds) is None:
+            continue
+        with warehouse.connect(ds) as conn:
+            table = _table(warehouse, ds)
+            predicate = match_identity(conn, catalog, table, columns, identity)
+            rows = _count(conn, table, predicate, ds)
+            if rows:
+                yield Located(ds, identity.type, list(columns), predicate, rows, via), conn, table
+
+
+def _add(location: Location, hit: Located) -> None:
+    """Record a hit; a dataset found again (another identity, a reference) widens its predicate."""
+    current = location.located.get(hit.dataset.name)
+    if current is None:
+        location.located[hit.dataset.name] = hit
+        return
+    current.predicate = sa.or_(current.predicate, hit.predicate)
+    current.columns = sorted(set(current.columns) | set(hit.columns))
+    current.shared_referrers += hit.shared_referrers
+    current.shared_rows += hit.shared_rows
+    current.rows = -1  # the two may select overlapping rows
+
+
+def _recount(warehouse: Warehouse, location: Location) -> None:
     for hit in location.located.values():
         if hit.rows < 0:
             with warehouse.connect(hit.dataset) as conn:
                 hit.rows = _count(conn, _table(warehouse, hit.dataset), hit.predicate, hit.dataset)
-    return location
+
+
+def _search(catalog: Catalog, warehouse: Warehouse, identity: Identity) -> SubjectSearch:
+    """Where an identifier found nowhere was looked for, and how many rows nearly match it."""
+    matcher = Matcher.of(catalog, identity.type)
+    searched: list[SearchedColumns] = []
+    misses: list[NearMissCount] = []
+    for ds in catalog.datasets:
+        columns = ds.holds_subject.get(identity.type)
+        if not columns or warehouse.table(ds) is None:
+            continue
+        searched.append(SearchedColumns(dataset=ds.ref.as_dict(), columns=list(columns)))
+        with warehouse.connect(ds) as conn:
+            table = _table(warehouse, ds)
+            for name in columns:
+                counts = near_misses(conn, _column(table, ds, name), matcher, identity.value)
+                misses.extend(
+                    NearMissCount(dataset=ds.ref.as_dict(), column=name, kind=kind, rows=rows)
+                    for kind, rows in sorted(counts.items())
+                )
+    return SubjectSearch(identifier_type=identity.type, searched=searched, near_misses=misses)
 
 
 def _table(warehouse: Warehouse, ds: DatasetSpec) -> sa.Table:
@@ -144,58 +206,6 @@ def _column(table: sa.Table, ds: DatasetSpec, name: str) -> sa.Column[object]:
     return table.c[name]
 
 
-def match_identity(
-    conn: Connection,
-    catalog: Catalog,
-    table: sa.Table,
-    columns: list[str],
-    identity: Identity,
-) -> sa.ColumnElement[bool]:
-    """A parameterised predicate selecting the rows whose columns equal the identity."""
-    spec = catalog.identifiers[identity.type]
-    ds_name = table.fullname
-    clauses: list[sa.ColumnElement[bool]] = []
-    for name in columns:
-        col = table.c.get(name)
-        if col is None:
-            raise WarehouseError(f"table {ds_name!r}: column {name!r} from the catalog is missing")
-        # Casting a text column would defeat its index; only other types need it.
-        text_col = col if isinstance(col.type, sa.String) else sa.cast(col, sa.String)
-        if spec.normalise == "e164":
-            clauses.append(_phone_match(conn, table, col, identity.value, spec.default_region))
-        elif spec.normalise in ("email", "lower"):
-            clauses.append(
-                sa.func.lower(sa.func.trim(text_col)) == sa.bindparam(None, identity.value)
-            )
-        else:
-            clauses.append(sa.func.trim(text_col) == sa.bindparam(None, identity.value))
-    return sa.or_(*clauses)
-
-
-def _phone_match(
-    conn: Connection,
-    table: sa.Table,
-    col: sa.Column[object],
-    e164: str,
-    region: str | None,
-) -> sa.ColumnElement[bool]:
-    """Rows whose phone normalises to `e164`, found by a digit-suffix prefilter."""
-    suffix = "%" + "%".join(e164[-_PHONE_SUFFIX_DIGITS:])
-    candidates = conn.execute(
-        sa.select(col).where(sa.cast(col, sa.String).like(sa.bindparam(None, suffix))).distinct()
-    ).scalars()
-    exact: list[object] = []
-    for stored in candidates:
-        try:
-            if normalise("e164", str(stored), default_region=region) == e164:
-                exact.append(stored)
-        except SubjectError:
-            continue  # an unparseable stored number cannot be this subject's
-    if not exact:
-        return sa.false()
-    return col.in_(exact)
-
-
 def _count(
     conn: Connection, table: sa.Table, predicate: sa.ColumnElement[bool], ds: DatasetSpec
 ) -> int:
@@ -212,47 +222,18 @@ def _count(
         ) from None
 
 
-def _merge(
-    location: Location,
-    ds: DatasetSpec,
-    id_type: str,
-    columns: list[str],
-    predicate: sa.ColumnElement[bool],
-    rows: int,
-    via: str,
-) -> None:
-    """Record a hit; a second identity for the same dataset widens its predicate."""
-    current = location.located.get(ds.name)
-    if current is None:
-        location.located[ds.name] = Located(ds, id_type, list(columns), predicate, rows, via)
-        return
-    current.predicate = sa.or_(current.predicate, predicate)
-    current.columns = sorted(set(current.columns) | set(columns))
-    current.rows = -1  # two identities may select overlapping rows: recounted at the end
-
-
 def _other_identities(
-    conn: Connection,
-    catalog: Catalog,
-    table: sa.Table,
-    ds: DatasetSpec,
-    predicate: sa.ColumnElement[bool],
+    conn: Connection, catalog: Catalog, table: sa.Table, hit: Located
 ) -> Iterable[Identity]:
     """Values of the dataset's other identifier columns on the subject's rows."""
-    for id_type, columns in ds.holds_subject.items():
-        spec = catalog.identifiers[id_type]
+    for id_type, columns in hit.dataset.holds_subject.items():
+        matcher = Matcher.of(catalog, id_type)
         for name in columns:
-            col = _column(table, ds, name)
-            for value in conn.execute(sa.select(col).where(predicate).distinct()).scalars():
-                if value is None:
-                    continue
-                try:
-                    yield Identity(
-                        id_type,
-                        normalise(spec.normalise, str(value), default_region=spec.default_region),
-                    )
-                except SubjectError:
-                    continue  # a malformed stored value names nobody
+            col = _column(table, hit.dataset, name)
+            for value in conn.execute(sa.select(col).where(hit.predicate).distinct()).scalars():
+                canonical = matcher.canonical(value)
+                if canonical is not None:  # a malformed stored value names nobody
+                    yield Identity(id_type, canonical)
 
 
 def _follow_references(catalog: Catalog, warehouse: Warehouse, location: Location) -> None:
@@ -274,27 +255,33 @@ def _follow_references(catalog: Catalog, warehouse: Warehouse, location: Locatio
                     ).scalars()
                     if k is not None
                 ]
-            if not keys:
-                continue
-            with warehouse.connect(target) as conn:
-                dst = _table(warehouse, target)
-                predicate = _column(dst, target, ref.key).in_(keys)
-                rows = _count(conn, dst, predicate, target)
-            if rows == 0:
-                continue
-            shared_rows, referrers = _other_referrers(
-                catalog, warehouse, location, target, ref.key, keys
-            )
             via = f"reference:{holder.dataset.name}.{ref.column}"
-            existing = location.located.get(target.name)
-            if existing is None:
-                location.located[target.name] = Located(
-                    target, "reference", [ref.key], predicate, rows, via, referrers, shared_rows
-                )
-            else:
-                existing.predicate = sa.or_(existing.predicate, predicate)
-                existing.shared_referrers += referrers
-                existing.shared_rows += shared_rows
+            _add_reference(catalog, warehouse, location, target, ref.key, keys, via)
+
+
+def _add_reference(
+    catalog: Catalog,
+    warehouse: Warehouse,
+    location: Location,
+    target: DatasetSpec,
+    key: str,
+    keys: list[object],
+    via: str,
+) -> None:
+    """The rows of `target` whose `key` is one of `keys`, with who else points at them."""
+    if not keys or warehouse.table(target) is None:
+        return
+    with warehouse.connect(target) as conn:
+        dst = _table(warehouse, target)
+        predicate = _column(dst, target, key).in_(keys)
+        rows = _count(conn, dst, predicate, target)
+    if rows == 0:
+        return
+    shared_rows, referrers = _other_referrers(catalog, warehouse, location, target, key, keys)
+    _add(
+        location,
+        Located(target, "reference", [key], predicate, rows, via, referrers, shared_rows),
+    )
 
 
 def _other_referrers(
@@ -365,25 +352,12 @@ def relocate(
                 f"declares; allowed: {', '.join(sorted(catalog.identifiers))}. Restore the "
                 "type in the catalog, or re-plan"
             )
-    holders = [ds for ds in catalog.datasets if ds.holds_subject]
     for identity in sorted(location.identities, key=lambda i: (i.type, i.value)):
-        for ds in holders:
-            columns = ds.holds_subject.get(identity.type)
-            if not columns or warehouse.table(ds) is None:
-                continue
-            with warehouse.connect(ds) as conn:
-                table = _table(warehouse, ds)
-                predicate = match_identity(conn, catalog, table, columns, identity)
-                rows = _count(conn, table, predicate, ds)
-            if rows:
-                via = f"parked:{identity.type}"
-                _merge(location, ds, identity.type, columns, predicate, rows, via)
+        for found in _hits(catalog, warehouse, identity, f"parked:{identity.type}"):
+            _add(location, found[0])
     for target_name in sorted(reference_keys):
         _relocate_reference(catalog, warehouse, location, target_name, reference_keys[target_name])
-    for hit in location.located.values():
-        if hit.rows < 0:
-            with warehouse.connect(hit.dataset) as conn:
-                hit.rows = _count(conn, _table(warehouse, hit.dataset), hit.predicate, hit.dataset)
+    _recount(warehouse, location)
     return location
 
 
@@ -405,35 +379,10 @@ def _relocate_reference(
     key = _single_key(target.name, {k for _, _, k in referrers})
     if key is None or warehouse.table(target) is None:
         return
-    with warehouse.connect(target) as conn:
-        dst = _table(warehouse, target)
-        column = _column(dst, target, key)
-        keys = _typed(column, values)
-        if not keys:
-            return
-        predicate = column.in_(keys)
-        rows = _count(conn, dst, predicate, target)
-    if rows == 0:
-        return
-    shared_rows, others = _other_referrers(catalog, warehouse, location, target, key, keys)
+    keys = _typed(_column(_table(warehouse, target), target, key), values)
     holder, holder_column, _ = referrers[0]
-    existing = location.located.get(target.name)
-    if existing is None:
-        location.located[target.name] = Located(
-            target,
-            "reference",
-            [key],
-            predicate,
-            rows,
-            f"reference:{holder}.{holder_column}",
-            others,
-            shared_rows,
-        )
-    else:  # the target also holds the subject directly: widen, recount at the end
-        existing.predicate = sa.or_(existing.predicate, predicate)
-        existing.shared_referrers += others
-        existing.shared_rows += shared_rows
-        existing.rows = -1
+    via = f"reference:{holder}.{holder_column}"
+    _add_reference(catalog, warehouse, location, target, key, keys, via)
 
 
 def _reference_targets(location: Location) -> list[tuple[str, str]]:

@@ -159,6 +159,36 @@ class RootHit(BaseModel):
     shared_referrers: int = 0  # rows of other subjects pointing at the same row
 
 
+class SearchedColumns(BaseModel):
+    """A dataset's columns a subject was looked for in."""
+
+    dataset: dict[str, str]  # {"namespace", "name"}
+    columns: list[str]
+
+
+class NearMissCount(BaseModel):
+    """Rows of one column that match the identifier only loosely: counted, never shown."""
+
+    dataset: dict[str, str]
+    column: str
+    kind: str  # erasure.matching.NearMiss: same_local_part_other_domain | one_character_different
+    rows: int
+
+
+class SubjectSearch(BaseModel):
+    """Where an identifier found nowhere was looked for (a typo? a homoglyph?), and what
+    nearly matched it: the DPO confirms the subject is not held, or corrects the request."""
+
+    identifier_type: str
+    searched: list[SearchedColumns]
+    near_misses: list[NearMissCount]
+
+
+# Decision-table rows that change what the DPO may answer (erasure.rulings.options_for).
+SHARED_ROW_RULE = "2a"
+NOT_FOUND_RULE = "not_found"
+
+
 class PlanItem(BaseModel):
     dataset: dict[str, str]  # {"namespace", "name"}
     kind: str

@@ -19,6 +19,8 @@ from erasure.lineage.graph import Closure, coverage
 from erasure.lineage.sources import CatalogLineage
 from erasure.locate import Located, Location, delete_statement
 from erasure.model import (
+    NOT_FOUND_RULE,
+    SHARED_ROW_RULE,
     Action,
     CycleKind,
     DatasetRef,
@@ -26,6 +28,7 @@ from erasure.model import (
     GapKind,
     Plan,
     PlanItem,
+    SubjectSearch,
     SubjectSummary,
 )
 from erasure.warehouse import Warehouse
@@ -33,8 +36,10 @@ from erasure.warehouse import Warehouse
 # Gap kinds that leave a dataset's derivation unknown: the dataset escalates (rule 1).
 _BLOCKING_GAPS = frozenset({GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL, GapKind.NO_EVENTS})
 
-# The suppression list stands in the plan as the target of the tombstone item.
+# The suppression list stands in the plan as the target of the tombstone item, the search
+# itself as the target of the question a subject found nowhere raises.
 SUPPRESSION_LIST = DatasetRef("erasure", "suppression_list")
+SUBJECT_SEARCH = DatasetRef("erasure", "subject_search")
 
 DEFAULT_MAX_NODES = 10_000
 
@@ -119,6 +124,8 @@ def plan_erasure(
             by_dataset.setdefault(gap.dataset, []).append(gap)
     ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date())
     items = [_decide(ctx, ref) for ref in walked + unseen]
+    if location.search is not None:
+        items.append(_not_found_item(location.search))
     items = _order(items, closure, warehouse, catalog)
     items.append(_tombstone_item(subject))
     return Plan(
@@ -220,7 +227,7 @@ def _decide_root(
             ds.ref,
             ds.kind,
             Action.ESCALATE,
-            "2a",
+            SHARED_ROW_RULE,
             f"{located.shared_rows} row(s) the subject points at are also referenced "
             f"by {located.shared_referrers} row(s) of other people: not deleted",
             {
@@ -332,6 +339,25 @@ def _item(
         reason=reason,
         evidence=evidence,
         upstreams=upstreams,
+    )
+
+
+def _not_found_item(search: SubjectSearch) -> PlanItem:
+    """Found nowhere is a question, not a completion: a typo or another spelling leaves the
+    subject's rows in place, so the DPO confirms the subject is not held (or resubmits)."""
+    places = ", ".join(
+        f"{s.dataset['name']} ({', '.join(s.columns)})" for s in search.searched
+    ) or "no dataset (none holds this identifier type)"
+    near = sum(m.rows for m in search.near_misses)
+    return _item(
+        SUBJECT_SEARCH,
+        "search",
+        Action.ESCALATE,
+        NOT_FOUND_RULE,
+        f"the {search.identifier_type} was found in no dataset: searched {places}; "
+        f"{near} row(s) match it only loosely. The identifier may be mistyped",
+        search.model_dump(mode="json"),
+        [],
     )
 
 

@@ -336,8 +336,11 @@ class RequestRegistry:
         action: Action | str,
         status: ActionStatus | str,
         evidence: BaseModel | Mapping[str, Any] | None = None,
+        *,
+        new_attempt: bool = True,
     ) -> ActionRecord:
-        """Record the state of one action; `pending` counts an attempt, None keeps evidence."""
+        """Record the state of one action; `pending` counts an attempt (unless it only logs
+        progress inside one, `new_attempt=False`), None keeps the evidence."""
         label = _check_dataset(dataset)
         name = _check_action(action)
         try:
@@ -360,7 +363,7 @@ class RequestRegistry:
         changes: dict[str, Any] = {"status": state.value, "updated_at": now}
         if evidence_json is not None:
             changes["evidence_json"] = evidence_json
-        if state is ActionStatus.PENDING:
+        if state is ActionStatus.PENDING and new_attempt:
             changes["attempts"] = action_log.c.attempts + 1
         upsert = insert.on_conflict_do_update(
             index_elements=["request_ref", "dataset", "action"], set_=changes

@@ -108,7 +108,8 @@ NEXT_STATUSES: dict[RequestStatus, frozenset[RequestStatus]] = {
 
 
 class ActionStatus(StrEnum):
-    PENDING = "pending"
+    WAITING = "waiting"  # for an earlier action of the same request (lineage or key order)
+    PENDING = "pending"  # started
     DONE = "done"
     FAILED = "failed"
 

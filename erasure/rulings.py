@@ -1,10 +1,18 @@
 """DPO rulings on escalated artefacts (DESIGN section 3).
 
-A ruling records who decided what about one dataset, when and why: rebuild/retrain by a
-date, delete the artefact, retain it under an Art. 17(3) exemption, or accept it as
-non-personal. A ruling with `standing_until` is *standing*: later requests cite it for that
-dataset instead of asking the DPO again, until the date. The DPO's latest standing ruling on
-a dataset is the one in force, so a newer one also shortens or ends an older one.
+A ruling records who decided what about one dataset, when and why. What the DPO may choose
+depends on what escalated (`options_for`):
+
+- a derived artefact: rebuild/retrain by a date, delete the artefact, retain it under an
+  Art. 17(3) exemption, or accept it as non-personal;
+- a row of a root that other people's rows also reference (rule 2a): retain it under an
+  exemption, or delete that one row (never the table);
+- a subject found nowhere: confirm the subject is not held.
+
+A ruling with `standing_until` is *standing*: later requests cite it for that dataset instead
+of asking the DPO again, until the date. The DPO's latest standing ruling on a dataset is the
+one in force, so a newer one also shortens or ends an older one. A deletion never stands: it
+is the DPO's decision each time.
 """
 
 from __future__ import annotations
@@ -17,10 +25,18 @@ from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from erasure.errors import ErasureError, StoreError
-from erasure.model import DatasetRef
+from erasure.model import NOT_FOUND_RULE, SHARED_ROW_RULE, DatasetRef, PlanItem
 from erasure.store import Store
 from erasure.store.schema import requests, rulings
 
@@ -36,6 +52,8 @@ class RulingOption(StrEnum):
     DELETE_ARTEFACT = "delete_artefact"
     RETAIN_EXEMPTION = "retain_exemption"
     NON_PERSONAL = "non_personal"
+    DELETE_ROW = "delete_row"  # the one shared row of a root (rule 2a)
+    NOT_HELD = "not_held"  # a subject found nowhere
 
 
 OPTION_LABELS: dict[RulingOption, str] = {
@@ -43,7 +61,23 @@ OPTION_LABELS: dict[RulingOption, str] = {
     RulingOption.DELETE_ARTEFACT: "Delete the artefact",
     RulingOption.RETAIN_EXEMPTION: "Retain under an Art. 17(3) exemption",
     RulingOption.NON_PERSONAL: "Accept as non-personal",
+    RulingOption.DELETE_ROW: "Delete this row",
+    RulingOption.NOT_HELD: "Confirm the subject is not held",
 }
+
+# What an escalation offers, by what escalated (see the module docstring).
+DERIVED_OPTIONS = (
+    RulingOption.REBUILD_BY_DATE,
+    RulingOption.DELETE_ARTEFACT,
+    RulingOption.RETAIN_EXEMPTION,
+    RulingOption.NON_PERSONAL,
+)
+SHARED_ROW_OPTIONS = (RulingOption.RETAIN_EXEMPTION, RulingOption.DELETE_ROW)
+NOT_FOUND_OPTIONS = (RulingOption.NOT_HELD,)
+# Never standing: each deletion, and each "not held", is decided for its own request.
+NOT_STANDING = frozenset(
+    {RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW, RulingOption.NOT_HELD}
+)
 
 
 class Exemption(StrEnum):
@@ -96,7 +130,9 @@ class Ruling(BaseModel):
         return value.astimezone(UTC)
 
     @model_validator(mode="after")
-    def _requirements(self) -> Ruling:
+    def _requirements(self, info: ValidationInfo) -> Ruling:
+        if info.context and info.context.get("stored"):
+            return self  # checked when it was recorded, under the rules of that day
         problems = ruling_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
@@ -120,6 +156,39 @@ class Ruling(BaseModel):
         return (
             self.standing_until is not None and self.decided_at.date() <= day <= self.standing_until
         )
+
+
+class DpoAnswer(BaseModel):
+    """The DPO's answer to one prompt, as the adapter read it from the UI: the option, who
+    answered and when, and the free text she gave."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    option: RulingOption
+    author_id: str = Field(min_length=1, max_length=255)
+    author_name: str = Field(min_length=1, max_length=255)
+    justification: str = ""
+    exemption: Exemption | None = None
+    scheduled_by: date | None = None
+    standing_until: date | None = None
+    decided_at: AwareDatetime
+
+
+def options_for(item: PlanItem) -> tuple[RulingOption, ...]:
+    """What the DPO may answer on an escalated plan item."""
+    if item.rule == SHARED_ROW_RULE:
+        return SHARED_ROW_OPTIONS
+    if item.rule == NOT_FOUND_RULE:
+        return NOT_FOUND_OPTIONS
+    return DERIVED_OPTIONS
+
+
+def option_for_label(label: str) -> RulingOption:
+    """The option a prompt's button label stands for; RulingError names the labels."""
+    for option, text in OPTION_LABELS.items():
+        if text == label:
+            return option
+    raise RulingError("the answer must choose one of: " + "; ".join(OPTION_LABELS.values()))
 
 
 def ruling_problems(ruling: Ruling) -> list[str]:
@@ -149,6 +218,11 @@ def ruling_problems(ruling: Ruling) -> list[str]:
         problems.append("scheduled_by: must not be before the day of the decision")
     if ruling.standing_until is not None and ruling.standing_until < decided_on:
         problems.append("standing_until: must not be before the day of the decision")
+    if ruling.standing_until is not None and option in NOT_STANDING:
+        problems.append(
+            f"standing_until: {option.value} cannot stand for later requests; the DPO decides "
+            "it for each request (leave standing_until empty)"
+        )
     return problems
 
 
@@ -211,6 +285,8 @@ class RulingBook:
                 latest = _ruling(row)
                 if latest.decided_at.date() > today:
                     continue  # decided after the day asked about
+                if latest.option in NOT_STANDING:
+                    return None  # recorded before deletions could not stand: ask the DPO
                 return latest if latest.in_force_on(today) else None
         return None
 
@@ -241,4 +317,4 @@ class RulingBook:
 
 
 def _ruling(row: sa.Row[Any]) -> Ruling:
-    return Ruling.model_validate(dict(row._mapping))
+    return Ruling.model_validate(dict(row._mapping), context={"stored": True})

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 import hvac
+import sqlalchemy as sa
 
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import TransitSigner
@@ -18,14 +19,44 @@ from erasure.config import Settings, env_name
 from erasure.errors import ConfigError
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import SubjectKeyStore, keystore_from_settings
-from erasure.keys.pepper import PepperStore
+from erasure.keys.pepper import PepperMissing, PepperStore
 from erasure.keys.vault import connect, ensure_transit
 from erasure.pseudonym import Pepper
 from erasure.registry import RequestRegistry
 from erasure.rulings import RulingBook
 from erasure.store.database import Store, open_store
+from erasure.store.schema import requests
 from erasure.suppression import SuppressionList
 from erasure.warehouse import Warehouse
+
+
+def ensure_pepper(peppers: PepperStore, store: Store, keystore: SubjectKeyStore) -> Pepper:
+    """The current pepper; on a deployment that never had one, its version 1.
+
+    Fails closed (PepperMissing) when the pepper is gone while anything hashed under it
+    exists: a fresh pepper would orphan every tombstone, request and per-subject key.
+    """
+    if peppers.exists():
+        return peppers.current()
+    held = []
+    tombstones = SuppressionList(store).count()
+    if tombstones:
+        held.append(f"{tombstones} tombstone(s)")
+    count = sa.select(sa.func.count()).select_from(requests)
+    with store.engine.connect() as conn:
+        registered = int(conn.execute(count).scalar_one())
+    if registered:
+        held.append(f"{registered} request(s)")
+    keys = len(keystore.list_key_names())
+    if keys:
+        held.append(f"{keys} per-subject key(s)")
+    if held:
+        raise PepperMissing(
+            f"the pepper at {peppers.location} is missing while the erasure store and Vault "
+            f"hold {', '.join(held)} hashed under it: restore it from a Vault snapshot. A new "
+            "pepper would match none of them (CRM ingest would suppress nobody)"
+        )
+    return peppers.initialise()
 
 
 @dataclass
@@ -63,6 +94,11 @@ class Services:
         ensure_transit(vault, settings.vault_transit_mount)
         cipher = EnvelopeCipher(keystore)
         store = open_store(settings.store_url)
+        try:
+            ensure_pepper(peppers, store, keystore)
+        except BaseException:
+            store.close()
+            raise
         return cls(
             settings=settings,
             catalog=catalog,

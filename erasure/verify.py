@@ -1,25 +1,37 @@
 """The second look (DESIGN section 1, step 6): count the subject again wherever the act step
 erased rows or rebuilt an artefact; every count must be 0.
 
-Three searches, any hit counts: the predicates of the original `Location` (the rows that were
-there), a fresh `locate()` with the original subject (rows that arrived meanwhile), and, for
-rebuilt artefacts, every column named like a root's identifier column (`customer_id`,
-`email`) matched against the identity values the first location expanded to (in memory).
+It is independent of locate: it reuses none of locate's SQL predicates. Each checked dataset
+is read whole, one row per distinct combination of its identifying columns, and Python
+decides which rows are the subject's (`erasure.matching`), so a blind spot of the SQL that
+located and erased the rows is caught here and the request fails instead of completing.
+
+Columns looked at: the dataset's own `holds_subject` columns; for a rebuilt artefact, every
+column named like a root's identifier column (`customer_id`, `email`); for a dataset located
+through a reference, its key column against the parked key values.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
 import sqlalchemy as sa
 from pydantic import BaseModel
+from sqlalchemy.engine import Connection
 
-from erasure.actions.erase_rows import subject_rows
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, VerificationFailed
-from erasure.locate import Identity, Location, locate, match_identity
-from erasure.model import Action, DatasetRef, Plan, SubjectRef
+from erasure.locate import Identity
+from erasure.matching import Matcher
+from erasure.model import Action, DatasetRef, Plan
 from erasure.warehouse import Warehouse
 
 _CHECKED = (Action.ERASE_ROWS, Action.REBUILD)
+_SCAN_BATCH = 10_000
+
+# Whether one stored value is the subject's.
+_Test = Callable[[object], bool]
 
 
 class Recount(BaseModel):
@@ -36,8 +48,8 @@ class Recount(BaseModel):
 def recount(
     catalog: Catalog,
     warehouse: Warehouse,
-    subject: SubjectRef,
-    location: Location,
+    identities: Iterable[Identity],
+    reference_keys: Mapping[str, Iterable[str]],
     plan: Plan,
     *,
     check: bool = True,
@@ -48,9 +60,11 @@ def recount(
     any count is not 0; the recounts ride on the exception for the record.
     """
     warehouse.forget_tables()  # rebuilds replaced tables: read their current columns
-    fresh = locate(catalog, warehouse, subject)
-    identities = location.identities | fresh.identities
-    by_column = _identifier_columns(catalog, location)
+    by_type: dict[str, set[str]] = {}
+    for identity in identities:
+        by_type.setdefault(identity.type, set()).add(identity.value)
+    keys = {name: {str(k) for k in values} for name, values in reference_keys.items()}
+    by_column = _root_identifier_columns(catalog, plan)
     recounts = []
     for item in plan.items:
         if item.action not in _CHECKED:
@@ -62,9 +76,7 @@ def recount(
                 "with another catalog; re-plan"
             )
         recounts.append(
-            _recount_one(
-                catalog, warehouse, ds, item.action, location, fresh, identities, by_column
-            )
+            _recount_one(catalog, warehouse, ds, item.action, by_type, keys, by_column)
         )
     failed = [r for r in recounts if not r.ok]
     if check and failed:
@@ -82,47 +94,75 @@ def _recount_one(
     warehouse: Warehouse,
     ds: DatasetSpec,
     action: Action,
-    location: Location,
-    fresh: Location,
-    identities: set[Identity],
-    by_column: dict[str, set[str]],
+    by_type: Mapping[str, set[str]],
+    reference_keys: Mapping[str, set[str]],
+    by_column: Mapping[str, set[str]],
 ) -> Recount:
     table = warehouse.table(ds) if ds.connection is not None else None
     if table is None:
         # No table (dropped, or not in a warehouse we can query): no rows to hold the subject.
         return Recount(dataset=ds.name, action=action, found=0, ok=True, searched_by=[])
+    tests: dict[str, list[_Test]] = {}
     searched: list[str] = []
+    for id_type, columns in ds.holds_subject.items():
+        for name in columns:
+            if name in table.c and by_type.get(id_type):
+                tests.setdefault(name, []).append(_is_one_of(catalog, id_type, by_type[id_type]))
+                searched.append(f"{id_type}: {name}")
+    if action is Action.REBUILD:
+        for column in table.columns:
+            for id_type in sorted(by_column.get(column.name, set())):
+                if by_type.get(id_type):
+                    matches = _is_one_of(catalog, id_type, by_type[id_type])
+                    tests.setdefault(column.name, []).append(matches)
+                    searched.append(f"identifier column: {column.name}")
+    key = _reference_key(catalog, ds)
+    if key is not None and key in table.c and reference_keys.get(ds.name):
+        wanted = reference_keys[ds.name]
+        tests.setdefault(key, []).append(lambda v: v is not None and str(v) in wanted)
+        searched.append(f"reference key: {key}")
+    if not tests:
+        return Recount(dataset=ds.name, action=action, found=0, ok=True, searched_by=[])
     with warehouse.connect(ds) as conn:
-        clauses: list[sa.ColumnElement[bool]] = []
-        for label, found in (("original location", location), ("fresh locate", fresh)):
-            located = found.located.get(ds.name)
-            if located is not None:
-                clauses.append(subject_rows(table, located))
-                searched.append(f"{label}: {', '.join(located.columns)}")
-        if action is Action.REBUILD:
-            for column in table.columns:
-                types = by_column.get(column.name, set())
-                matching = [i for i in identities if i.type in types]
-                if not matching:
-                    continue
-                clauses.extend(
-                    match_identity(conn, catalog, table, [column.name], i) for i in matching
-                )
-                searched.append(f"identifier column: {column.name}")
-        if not clauses:
-            return Recount(dataset=ds.name, action=action, found=0, ok=True, searched_by=[])
-        query = sa.select(sa.func.count()).select_from(table).where(sa.or_(*clauses))
-        found_rows = int(conn.execute(query).scalar_one())
+        found = _count_rows(conn, table, tests)
     return Recount(
-        dataset=ds.name, action=action, found=found_rows, ok=found_rows == 0, searched_by=searched
+        dataset=ds.name, action=action, found=found, ok=found == 0, searched_by=searched
     )
 
 
-def _identifier_columns(catalog: Catalog, location: Location) -> dict[str, set[str]]:
-    """Column name -> identifier types, from the holds_subject of the located roots."""
+def _count_rows(conn: Connection, table: sa.Table, tests: Mapping[str, list[_Test]]) -> int:
+    """Rows where any tested column holds the subject: every distinct combination of those
+    columns read once and decided in Python (a full scan, on purpose)."""
+    names = sorted(tests)
+    columns = [table.c[n] for n in names]
+    query = sa.select(*columns, sa.func.count()).group_by(*columns)
+    found = 0
+    for row in conn.execution_options(yield_per=_SCAN_BATCH).execute(query):
+        values: tuple[Any, ...] = tuple(row)
+        if any(test(values[i]) for i, name in enumerate(names) for test in tests[name]):
+            found += int(values[-1])
+    return found
+
+
+def _is_one_of(catalog: Catalog, id_type: str, values: set[str]) -> _Test:
+    matcher = Matcher.of(catalog, id_type)
+    return lambda stored: matcher.canonical(stored) in values
+
+
+def _reference_key(catalog: Catalog, ds: DatasetSpec) -> str | None:
+    """The key column other datasets reference `ds` by (one per dataset; see locate)."""
+    keys = {ref.key for d in catalog.datasets for ref in d.references if ref.dataset == ds.name}
+    return next(iter(keys)) if len(keys) == 1 else None
+
+
+def _root_identifier_columns(catalog: Catalog, plan: Plan) -> dict[str, set[str]]:
+    """Column name -> identifier types, from the holds_subject of the plan's roots."""
     by_column: dict[str, set[str]] = {}
-    for name in location.located:
-        for id_type, columns in catalog.by_name(name).holds_subject.items():
+    for root in plan.roots:
+        ds = catalog.dataset(DatasetRef(root.dataset["namespace"], root.dataset["name"]))
+        if ds is None:
+            continue
+        for id_type, columns in ds.holds_subject.items():
             for column in columns:
                 by_column.setdefault(column, set()).add(id_type)
     return by_column

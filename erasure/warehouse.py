@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, WarehouseError
+from erasure.matching import SQL_FUNCTION, sql_canonical
 
 
 class Warehouse:
@@ -30,7 +31,8 @@ class Warehouse:
         if connection not in self._engines:
             url = self.catalog.connection_url(connection)
             try:
-                engine = sa.create_engine(url)
+                # Bound values are subject identifiers: never in an error message or log.
+                engine = sa.create_engine(url, hide_parameters=True)
             except (sa.exc.ArgumentError, ImportError) as exc:
                 raise CatalogError(
                     f"connection {connection!r}: cannot use its URL ({type(exc).__name__}); "
@@ -118,14 +120,17 @@ def sqlite_schema_path(main_db: Path, schema: str) -> Path:
 
 
 def _sqlite_semantics(engine: Engine, schemas: set[str]) -> None:
-    """Make SQLite behave like the production warehouse: schemas, foreign keys, and
-    transactions that cover DDL (pysqlite would otherwise autocommit a DROP or CREATE)."""
+    """Make SQLite behave like the production warehouse: schemas, foreign keys, transactions
+    that cover DDL (pysqlite would otherwise autocommit a DROP or CREATE), and the subject
+    matcher's SQL function."""
     database = engine.url.database
     main_db = Path(database) if database and database != ":memory:" else None
 
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None
+        # The matcher's normaliser as SQL: locate and erase select exactly what Python decides.
+        dbapi_conn.create_function(SQL_FUNCTION, 3, sql_canonical, deterministic=True)
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA foreign_keys = ON")
         for schema in sorted(schemas):

@@ -15,18 +15,30 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ValidationError
 
-from erasure.actions.erase_rows import erase_rows
+from erasure.actions.erase_rows import erase_rows, subject_rows
 from erasure.actions.rebuild import RunOutcome, empty_before_rebuild, rebuild
-from erasure.actions.transaction import describe_failure, transaction
+from erasure.actions.transaction import describe_failure, statement_text, transaction
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.catalog import Catalog
-from erasure.errors import ErasureError, RebuildFailed, VerificationFailed
+from erasure.errors import ErasureError, RebuildFailed, VerificationFailed, describe_invalid
+from erasure.free_text import refuse_if_named
 from erasure.kanon import measure_k
 from erasure.lineage.event_store import EventStore
 from erasure.lineage.openlineage import RunEvent
 from erasure.lineage.sources import build_lineage
 from erasure.locate import Identity, Location, locate, normalise_subject, parked_location, relocate
-from erasure.model import Action, DatasetRef, Plan, PlanItem, SubjectRef, SubjectSummary
+from erasure.matching import NearMiss
+from erasure.model import (
+    NOT_FOUND_RULE,
+    SHARED_ROW_RULE,
+    Action,
+    DatasetRef,
+    Plan,
+    PlanItem,
+    SubjectRef,
+    SubjectSearch,
+    SubjectSummary,
+)
 from erasure.planner import DEFAULT_MAX_NODES, SUPPRESSION_LIST, plan_erasure
 from erasure.pseudonym import Pepper, subject_hash
 from erasure.requests import (
@@ -40,7 +52,7 @@ from erasure.requests import (
     RequestStatus,
     dataset_label,
 )
-from erasure.rulings import OPTION_LABELS, Ruling, RulingOption
+from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, RulingOption, options_for
 from erasure.services import Services
 from erasure.suppression import Tombstone
 from erasure.verify import recount
@@ -49,9 +61,6 @@ from erasure.warehouse import Warehouse, split_name
 log = logging.getLogger(__name__)
 
 TriggerDag = Callable[[str], RunOutcome]
-
-# The DPO's choices on an escalated artefact, by the label the Airflow prompt shows.
-DPO_OPTIONS: dict[str, RulingOption] = {label: option for option, label in OPTION_LABELS.items()}
 
 # The verification is logged like an action, so `complete` reads what `verify` found.
 _VERIFICATION = DatasetRef("erasure", "verification")
@@ -64,6 +73,10 @@ class StepError(ErasureError):
 
 class NotYet(StepError):
     """A step must wait for others of the same run (lineage or foreign-key order): retry soon."""
+
+
+class UpstreamFailed(StepError):
+    """What a step waits for failed for good (or never finished): the step fails, naming it."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,6 +130,9 @@ def make_plan(
 def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registration:
     """Validate the submitted request, hash and park its identifier; idempotent on the ref.
 
+    What would put an identifier on record is refused here, before anything is kept: a
+    request reference or notes naming the subject, by the identifier given or by one it
+    expands to (another of the subject's identifiers the warehouse holds).
     A cleared and rerun run finds its conf already scrubbed: it resumes the request it owns.
     """
     if conf.get("identifier") == SCRUBBED:
@@ -129,6 +145,14 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
             status=record.status,
         )
     request = ErasureRequest.parse(conf)
+    identity = normalise_subject(svc.catalog, request.subject)
+    notes = request.notes.get_secret_value() if request.notes is not None else None
+    refuse_if_named(svc.catalog, "request_ref", request.request_ref, [identity])
+    refuse_if_named(svc.catalog, "notes", notes, [identity])
+    if svc.registry.get(request.request_ref) is None:
+        expanded = locate(svc.catalog, svc.warehouse, request.subject).identities
+        refuse_if_named(svc.catalog, "request_ref", request.request_ref, expanded)
+        refuse_if_named(svc.catalog, "notes", notes, expanded)
     registration = svc.registry.register(request, catalog=svc.catalog, run_id=run_id)
     # Its owner's retry also writes the `received` record if the first attempt did not.
     if registration.created or (
@@ -149,7 +173,6 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
                 "dry_run": record.dry_run,
                 "run_id": run_id,
             },
-            forbidden=_forbidden(request.identifier.get_secret_value()),
         )
     return registration
 
@@ -240,8 +263,11 @@ def pending_escalations(svc: Services, ref: str) -> list[PlanItem]:
     ]
 
 
-def escalation_prompt(item: PlanItem) -> dict[str, str]:
-    """The subject and body of the DPO's prompt for one escalated artefact (no identifier)."""
+def escalation_prompt(item: PlanItem) -> dict[str, Any]:
+    """The subject, body and options of the DPO's prompt for one escalated item (no
+    identifier: datasets, counts and reasons only)."""
+    if item.rule == NOT_FOUND_RULE:
+        return _not_found_prompt(item)
     lines = [
         f"**Artefact** `{item.dataset['name']}` ({item.kind}, "
         f"namespace `{item.dataset['namespace']}`)",
@@ -252,11 +278,61 @@ def escalation_prompt(item: PlanItem) -> dict[str, str]:
     for key, value in sorted(item.evidence.items()):
         if key != "gaps":
             lines.append(f"- {key}: {value}")
+    if item.rule == SHARED_ROW_RULE:
+        lines.append(
+            "Other people's rows point at this row: retain it under an exemption, or delete "
+            "this one row (they lose it too). The table itself is never deleted."
+        )
+    else:
+        lines.append(
+            "Choose what happens to this artefact and justify it; a standing ruling applies "
+            "to later requests for this dataset until the date you give (deletions never "
+            "stand)."
+        )
+    return {
+        "subject": f"Erasure: decide on {item.dataset['name']}",
+        "body": "\n\n".join(lines),
+        "options": [OPTION_LABELS[o] for o in options_for(item)],
+    }
+
+
+def _not_found_prompt(item: PlanItem) -> dict[str, Any]:
+    search = SubjectSearch.model_validate(item.evidence)
+    lines = [
+        f"**The {search.identifier_type} of this request was found in no dataset.** It may "
+        "be mistyped or spelt differently from how the systems hold it (the value is not "
+        "shown here; it is parked encrypted).",
+        "**Searched**: "
+        + (
+            ", ".join(f"`{s.dataset['name']}` ({', '.join(s.columns)})" for s in search.searched)
+            or "no dataset holds this identifier type"
+        ),
+    ]
+    if search.near_misses:
+        lines.append("**Near misses** (rows that match it only loosely; counted, not shown):")
+        lines.extend(
+            f"- `{m.dataset['name']}.{m.column}`: {m.rows} row(s), "
+            + _NEAR_MISS_TEXT.get(m.kind, m.kind)
+            for m in search.near_misses
+        )
+    else:
+        lines.append("**Near misses**: none (no row matches it even loosely).")
     lines.append(
-        "Choose what happens to this artefact and justify it; a standing ruling applies to "
-        "later requests for this dataset until the date you give."
+        "If the identifier is right, confirm the subject is not held and say how you know: "
+        "the completion record will state that the subject was not found. If it is wrong, "
+        "submit a new request with the corrected identifier and leave this prompt open."
     )
-    return {"subject": f"Erasure: decide on {item.dataset['name']}", "body": "\n\n".join(lines)}
+    return {
+        "subject": "Erasure: subject found nowhere",
+        "body": "\n\n".join(lines),
+        "options": [OPTION_LABELS[o] for o in options_for(item)],
+    }
+
+
+_NEAR_MISS_TEXT = {
+    NearMiss.SAME_LOCAL_PART: "same local part at another domain",
+    NearMiss.ONE_EDIT: "one character different",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,14 +345,11 @@ def erase(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
     done = _done(svc, ref, item)
     if done is not None:
         return done
-    tombstoned = svc.registry.action_status(ref, SUPPRESSION_LIST, Action.INSERT_TOMBSTONE)
-    if tombstoned is not ActionStatus.DONE:
-        raise NotYet(
-            f"request {ref}: the tombstone must be in place before rows are erased, or the "
-            "nightly CRM sync loads them again; waiting for it"
-        )
+    # Tombstoned first, or the nightly CRM sync loads the erased rows again.
+    stone = [i for i in plan.items if i.action is Action.INSERT_TOMBSTONE]
+    _wait_for(svc, ref, item, stone, "in place before rows are erased")
     earlier = items_for(plan, Action.ERASE_ROWS)
-    _require_done(svc, ref, plan, earlier[: earlier.index(dataset)], "erased before it")
+    _require_done(svc, ref, plan, item, earlier[: earlier.index(dataset)], "erased before it")
     return _run(
         svc, ref, item, lambda: erase_rows(svc.catalog, svc.warehouse, _relocate(svc, ref), dataset)
     )
@@ -302,7 +375,7 @@ def rebuild_artefact(
             else i.dataset["name"] in item.upstreams
         )
     ]
-    _require_done(svc, ref, plan, before, "done before it is rebuilt")
+    _require_done(svc, ref, plan, item, before, "done before it is rebuilt")
 
     def act() -> BaseModel:
         emptied = empty_before_rebuild(svc.catalog, svc.warehouse, plan, dataset)
@@ -332,7 +405,7 @@ def shred(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
     def act() -> dict[str, Any]:
         keys = []
         earlier = _shredded_for_others(svc, ref, item)
-        for key_hash in _identity_hashes(svc, ref):
+        for key_hash in _key_hashes(svc, ref):
             if svc.keystore.exists(key_hash):
                 keys.append(svc.cipher.shred(key_hash).model_dump(mode="json"))
             elif svc.keystore.key_id(key_hash) in earlier:
@@ -347,7 +420,8 @@ def shred(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
             "dataset": dataset,
             "keys": keys,
             "keys_shredded": sum(1 for k in keys if not k["already_absent"]),
-            "identifiers_checked": len(_identity_hashes(svc, ref)),
+            "identifiers_checked": len(_identities(svc, ref)),
+            "pepper_versions_checked": [p.version for p in _peppers(svc)],
             "snapshot_expiry_date": expiry.isoformat(),
             "shredded_at": now.isoformat(),
         }
@@ -380,9 +454,8 @@ def confirm_aggregate(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
     done = _done(svc, ref, item)
     if done is not None:
         return done
-    _require_done(
-        svc, ref, plan, items_for(plan, Action.ERASE_ROWS), "erased before k is confirmed"
-    )
+    erased = items_for(plan, Action.ERASE_ROWS)
+    _require_done(svc, ref, plan, item, erased, "erased before k is confirmed")
     ds = svc.catalog.by_name(dataset)
 
     def act() -> dict[str, Any]:
@@ -398,38 +471,39 @@ def confirm_aggregate(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
     return _run(svc, ref, item, act)
 
 
-def rule(svc: Services, ref: str, dataset: str, answer: Mapping[str, Any]) -> dict[str, Any]:
-    """Record the DPO's answer to one escalation (from the Airflow prompt) and carry it out."""
+def rule(svc: Services, ref: str, dataset: str, answer: DpoAnswer) -> dict[str, Any]:
+    """Record the DPO's answer to one escalation and carry it out."""
     _plan, item = _item(svc, ref, dataset, Action.ESCALATE)
     done = _done(svc, ref, item)
     if done is not None:
         return done
-    chosen = list(answer.get("chosen_options") or [])
-    if len(chosen) != 1 or chosen[0] not in DPO_OPTIONS:
-        raise StepError(f"the answer on {dataset!r} must choose one of: {', '.join(DPO_OPTIONS)}")
-    params = dict(answer.get("params_input") or {})
-    user = dict(answer.get("responded_by_user") or {})
+    allowed = options_for(item)
+    if answer.option not in allowed:
+        raise StepError(
+            f"the answer on {dataset!r} must choose one of: "
+            + "; ".join(OPTION_LABELS[o] for o in allowed)
+            + ": clear its dpo_decides prompt and the tasks after it, and answer again"
+        )
+    refuse_if_named(
+        svc.catalog, "justification", answer.justification, _identities(svc, ref)
+    )
     try:
         ruling = Ruling.for_dataset(
             _ref(item),
             request_ref=ref,
-            option=DPO_OPTIONS[chosen[0]],
-            author_id=str(user.get("id") or "unknown"),
-            author_name=str(user.get("name") or user.get("id") or "unknown"),
-            justification=str(params.get("justification") or "").strip(),
-            exemption=params.get("exemption") or None,
-            scheduled_by=params.get("scheduled_by") or None,
-            standing_until=params.get("standing_until") or None,
-            decided_at=_as_datetime(answer.get("responded_at")),
+            option=answer.option,
+            author_id=answer.author_id,
+            author_name=answer.author_name,
+            justification=answer.justification.strip(),
+            exemption=answer.exemption,
+            scheduled_by=answer.scheduled_by,
+            standing_until=answer.standing_until,
+            decided_at=answer.decided_at,
         )
     except ValidationError as exc:
-        problems = "; ".join(
-            str(e.get("msg", "")).removeprefix("Value error, ")
-            for e in exc.errors(include_input=False)
-        )
         raise StepError(
-            f"the DPO's answer on {dataset!r} is incomplete ({problems}): clear its "
-            "dpo_decides prompt and the tasks after it, and answer again"
+            f"the DPO's answer on {dataset!r} is incomplete ({describe_invalid(exc)}): clear "
+            "its dpo_decides prompt and the tasks after it, and answer again"
         ) from None
     return _carry_out(svc, ref, item, ruling)
 
@@ -475,10 +549,12 @@ def verify(
         _advance(svc, ref, RequestStatus.ACTING)  # a plan with nothing to act on but a tombstone
     _advance(svc, ref, RequestStatus.VERIFYING)
     parked = svc.registry.unpark(ref)
-    location = _relocate(svc, ref)
     subject = SubjectRef(type=record.identifier_type, value=parked.identifier)
     checks: list[dict[str, Any]] = []
-    for count in recount(svc.catalog, svc.warehouse, subject, location, plan, check=False):
+    recounts = recount(
+        svc.catalog, svc.warehouse, parked.identities, parked.reference_keys, plan, check=False
+    )
+    for count in recounts:
         checks.append(
             _check(count.dataset, "recount", f"{count.found} row(s) of the subject", count.ok)
         )
@@ -494,7 +570,7 @@ def verify(
                 status is ActionStatus.DONE,
             )
         )
-    for key_hash in _identity_hashes(svc, ref):
+    for key_hash in _key_hashes(svc, ref):
         gone = not svc.keystore.exists(key_hash)
         checks.append(
             _check(
@@ -659,16 +735,11 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         },
         "tombstone": tomb.evidence if tomb else None,
         "legal_ground": record.legal_ground.value,
+        "subject_found": bool(plan.roots),
     }
     exemptions = any(r.get("exemption") for r in rulings)
     status = RecordStatus.COMPLETE_WITH_EXEMPTIONS if exemptions else RecordStatus.COMPLETE
-    parked = svc.registry.unpark(ref)
-    forbidden = _forbidden(
-        parked.identifier.get_secret_value(), *(i.value for i in parked.identities)
-    )
-    completed = svc.ledger.append(
-        ref, record.subject_hash, RecordKind.COMPLETED, body, status, forbidden=forbidden
-    )
+    completed = svc.ledger.append(ref, record.subject_hash, RecordKind.COMPLETED, body, status)
     svc.registry.destroy_secrets(ref)
     _advance(svc, ref, RequestStatus(status.value))
     return completed
@@ -700,6 +771,9 @@ def extend(svc: Services, ref: str, months: int, reason: str) -> date:
     """Extend the deadline by one or two months, once, with the reason; signed on record."""
     if months not in (1, 2):
         raise StepError("an extension is 1 or 2 months (Art. 12(3))")
+    record = _request(svc, ref)
+    if record.secrets_destroyed_at is None:
+        refuse_if_named(svc.catalog, "reason", reason, _identities(svc, ref))
     record = svc.registry.extend(ref, 1 if months == 1 else 2, reason)
     assert record.extended_until is not None
     svc.ledger.append(
@@ -801,7 +875,7 @@ def _run(
             _ref(item),
             item.action,
             ActionStatus.FAILED,
-            {"error": type(exc).__name__, **reopened},
+            {"error": type(exc).__name__, **reopened, **_kept_progress(svc, ref, item)},
         )
         raise
     evidence = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
@@ -809,6 +883,29 @@ def _run(
     svc.registry.record_action(ref, _ref(item), item.action, ActionStatus.DONE, evidence)
     log.info("request %s: %s %s done", ref, item.action.value, item.dataset["name"])
     return evidence
+
+
+def _progress(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
+    """What an earlier attempt of this action already did and logged (see _save_progress)."""
+    record = _logged(svc, ref, item)
+    return dict(record.evidence.get("progress") or {}) if record is not None else {}
+
+
+def _kept_progress(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
+    progress = _progress(svc, ref, item)
+    return {"progress": progress} if progress else {}
+
+
+def _save_progress(svc: Services, ref: str, item: PlanItem, done: dict[str, Any]) -> None:
+    """Log an effect inside an action before the action finishes, so a retry skips it."""
+    svc.registry.record_action(
+        ref,
+        _ref(item),
+        item.action,
+        ActionStatus.PENDING,
+        {"progress": {**_progress(svc, ref, item), **done}},
+        new_attempt=False,
+    )
 
 
 def _reopened(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
@@ -821,17 +918,68 @@ def _reopened(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
     return {"reopened": record.evidence} if "earlier" in record.evidence else {}
 
 
-def _require_done(svc: Services, ref: str, plan: Plan, names: list[str], what: str) -> None:
-    missing = []
-    for item in plan.items:
+def _require_done(
+    svc: Services, ref: str, plan: Plan, waiting: PlanItem, names: list[str], what: str
+) -> None:
+    needed = [
+        i
+        for i in plan.items
+        if i.dataset["name"] in names and i.action in (Action.ERASE_ROWS, Action.REBUILD)
+    ]
+    _wait_for(svc, ref, waiting, needed, what)
+
+
+def _wait_for(
+    svc: Services, ref: str, waiting: PlanItem, needed: Sequence[PlanItem], what: str
+) -> None:
+    """NotYet while `needed` are not all done; UpstreamFailed, naming them, once one failed
+    and was not retried within the grace, or once `waiting` waited past the timeout."""
+    logged = {(a.dataset, a.action): a for a in svc.registry.actions(ref)}
+    now = datetime.now(UTC)
+    grace = timedelta(seconds=svc.settings.upstream_retry_grace_seconds)
+    missing, failed = [], []
+    for item in needed:
+        record = logged.get((dataset_label(_ref(item)), item.action.value))
+        if record is not None and record.status is ActionStatus.DONE:
+            continue
+        label = f"{item.action.value} {item.dataset['name']}"
         if (
-            item.dataset["name"] in names
-            and item.action in (Action.ERASE_ROWS, Action.REBUILD)
-            and svc.registry.action_status(ref, _ref(item), item.action) is not ActionStatus.DONE
+            record is not None
+            and record.status is ActionStatus.FAILED
+            and now - _as_datetime(record.updated_at) > grace
         ):
-            missing.append(f"{item.action.value} {item.dataset['name']}")
-    if missing:
-        raise NotYet(f"request {ref}: {', '.join(missing)} must be {what}; waiting for it")
+            failed.append(label)
+        else:
+            missing.append(label)
+    if failed:
+        raise UpstreamFailed(
+            f"request {ref}: {', '.join(failed)} failed and was not retried: it must be "
+            f"{what}. Fix its cause and clear it with its downstream tasks"
+        )
+    own = logged.get((dataset_label(_ref(waiting)), waiting.action.value))
+    if not missing:
+        return
+    since = _as_datetime(
+        own.evidence.get("waiting_since", now)
+        if own is not None and own.status is ActionStatus.WAITING
+        else now
+    )
+    timeout = svc.settings.upstream_wait_timeout_seconds
+    if (now - since).total_seconds() > timeout:
+        raise UpstreamFailed(
+            f"request {ref}: {', '.join(missing)} did not finish within {timeout} s: it must "
+            f"be {what}. Look at why it is stuck (a lost worker?), then clear this task"
+        )
+    earlier = dict(own.evidence) if own is not None else {}  # e.g. what verify reopened
+    svc.registry.record_action(
+        ref,
+        _ref(waiting),
+        waiting.action,
+        ActionStatus.WAITING,
+        {**earlier, "waiting_for": missing, "waiting_since": since.isoformat()},
+        new_attempt=False,
+    )
+    raise NotYet(f"request {ref}: {', '.join(missing)} must be {what}; waiting for it")
 
 
 def _same_cycle(plan: Plan, a: str, b: str) -> bool:
@@ -855,9 +1003,17 @@ def _identities(svc: Services, ref: str) -> list[Identity]:
     return list(svc.registry.unpark(ref).identities)
 
 
-def _identity_hashes(svc: Services, ref: str) -> list[str]:
-    pepper = svc.pepper(_request(svc, ref).pepper_version)
-    return sorted({subject_hash(pepper, i.type, i.value) for i in _identities(svc, ref)})
+def _peppers(svc: Services) -> list[Pepper]:
+    """Every pepper version: per-subject keys were written under whichever was current."""
+    return svc.peppers.all_versions()
+
+
+def _key_hashes(svc: Services, ref: str) -> list[str]:
+    """The names the subject's per-subject keys may have, under every pepper version."""
+    identities = _identities(svc, ref)
+    return sorted(
+        {subject_hash(p, i.type, i.value) for p in _peppers(svc) for i in identities}
+    )
 
 
 def _apply_standing_ruling(svc: Services, ref: str, item: PlanItem, today: date) -> None:
@@ -878,13 +1034,24 @@ def _apply_standing_ruling(svc: Services, ref: str, item: PlanItem, today: date)
 
 
 def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> dict[str, Any]:
-    """Record a ruling; 'delete the artefact' empties a catalogued table in the warehouse."""
+    """Record a ruling and do what it says: 'delete the artefact' empties a derived table,
+    'delete this row' deletes the one shared row of a root. A retry deletes nothing twice:
+    what was deleted is logged as progress before the ruling's record is appended."""
 
     def act() -> dict[str, Any]:
         recorded = _recorded(svc, ref, ruling) or svc.rulings.record(ruling)
         evidence: dict[str, Any] = {"ruling": recorded.model_dump(mode="json")}
-        if recorded.option is RulingOption.DELETE_ARTEFACT:
-            evidence["deletion"] = _delete_artefact(svc, item)
+        if recorded.option in (RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW):
+            done = _progress(svc, ref, item).get("deletion")
+            if done is None:
+                if recorded.option is RulingOption.DELETE_ARTEFACT:
+                    done = _delete_artefact(svc, item)
+                else:
+                    done = _delete_shared_row(svc, ref, item)
+                _save_progress(svc, ref, item, {"deletion": done})
+            evidence["deletion"] = done
+        if recorded.option is RulingOption.NOT_HELD:
+            evidence["subject_found"] = False
         record = _request(svc, ref)
         svc.ledger.append(
             ref,
@@ -908,6 +1075,14 @@ def _recorded(svc: Services, ref: str, ruling: Ruling) -> Ruling | None:
 
 def _delete_artefact(svc: Services, item: PlanItem) -> dict[str, Any]:
     ds = svc.catalog.dataset(_ref(item))
+    if ds is not None and (
+        ds.holds_subject
+        or any(r.dataset == ds.name for d in svc.catalog.datasets for r in d.references)
+    ):
+        raise StepError(
+            f"{ds.name!r} is a root table (it holds people's rows or is referenced by them): "
+            "it is never deleted as a whole; rule on the subject's rows instead"
+        )
     if ds is None or ds.connection is None or svc.warehouse.table(ds) is None:
         return {
             "done_by": "the artefact's owner",
@@ -925,6 +1100,36 @@ def _delete_artefact(svc: Services, item: PlanItem) -> dict[str, Any]:
                 f"deleting artefact {ds.name!r} failed ({describe_failure(exc)})"
             ) from None
     return {"done_by": "erasure", "rows_deleted": deleted, "statement": f"DELETE FROM {ds.name}"}
+
+
+def _delete_shared_row(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
+    """Delete the row(s) of a root the subject points at and others share (rule 2a)."""
+    located = _relocate(svc, ref).located.get(item.dataset["name"])
+    others = item.evidence.get("other_referrers", 0)
+    if located is None:
+        return {"done_by": "erasure", "rows_deleted": 0, "other_referrers": others}
+    table = svc.warehouse.table(located.dataset)
+    assert table is not None  # relocate found rows in it
+    predicate = subject_rows(table, located)
+    statement = sa.delete(table).where(predicate)
+    with svc.warehouse.connect(located.dataset) as conn:
+        try:
+            with transaction(conn):
+                deleted = conn.execute(statement).rowcount
+        except sa.exc.DBAPIError as exc:
+            raise StepError(
+                f"deleting the shared row of {located.dataset.name!r} failed "
+                f"({describe_failure(exc)}): if a foreign key refused it, the {others} other "
+                "row(s) pointing at it must be re-pointed by their owner first, or retain it "
+                "under an exemption (clear dpo_decides and answer again)"
+            ) from None
+        sql = statement_text(statement, conn.dialect)
+    return {
+        "done_by": "erasure",
+        "rows_deleted": max(deleted, 0),
+        "other_referrers": others,
+        "statement": sql,
+    }
 
 
 def _ruled(svc: Services, ref: str, dataset: Mapping[str, str]) -> bool:
@@ -949,12 +1154,6 @@ def _verification(svc: Services, ref: str) -> dict[str, Any]:
 
 def _check(target: str, check: str, result: str, passed: bool) -> dict[str, Any]:
     return {"target": target, "check": check, "result": result, "passed": bool(passed)}
-
-
-def _forbidden(*values: str) -> frozenset[str]:
-    return frozenset(
-        v for value in values for v in {value, value.strip(), value.strip().lower()} if v
-    )
 
 
 def _as_datetime(value: Any) -> datetime:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.visitors import replacement_traverse
 
-from erasure.actions.transaction import describe_failure, transaction
+from erasure.actions.transaction import describe_failure, statement_text, transaction
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, EraseFailed, EraseRefused, WarehouseError
 from erasure.locate import Located, Location
@@ -62,7 +62,7 @@ def erase_rows(
     predicate = subject_rows(table, located)
     delete = sa.delete(table).where(predicate)
     with warehouse.connect(ds) as conn:
-        statement = str(delete.compile(dialect=conn.dialect))
+        statement = statement_text(delete, conn.dialect)
         try:
             with transaction(conn):
                 before = _count(conn, table, predicate)

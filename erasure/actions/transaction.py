@@ -24,6 +24,13 @@ def transaction(conn: Connection) -> Iterator[None]:
         yield
 
 
+def statement_text(statement: sa.ClauseElement, dialect: sa.Dialect) -> str:
+    """A statement as evidence shows it: the SQL with its placeholders (one per bound value,
+    IN lists expanded), never the values, on one line."""
+    sql = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+    return " ".join(str(sql).split())
+
+
 def describe_failure(exc: sa.exc.DBAPIError) -> str:
     """The driver's error class and SQLSTATE: enough to diagnose, never a row's value."""
     orig = exc.orig

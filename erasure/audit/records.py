@@ -43,7 +43,6 @@ __all__ = [
     "ChainProblem",
     "ChainReport",
     "CompletionRecord",
-    "ForbiddenContentError",
     "RecordError",
     "RecordKind",
     "RecordLedger",
@@ -64,10 +63,6 @@ _E = TypeVar("_E", bound=StrEnum)
 
 class RecordError(ErasureError):
     """A completion record cannot be written or read as asked."""
-
-
-class ForbiddenContentError(RecordError):
-    """A record would contain a raw identifier the caller declared forbidden."""
 
 
 class RecordKind(StrEnum):
@@ -162,8 +157,6 @@ class RecordLedger:
         kind: RecordKind | str,
         body: Mapping[str, Any] | BaseModel,
         status: RecordStatus | str | None = None,
-        *,
-        forbidden: frozenset[str] = frozenset(),
     ) -> CompletionRecord:
         """Sign and append one record at the head of the chain; returns it."""
         kind = _kind(kind)
@@ -175,11 +168,6 @@ class RecordLedger:
                 f"got a value of length {len(subject_hash)}"
             )
         doc = json_body(body)
-        _guard(
-            forbidden,
-            {"request_ref": request_ref, "subject_hash": subject_hash, "body": doc},
-            request_ref,
-        )
         if kind is RecordKind.COMPLETED:
             doc = _completion_body(doc, status)
         signer = self._require_signer("append a record")
@@ -455,46 +443,3 @@ def _completion_body(doc: dict[str, Any], status: RecordStatus | None) -> dict[s
             f"evidence, which implies {effective}; omit it and the ledger states it"
         )
     return {**doc, "effective_erasure_date": effective.isoformat()}
-
-
-def _guard(forbidden: frozenset[str], document: dict[str, Any], request_ref: str) -> None:
-    """Refuse the record if a forbidden string (a raw identifier) appears anywhere in it."""
-    needles = {f.strip().casefold() for f in forbidden if f and f.strip()}
-    if not needles:
-        return
-    # Every key and value of the serialised record is looked at, unescaped.
-    where = _find(document, needles, "")
-    if where is not None:
-        # The message names the place, never the value.
-        raise ForbiddenContentError(
-            f"the record for request {_safe_ref(request_ref, needles)} contains a forbidden "
-            f"identifier at {where}: records hold keyed hashes only; remove it from the body"
-        )
-
-
-def _find(value: Any, needles: set[str], path: str) -> str | None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            text = str(key)
-            if any(n in text.casefold() for n in needles):
-                return f"a key under {path or 'the record'}"
-            found = _find(item, needles, f"{path}.{text}" if path else text)
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _find(item, needles, f"{path}[{index}]")
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, str):
-        return path if any(n in value.casefold() for n in needles) else None
-    if isinstance(value, bool) or value is None:
-        return None
-    # Numbers: a whole-value match (a customer id 4711), not a digit run inside a count.
-    return path if str(value).casefold() in needles else None
-
-
-def _safe_ref(request_ref: str, needles: set[str]) -> str:
-    return "<redacted>" if any(n in request_ref.casefold() for n in needles) else request_ref

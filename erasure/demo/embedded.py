@@ -41,7 +41,7 @@ def open_demo(base_dir: Path, bao: EmbeddedOpenBao, *, url: str | None = None) -
     keystore.ensure_mount()
     peppers = PepperStore(vault, settings.vault_kv_mount)
     peppers.ensure_mount()
-    pepper = peppers.current()
+    pepper = peppers.initialise()  # a new estate: nothing is hashed under any pepper yet
     cipher = EnvelopeCipher(keystore)
 
     def seal(customer_id: str, dataset: str, plaintext: bytes) -> tuple[str, bytes]:

@@ -1,5 +1,9 @@
 """The pepper (HMAC key of subject hashes) in KV v2 at `<mount>/pepper`, one KV version per
 pepper version. It is never shredded: tombstones hashed under any version must stay checkable.
+
+A missing pepper fails closed (`PepperMissing`): it is created once, by `initialise`, for a
+deployment that holds nothing hashed under one yet. Creating a fresh version 1 while
+tombstones or per-subject keys exist would orphan them all: CRM ingest would suppress nobody.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from erasure.pseudonym import Pepper
 PEPPER_BYTES = 32
 # KV v2 keeps 10 versions unless told otherwise, and would silently destroy old peppers.
 _MAX_VERSIONS = 100_000
+
+
+class PepperMissing(VaultError):
+    """No pepper is in Vault: never replaced silently, since everything hashed depends on it."""
 
 
 class PepperStore:
@@ -40,7 +48,18 @@ class PepperStore:
         ensure_kv_v2(self._client, self._mount)
 
     def current(self) -> Pepper:
-        """The newest pepper, creating version 1 (32 random bytes) on first use."""
+        """The newest pepper; PepperMissing if none was ever initialised."""
+        latest = self._read()
+        if latest is None:
+            raise self._missing()
+        return latest
+
+    def exists(self) -> bool:
+        """Whether a pepper was ever written here (and its latest version is live)."""
+        return self._read() is not None
+
+    def initialise(self) -> Pepper:
+        """Create version 1 (32 random bytes) unless a pepper exists; the current one."""
         latest = self._read()
         return latest if latest is not None else self._write(cas=0)
 
@@ -56,7 +75,7 @@ class PepperStore:
             except hvac.exceptions.InvalidPath as exc:
                 if not is_not_found(exc):
                     raise
-                return [self.current()]
+                raise self._missing() from None
         data = meta["data"]
         versions: dict[str, Any] = data.get("versions") or {}
         current = int(data.get("current_version") or 0)
@@ -79,6 +98,14 @@ class PepperStore:
         return peppers
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _missing(self) -> PepperMissing:
+        return PepperMissing(
+            f"no pepper at {self.location} ({self._address}): subject hashes, tombstones and "
+            "per-subject keys cannot be computed or checked. Restore it from a Vault snapshot "
+            "if this deployment ever had one; on a new deployment an operator creates it "
+            "(`erasure keys init-pepper`)"
+        )
 
     @property
     def _address(self) -> str:

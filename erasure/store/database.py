@@ -167,7 +167,9 @@ def _create_engine(url: str | URL) -> Engine:
             "the erasure store URL cannot be parsed; expected a SQLAlchemy URL such as "
             "sqlite:///var/erasure.db or postgresql://user@host/db"
         ) from None
-    kwargs: dict[str, Any] = {}
+    # Bound values include hashes and refs, and in the warehouse identifiers: errors and logs
+    # show placeholders, never the values.
+    kwargs: dict[str, Any] = {"hide_parameters": True}
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         database = parsed.database or ""

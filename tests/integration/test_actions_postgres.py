@@ -13,7 +13,7 @@ from erasure.actions.erase_rows import erase_all
 from erasure.actions.rebuild import RebuildFailed, rebuild, rebuild_all, rebuild_order
 from erasure.catalog import Catalog, RebuildSpec
 from erasure.demo.seed import build_demo
-from erasure.locate import locate
+from erasure.locate import locate, parked_location
 from erasure.model import Action
 from erasure.verify import recount
 from erasure.warehouse import Warehouse
@@ -89,7 +89,7 @@ def test_erase_rebuild_verify_on_postgres(estate: tuple[Catalog, Warehouse]) -> 
     ]
     assert [r.run_id for r in rebuilt if r.method == "dag"] == runs
 
-    recounts = recount(catalog, warehouse, subject, location, plan)
+    recounts = recount(catalog, warehouse, *parked_location(location), plan)
     assert {r.dataset for r in recounts} == {
         i.dataset["name"] for i in plan.items if i.action in (Action.ERASE_ROWS, Action.REBUILD)
     }

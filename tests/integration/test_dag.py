@@ -24,6 +24,8 @@ from erasure.workflow import items_for
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
 CANARY = "Alice.SMITH@example.com"  # the demo customer, typed the way a person might
+# Notes may not name the subject (refused at entry); what they say is still kept out of Airflow.
+NOTE_CANARY = "note-canary-7f3c9e1a5b"
 
 
 def conf(ref: str) -> dict[str, Any]:
@@ -33,7 +35,7 @@ def conf(ref: str) -> dict[str, Any]:
         "identifier": CANARY,
         "received_on": "2026-11-20",
         "legal_ground": "art17_1_b",
-        "notes": f"Wrote in as {CANARY}",
+        "notes": f"Wrote in through the web form ({NOTE_CANARY})",
         "dry_run": False,
     }
 
@@ -98,7 +100,7 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
         assert shredded.evidence["keys_shredded"] == 1
         assert svc.suppression.count() == 4  # email, alternate email, customer id, phone
         assert svc.ledger.verify().ok
-    assert tables_holding(airflow_db, CANARY, DEMO_SUBJECT[1]) == []
+    assert tables_holding(airflow_db, CANARY, DEMO_SUBJECT[1], NOTE_CANARY) == []
 
 
 def test_erasure_run_on_sqlite_completes_and_scrubs_airflow(estate: Any, airflow_db: Path) -> None:

@@ -192,6 +192,7 @@ def registry(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> Req
     keystore = KvKeyStore(KvKeyStoreConfig(mount=env["ERASURE_VAULT_KV_MOUNT"]), vault)
     keystore.ensure_mount()
     peppers = PepperStore(vault, env["ERASURE_VAULT_KV_MOUNT"])
+    peppers.initialise()  # a new deployment's first pepper
     return RequestRegistry(store, keystore, EnvelopeCipher(keystore), peppers)
 
 

@@ -81,7 +81,9 @@ def vault(openbao: EmbeddedOpenBao) -> hvac.Client:
 def peppers(vault: hvac.Client) -> PepperStore:
     mount = unique("req-pepper")
     ensure_kv_v2(vault, mount)
-    return PepperStore(vault, mount=mount)
+    store = PepperStore(vault, mount=mount)
+    store.initialise()  # as a new deployment does once (Services.open, erasure keys init-pepper)
+    return store
 
 
 @pytest.fixture(params=["kv", "transit"])

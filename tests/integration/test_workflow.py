@@ -22,7 +22,7 @@ from erasure.demo.seed import DEMO_SUBJECT
 from erasure.errors import ErasureError, StoreError, VaultError, VerificationFailed
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
-from erasure.rulings import Ruling, RulingOption
+from erasure.rulings import DpoAnswer, Ruling, RulingOption, option_for_label
 from erasure.services import Services
 from erasure.suppression import identifier_columns
 
@@ -40,14 +40,20 @@ CONF = {
 DPO = {"id": "dana", "name": "Dana DPO"}
 
 
-def answer(option: str, **params: object) -> dict[str, object]:
-    base = {"justification": "", "exemption": None, "scheduled_by": None, "standing_until": None}
-    return {
-        "chosen_options": [option],
-        "params_input": {**base, **params},
-        "responded_at": datetime(2026, 11, 29, 10, 0, tzinfo=UTC).isoformat(),
-        "responded_by_user": DPO,
-    }
+def answer(option: str, **params: Any) -> DpoAnswer:
+    """The DPO's answer as the DAG hands it to the workflow: the option by its label."""
+    return DpoAnswer(
+        option=option_for_label(option),
+        author_id=DPO["id"],
+        author_name=DPO["name"],
+        decided_at=datetime(2026, 11, 29, 10, 0, tzinfo=UTC),
+        **params,
+    )
+
+
+NOT_HELD = answer(
+    "Confirm the subject is not held", justification="checked the CRM by hand: no such customer"
+)
 
 
 ANSWERS = {
@@ -193,18 +199,36 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     assert not [k for k in svc.keystore.list_key_names() if "alice" in k.lower()]
 
 
-def test_a_subject_found_nowhere_is_tombstoned_verified_and_completed(svc: Services) -> None:
-    conf = {**CONF, "request_ref": "REQ-2026-0002", "identifier": "nobody@example.org"}
+def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
+    svc: Services,
+) -> None:
+    conf = {**CONF, "request_ref": "REQ-2026-0002", "identifier": "alice.smith@example.co"}
     workflow.register(svc, conf, "erasure-REQ-2026-0002")
     plan = workflow.plan_request(svc, "REQ-2026-0002")
     assert plan.roots == []
-    assert [i.action for i in plan.items] == [Action.INSERT_TOMBSTONE]
+    assert [(i.action, i.rule) for i in plan.items] == [
+        (Action.ESCALATE, "not_found"),
+        (Action.INSERT_TOMBSTONE, "tombstone"),
+    ]
+    [question] = workflow.pending_escalations(svc, "REQ-2026-0002")
+    prompt = workflow.escalation_prompt(question)
+    assert prompt["options"] == ["Confirm the subject is not held"]
+    assert "crm.customers (email, alt_email)" in question.reason
+    # Alice's address at another domain: counted as a near miss, never shown.
+    assert "`crm.customers.email`: 1 row(s), same local part at another domain" in prompt["body"]
+    assert "alice" not in prompt["body"].lower()
     workflow.tombstone(svc, "REQ-2026-0002")
     svc.registry.mark_scrubbed("REQ-2026-0002", datetime.now(UTC))
+    with pytest.raises(VerificationFailed, match="subject_search"):
+        workflow.verify(svc, "REQ-2026-0002")  # not complete while the DPO has not answered
+    workflow.rule(svc, "REQ-2026-0002", "subject_search", NOT_HELD)
     assert workflow.verify(svc, "REQ-2026-0002")["passed"]
     record = workflow.complete(svc, "REQ-2026-0002")
     assert record.status is RecordStatus.COMPLETE
-    assert record.body["artefacts"] == []
+    assert record.body["subject_found"] is False
+    [outcome] = record.body["artefacts"]
+    assert (outcome["action"], outcome["rule"]) == ("escalate", "not_found")
+    assert [r["option"] for r in record.body["rulings"]] == ["not_held"]
 
 
 def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) -> None:
@@ -273,9 +297,9 @@ def test_the_nightly_crm_sync_while_the_dpo_decides_brings_nobody_back(
     assert rows(crm, "SELECT COUNT(*) FROM customers WHERE id = 'C0001'") == 0
 
 
-@pytest.mark.parametrize("outage", ["unpark", "destroy_secrets"])
+@pytest.mark.parametrize("outage", [("ledger", "append"), ("registry", "destroy_secrets")])
 def test_a_completion_that_failed_for_good_completes_once_cleared(
-    svc: Services, outage: str
+    svc: Services, outage: tuple[str, str]
 ) -> None:
     """Vault was down through every try of `complete` (before the record was signed, or
     after), so the request was marked failed: clearing the task closes it all the same."""
@@ -284,9 +308,10 @@ def test_a_completion_that_failed_for_good_completes_once_cleared(
     workflow.register(svc, conf, run_id)
     workflow.plan_request(svc, ref)
     workflow.tombstone(svc, ref)
+    workflow.rule(svc, ref, "subject_search", NOT_HELD)
     svc.registry.mark_scrubbed(ref, datetime.now(UTC))
     workflow.verify(svc, ref)
-    down_once(svc.registry, outage)
+    down_once(getattr(svc, outage[0]), outage[1])
     with pytest.raises(VaultError):
         workflow.complete(svc, ref)
     failure_callback(svc, ref, run_id)

@@ -11,7 +11,7 @@ from erasure.actions.erase_rows import erase_all
 from erasure.actions.rebuild import rebuild_all
 from erasure.catalog import Catalog
 from erasure.demo.seed import build_demo
-from erasure.locate import Location, locate
+from erasure.locate import Location, locate, parked_location
 from erasure.model import Action, Plan, SubjectRef
 from erasure.verify import VerificationFailed, recount
 from erasure.warehouse import Warehouse
@@ -39,7 +39,7 @@ class Demo:
 
     def recount(self, *, check: bool = True) -> dict[str, int]:
         found = recount(
-            self.catalog, self.warehouse, self.subject, self.location, self.plan, check=check
+            self.catalog, self.warehouse, *parked_location(self.location), self.plan, check=check
         )
         return {r.dataset: r.found for r in found}
 
@@ -62,7 +62,7 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
 def test_after_the_act_step_every_erased_and_rebuilt_dataset_counts_zero(demo: Demo) -> None:
     demo.act()
 
-    found = recount(demo.catalog, demo.warehouse, demo.subject, demo.location, demo.plan)
+    found = recount(demo.catalog, demo.warehouse, *parked_location(demo.location), demo.plan)
 
     checked = {
         i.dataset["name"]

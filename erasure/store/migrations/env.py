@@ -50,7 +50,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = sa.create_engine(_url(), poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(_url(), poolclass=sa.pool.NullPool, hide_parameters=True)
     with engine.connect() as conn:
         _run(conn)
         conn.commit()

@@ -57,7 +57,7 @@ def pepper(vault: hvac.Client) -> Pepper:
     """The current pepper of a fresh pepper store."""
     mount = unique_mount("pepper")
     ensure_kv_v2(vault, mount)
-    return PepperStore(vault, mount=mount).current()
+    return PepperStore(vault, mount=mount).initialise()
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def test_canary_identifier_never_appears_in_vault_names_or_paths(vault: hvac.Cli
     transit = TransitKeyStore(TransitConfig(mount=f"canary-transit-{suffix}"), vault)
     kv.ensure_mount()
     transit.ensure_mount()
-    pepper = PepperStore(vault, mount=kv.mount).current()
+    pepper = PepperStore(vault, mount=kv.mount).initialise()
     normalised = normalise("email", CANARY)
     hashed = subject_hash(pepper, "email", normalised)
     other = subject_hash(pepper, "email", normalise("email", "someone.else@example.org"))

@@ -9,7 +9,7 @@ import hvac
 import pytest
 
 from erasure.errors import VaultError
-from erasure.keys.pepper import PepperStore
+from erasure.keys.pepper import PepperMissing, PepperStore
 from erasure.pseudonym import subject_hash
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
@@ -22,9 +22,17 @@ def store(vault: hvac.Client) -> PepperStore:
     return pepper_store
 
 
-def test_first_use_creates_version_one(store: PepperStore) -> None:
-    first = store.current()
+def test_a_missing_pepper_fails_closed_until_initialised(store: PepperStore) -> None:
+    for read in (store.current, store.all_versions, store.rotate):
+        with pytest.raises(PepperMissing, match=r"no pepper at .*erasure keys init-pepper"):
+            read()
+    assert not store.exists()
+
+
+def test_initialising_creates_version_one(store: PepperStore) -> None:
+    first = store.initialise()
     assert first.version == 1 and len(first.secret) == 32
+    assert store.initialise() == first
     assert store.current() == first
     assert store.all_versions() == [first]
     assert "secret=<redacted>" in repr(first)
@@ -32,12 +40,12 @@ def test_first_use_creates_version_one(store: PepperStore) -> None:
 
 def test_concurrent_first_use_agrees_on_one_pepper(store: PepperStore) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
-        peppers = set(pool.map(lambda _: store.current(), range(16)))
+        peppers = set(pool.map(lambda _: store.initialise(), range(16)))
     assert len(peppers) == 1
 
 
 def test_rotation_keeps_every_version(store: PepperStore) -> None:
-    first = store.current()
+    first = store.initialise()
     second = store.rotate()
     assert second.version == 2 and second.secret != first.secret
     assert store.current() == second
@@ -49,7 +57,7 @@ def test_rotation_keeps_every_version(store: PepperStore) -> None:
 
 def test_more_rotations_than_kv_keeps_by_default(store: PepperStore) -> None:
     """KV v2 keeps 10 versions unless told otherwise; no pepper may be pruned."""
-    first = store.current()
+    first = store.initialise()
     for _ in range(12):
         store.rotate()
     versions = store.all_versions()
@@ -60,7 +68,7 @@ def test_more_rotations_than_kv_keeps_by_default(store: PepperStore) -> None:
 def test_a_pruned_version_is_reported_not_silently_skipped(
     vault: hvac.Client, store: PepperStore
 ) -> None:
-    store.current()
+    store.initialise()
     store.rotate()
     vault.secrets.kv.v2.update_metadata(
         path="pepper", max_versions=1, mount_point=store.location.split("/")[0]

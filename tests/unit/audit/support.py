@@ -277,14 +277,13 @@ def completion_body(*, with_tape: bool = False) -> dict[str, Any]:
 
 def record_request(ledger: Any, ref: str, *, with_tape: bool = False) -> None:
     """The four records of one request's life: received, escalated, decided, completed."""
-    ledger.append(ref, SUBJECT, "received", received_body(ref), forbidden=frozenset({CANARY}))
-    ledger.append(ref, SUBJECT, "escalated", escalated_body(), forbidden=frozenset({CANARY}))
-    ledger.append(ref, SUBJECT, "decided", decided_body(), forbidden=frozenset({CANARY}))
+    ledger.append(ref, SUBJECT, "received", received_body(ref))
+    ledger.append(ref, SUBJECT, "escalated", escalated_body())
+    ledger.append(ref, SUBJECT, "decided", decided_body())
     ledger.append(
         ref,
         SUBJECT,
         "completed",
         completion_body(with_tape=with_tape),
         status="complete_with_exemptions" if with_tape else "complete",
-        forbidden=frozenset({CANARY}),
     )
