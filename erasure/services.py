@@ -25,7 +25,7 @@ from erasure.registry import RequestRegistry
 from erasure.rulings import RulingBook
 from erasure.store.database import Store, open_store
 from erasure.suppression import SuppressionList
-from erasure.warehouse import Warehouse
+from erasure.warehouse import ConnectionResolver, Warehouse
 
 
 @dataclass
@@ -44,8 +44,14 @@ class Services:
     ledger: RecordLedger
 
     @classmethod
-    def open(cls, settings: Settings | None = None) -> Services:
-        """Connect to the store, Vault and the warehouse the settings name."""
+    def open(
+        cls, settings: Settings | None = None, *, resolve: ConnectionResolver | None = None
+    ) -> Services:
+        """Connect to the store, Vault and the warehouse the settings name.
+
+        `resolve` opens catalog connections given as `airflow_conn_id` (the DAG adapters pass
+        the Postgres provider's hook); without it only `url` connections can be used.
+        """
         settings = settings or Settings()
         if settings.catalog_path is None:
             raise ConfigError(f"{env_name('catalog_path')} is not set: point it at the catalog")
@@ -66,7 +72,7 @@ class Services:
         return cls(
             settings=settings,
             catalog=catalog,
-            warehouse=Warehouse(catalog),
+            warehouse=Warehouse(catalog, resolve),
             store=store,
             vault=vault,
             keystore=keystore,
