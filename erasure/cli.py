@@ -111,8 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_suppression_check)
 
     from erasure.audit.commands import add_audit_commands
+    from erasure.keys.commands import add_keys_commands
+    from erasure.store.commands import add_store_commands
 
     add_audit_commands(sub)
+    add_keys_commands(sub)
+    add_store_commands(sub)
     return parser
 
 

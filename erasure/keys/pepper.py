@@ -40,9 +40,30 @@ class PepperStore:
         ensure_kv_v2(self._client, self._mount)
 
     def current(self) -> Pepper:
-        """The newest pepper, creating version 1 (32 random bytes) on first use."""
+        """The newest pepper, creating version 1 (32 random bytes) on first use.
+
+        Only an identity allowed to write the pepper creates it (the embedded dev server's
+        root token; in production the operator's `erasure keys init`): anyone else gets a
+        VaultError saying so, never a pepper of their own.
+        """
         latest = self._read()
-        return latest if latest is not None else self._write(cas=0)
+        if latest is not None:
+            return latest
+        try:
+            return self._write(cas=0)
+        except VaultError as exc:
+            if isinstance(exc.__cause__, hvac.exceptions.Forbidden):
+                raise VaultError(
+                    f"there is no pepper at {self.location} ({self._address}) yet, and this "
+                    "identity may not create it: an operator creates version 1 with "
+                    "`erasure keys init`"
+                ) from None
+            raise
+
+    def exists(self) -> bool:
+        """Whether any pepper version was ever written."""
+        with vault_errors(self._address, f"read metadata of {self.location}"):
+            return self._latest_is_live()
 
     def rotate(self) -> Pepper:
         """Add a new pepper version and return it; older versions stay readable."""
