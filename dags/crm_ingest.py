@@ -104,18 +104,13 @@ def crm_ingest() -> None:
 
 def _warehouse_engine(catalog: Catalog, dataset: DatasetSpec) -> Engine:
     """The dataset's warehouse: through the Airflow connection if the catalog names one."""
+    from erasure_connections import warehouse
+
     from erasure.errors import CatalogError
-    from erasure.warehouse import Warehouse
 
     if dataset.connection is None:
         raise CatalogError(f"dataset {dataset.name!r} names no connection to load it through")
-    conn_id = catalog.connections[dataset.connection].airflow_conn_id
-    if conn_id is not None:
-        from airflow.providers.postgres.hooks.postgres import PostgresHook
-
-        engine: Engine = PostgresHook(postgres_conn_id=conn_id).get_sqlalchemy_engine()
-        return engine
-    return Warehouse(catalog).engine(dataset.connection)
+    return warehouse(catalog).engine(dataset.connection)
 
 
 crm_ingest_dag = crm_ingest()

@@ -49,9 +49,12 @@ EXEMPTION_LABELS = {str(k.value): v for k, v in EXEMPTIONS.items()}
 
 
 def _services() -> Any:
+    from erasure_connections import postgres_url
+
     from erasure.services import Services
 
-    return Services.open(Settings())
+    # Catalog connections given as airflow_conn_id open through the Postgres provider's hook.
+    return Services.open(Settings(), resolve=postgres_url)
 
 
 def _record_failure(context: Any) -> None:

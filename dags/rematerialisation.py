@@ -20,17 +20,18 @@ def _rematerialisation_dag(dag_id: str) -> DAG:
 
         @task(task_id="rematerialise")
         def rematerialise_tables() -> dict[str, int]:
+            from erasure_connections import warehouse as task_warehouse
+
             from erasure.catalog import load_catalog
             from erasure.config import Settings
             from erasure.demo.rematerialise import rematerialise
             from erasure.errors import ConfigError
-            from erasure.warehouse import Warehouse
 
             path = Settings().catalog_path
             if path is None:
                 raise ConfigError("ERASURE_CATALOG_PATH is not set")
             catalog = load_catalog(path)
-            warehouse = Warehouse(catalog)
+            warehouse = task_warehouse(catalog)
             try:
                 return rematerialise(catalog, warehouse, dag_id)
             finally:

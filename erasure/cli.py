@@ -110,21 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true")
     check.set_defaults(handler=_suppression_check)
 
-    keys = sub.add_parser("keys", help="the pepper behind every subject hash (operators)")
-    pepper = keys.add_subparsers(metavar="WHAT")
-    init = pepper.add_parser(
-        "init-pepper",
-        help="create pepper version 1 on a new deployment (refused while anything is hashed)",
-    )
-    init.set_defaults(handler=_init_pepper)
-    rotate = pepper.add_parser(
-        "rotate-pepper", help="add a pepper version; older ones stay and keep matching"
-    )
-    rotate.set_defaults(handler=_rotate_pepper)
-
     from erasure.audit.commands import add_audit_commands
+    from erasure.keys.commands import add_keys_commands
+    from erasure.store.commands import add_store_commands
 
     add_audit_commands(sub)
+    add_keys_commands(sub)
+    add_store_commands(sub)
     return parser
 
 
@@ -325,41 +317,6 @@ def _suppression_check(args: argparse.Namespace) -> int:
     else:
         print(f"not suppressed: no tombstone for this {subject.type}")
     return 0 if found else 1
-
-
-def _init_pepper(_args: argparse.Namespace) -> int:
-    from erasure.config import Settings
-    from erasure.keys.keystore import keystore_from_settings
-    from erasure.keys.pepper import PepperStore
-    from erasure.keys.vault import connect
-    from erasure.services import ensure_pepper
-    from erasure.store.database import open_store
-
-    settings = Settings()
-    vault = connect(settings)
-    peppers = PepperStore(vault, settings.vault_kv_mount)
-    peppers.ensure_mount()
-    existed = peppers.exists()
-    with open_store(settings.store_url) as store:
-        pepper = ensure_pepper(peppers, store, keystore_from_settings(settings, vault))
-    state = "already initialised" if existed else "created"
-    print(f"pepper at {peppers.location}: {state}, current version {pepper.version}")
-    return 0
-
-
-def _rotate_pepper(_args: argparse.Namespace) -> int:
-    from erasure.config import Settings
-    from erasure.keys.pepper import PepperStore
-    from erasure.keys.vault import connect
-
-    settings = Settings()
-    peppers = PepperStore(connect(settings), settings.vault_kv_mount)
-    pepper = peppers.rotate()
-    print(
-        f"pepper at {peppers.location}: version {pepper.version} is current; new requests "
-        "hash under it, tombstones and keys of older versions keep matching"
-    )
-    return 0
 
 
 def _read(path: Path) -> str:

@@ -19,7 +19,7 @@ from erasure.config import Settings, env_name
 from erasure.errors import ConfigError
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import SubjectKeyStore, keystore_from_settings
-from erasure.keys.pepper import PepperMissing, PepperStore
+from erasure.keys.pepper import PepperStore, would_orphan
 from erasure.keys.vault import connect, ensure_transit
 from erasure.pseudonym import Pepper
 from erasure.registry import RequestRegistry
@@ -27,7 +27,7 @@ from erasure.rulings import RulingBook
 from erasure.store.database import Store, open_store
 from erasure.store.schema import requests
 from erasure.suppression import SuppressionList
-from erasure.warehouse import Warehouse
+from erasure.warehouse import ConnectionResolver, Warehouse
 
 
 def ensure_pepper(peppers: PepperStore, store: Store, keystore: SubjectKeyStore) -> Pepper:
@@ -51,11 +51,7 @@ def ensure_pepper(peppers: PepperStore, store: Store, keystore: SubjectKeyStore)
     if keys:
         held.append(f"{keys} per-subject key(s)")
     if held:
-        raise PepperMissing(
-            f"the pepper at {peppers.location} is missing while the erasure store and Vault "
-            f"hold {', '.join(held)} hashed under it: restore it from a Vault snapshot. A new "
-            "pepper would match none of them (CRM ingest would suppress nobody)"
-        )
+        raise would_orphan(peppers.location, held)
     return peppers.initialise()
 
 
@@ -75,8 +71,14 @@ class Services:
     ledger: RecordLedger
 
     @classmethod
-    def open(cls, settings: Settings | None = None) -> Services:
-        """Connect to the store, Vault and the warehouse the settings name."""
+    def open(
+        cls, settings: Settings | None = None, *, resolve: ConnectionResolver | None = None
+    ) -> Services:
+        """Connect to the store, Vault and the warehouse the settings name.
+
+        `resolve` opens catalog connections given as `airflow_conn_id` (the DAG adapters pass
+        the Postgres provider's hook); without it only `url` connections can be used.
+        """
         settings = settings or Settings()
         if settings.catalog_path is None:
             raise ConfigError(f"{env_name('catalog_path')} is not set: point it at the catalog")
@@ -102,7 +104,7 @@ class Services:
         return cls(
             settings=settings,
             catalog=catalog,
-            warehouse=Warehouse(catalog),
+            warehouse=Warehouse(catalog, resolve),
             store=store,
             vault=vault,
             keystore=keystore,

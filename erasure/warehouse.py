@@ -2,11 +2,16 @@
 
 Dataset names are written `schema.table` in every dialect. On SQLite each schema is an
 attached database file next to the main one, so the same SQL runs on SQLite and Postgres.
+
+A catalog connection gives either a `url` or an `airflow_conn_id`. The domain does not
+import Airflow: whoever runs inside Airflow (the DAG adapters) hands the Warehouse a
+`ConnectionResolver` that turns the conn id into a SQLAlchemy URL through the Postgres
+provider's hook; without one, an `airflow_conn_id` connection cannot be opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,18 +23,35 @@ from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, WarehouseError
 from erasure.matching import SQL_FUNCTION, sql_canonical
 
+# (catalog connection name, airflow_conn_id) -> the SQLAlchemy URL it stands for. Raises
+# CatalogError naming the conn id when Airflow does not know it.
+ConnectionResolver = Callable[[str, str], sa.URL | str]
+
 
 class Warehouse:
     """Lazily built engines for the catalog's connections, one per connection name."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, resolve: ConnectionResolver | None = None) -> None:
         self.catalog = catalog
+        self._resolve = resolve
         self._engines: dict[str, Engine] = {}
         self._tables: dict[tuple[str, str], sa.Table | None] = {}
 
+    def url(self, connection: str) -> sa.URL | str:
+        """The SQLAlchemy URL of a catalog connection (it may hold a password: never log it)."""
+        if connection not in self.catalog.connections:
+            raise CatalogError(
+                f"connection {connection!r} is not declared under 'connections'; "
+                f"declared: {sorted(self.catalog.connections)}"
+            )
+        conn_id = self.catalog.connections[connection].airflow_conn_id
+        if conn_id is not None and self._resolve is not None:
+            return self._resolve(connection, conn_id)
+        return self.catalog.connection_url(connection)
+
     def engine(self, connection: str) -> Engine:
         if connection not in self._engines:
-            url = self.catalog.connection_url(connection)
+            url = self.url(connection)
             try:
                 # Bound values are subject identifiers: never in an error message or log.
                 engine = sa.create_engine(url, hide_parameters=True)

@@ -28,6 +28,15 @@ class PepperMissing(VaultError):
     """No pepper is in Vault: never replaced silently, since everything hashed depends on it."""
 
 
+def would_orphan(location: str, held: list[str]) -> PepperMissing:
+    """The refusal to create a pepper while `held` (e.g. "3 tombstone(s)") depend on one."""
+    return PepperMissing(
+        f"the pepper at {location} is missing while {', '.join(held)} hashed under it exist: "
+        "restore it from a Vault snapshot. A new pepper would match none of them (CRM "
+        "ingest would suppress nobody)"
+    )
+
+
 class PepperStore:
     """Versioned pepper: `current()` for hashing, `all_versions()` for checking tombstones."""
 
@@ -55,13 +64,30 @@ class PepperStore:
         return latest
 
     def exists(self) -> bool:
-        """Whether a pepper was ever written here (and its latest version is live)."""
-        return self._read() is not None
+        """Whether any pepper version was ever written (and the latest is live)."""
+        with vault_errors(self._address, f"read metadata of {self.location}"):
+            return self._latest_is_live()
 
     def initialise(self) -> Pepper:
-        """Create version 1 (32 random bytes) unless a pepper exists; the current one."""
+        """Create version 1 (32 random bytes) unless a pepper exists; the current one.
+
+        Only an identity allowed to write the pepper creates it (the embedded dev server's
+        root token; in production the operator's `erasure keys init`): anyone else gets a
+        VaultError saying so, never a pepper of their own.
+        """
         latest = self._read()
-        return latest if latest is not None else self._write(cas=0)
+        if latest is not None:
+            return latest
+        try:
+            return self._write(cas=0)
+        except VaultError as exc:
+            if isinstance(exc.__cause__, hvac.exceptions.Forbidden):
+                raise VaultError(
+                    f"there is no pepper at {self.location} ({self._address}) yet, and this "
+                    "identity may not create it: an operator creates version 1 with "
+                    "`erasure keys init`"
+                ) from None
+            raise
 
     def rotate(self) -> Pepper:
         """Add a new pepper version and return it; older versions stay readable."""
@@ -104,7 +130,7 @@ class PepperStore:
             f"no pepper at {self.location} ({self._address}): subject hashes, tombstones and "
             "per-subject keys cannot be computed or checked. Restore it from a Vault snapshot "
             "if this deployment ever had one; on a new deployment an operator creates it "
-            "(`erasure keys init-pepper`)"
+            "(`erasure keys init`)"
         )
 
     @property

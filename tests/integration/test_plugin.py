@@ -57,6 +57,8 @@ LINEAGE_KEY = "ol-" + "k" * 29
 TASK_KEY = "tt-" + "s" * 29
 RUN = uuid.uuid4().hex[:8]
 CANARY = f"jane.canary.{RUN}@example.org"  # the raw identifier typed into the trigger form
+# Long and unique: a short number would match timestamps, counts and hashes by chance.
+NUMERIC_CANARY = 98306159427315770
 NOTE_CANARY = f"called from +44 20 7946 {RUN[:4]}"  # free text in the notes
 OTHER_CANARY = f"john.canary.{RUN}@example.org"
 REF = f"REQ-{RUN}-1"
@@ -656,14 +658,18 @@ def test_scrub_request_runs_in_process_on_any_shape_of_conf(erasure_dag: str) ->
                 run_type=DagRunType.MANUAL,
                 state=DagRunState.QUEUED,
                 triggered_by=DagRunTriggeredByType.TEST,
-                conf={"request_ref": ref, "identifier": 40417, "extra": {"notes": "ring 40417"}},
+                conf={
+                    "request_ref": ref,
+                    "identifier": NUMERIC_CANARY,
+                    "extra": {"notes": f"ring {NUMERIC_CANARY}"},
+                },
             )
         )
         session.add(
             Log(
                 event="trigger_dag_run",
                 dag_id=erasure_dag,
-                extra=json.dumps({"conf": {"request_ref": ref, "identifier": 40417}}),
+                extra=json.dumps({"conf": {"request_ref": ref, "identifier": NUMERIC_CANARY}}),
             )
         )
     with create_session() as session:
@@ -674,7 +680,7 @@ def test_scrub_request_runs_in_process_on_any_shape_of_conf(erasure_dag: str) ->
         assert run.conf == {"request_ref": ref, "identifier": PARKED, "extra": {"notes": PARKED}}
     assert (first.runs, first.log_rows) == (1, 1)
     assert (second.runs, second.log_rows) == (0, 0)
-    assert airflow_rows_containing("40417") == []
+    assert airflow_rows_containing(str(NUMERIC_CANARY)) == []
 
 
 # ---------------------------------------------------------------------------------------------

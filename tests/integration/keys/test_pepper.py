@@ -24,7 +24,7 @@ def store(vault: hvac.Client) -> PepperStore:
 
 def test_a_missing_pepper_fails_closed_until_initialised(store: PepperStore) -> None:
     for read in (store.current, store.all_versions, store.rotate):
-        with pytest.raises(PepperMissing, match=r"no pepper at .*erasure keys init-pepper"):
+        with pytest.raises(PepperMissing, match=r"no pepper at .*`erasure keys init`"):
             read()
     assert not store.exists()
 
