@@ -22,8 +22,9 @@ from sqlglot.errors import SqlglotError
 
 from erasure.errors import LineageError
 from erasure.lineage.sql_names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE, table_key
+from erasure.lineage.sql_projection_names import name_projections
 from erasure.lineage.sql_statements import Job, Statement, job_of, split_statements
-from erasure.lineage.sql_trace import trace_columns
+from erasure.lineage.sql_trace import SourceColumn, trace_columns
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 
 
@@ -35,6 +36,24 @@ class SqlColumnEdge:
     target: str
     type: EdgeType
     subtype: EdgeSubtype
+    # The column part of `source`/`target` where it holds a dot (`a.x + a.y`, `col.a.b`);
+    # None: the column is what follows the last dot.
+    source_column: str | None = field(default=None, compare=False)
+    target_column: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def between(
+        cls, source: SourceColumn, table: str, column: str, type_: EdgeType, subtype: EdgeSubtype
+    ) -> SqlColumnEdge:
+        """The edge from a traced source column to `table.column`."""
+        return cls(
+            str(source),
+            f"{table}.{column}",
+            type_,
+            subtype,
+            source_column=source.name if "." in source.name else None,
+            target_column=column if "." in column else None,
+        )
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -90,8 +109,8 @@ def to_lineage_edges(lineage: SqlLineage, *, namespace: str, producer: str) -> l
     """Declared `LineageEdge`s in `namespace`; `<unknown>`/`<output>` ends are gaps, not edges."""
     edges = []
     for edge in lineage.edges:
-        source = _field_ref(edge.source, namespace)
-        target = _field_ref(edge.target, namespace)
+        source = _field_ref(edge.source, edge.source_column, namespace)
+        target = _field_ref(edge.target, edge.target_column, namespace)
         if source is None or target is None:
             continue
         edges.append(
@@ -107,8 +126,11 @@ def to_lineage_edges(lineage: SqlLineage, *, namespace: str, producer: str) -> l
     return edges
 
 
-def _field_ref(text: str, namespace: str) -> FieldRef | None:
-    table, _, column = text.rpartition(".")
+def _field_ref(text: str, column: str | None, namespace: str) -> FieldRef | None:
+    if column is not None and text.endswith(f".{column}"):
+        table = text[: -len(column) - 1]
+    else:
+        table, _, column = text.rpartition(".")
     if table in (UNKNOWN_TABLE, OUTPUT_TABLE):
         return None
     return FieldRef(DatasetRef(namespace, table), None if column == ALL_COLUMNS else column)
@@ -154,6 +176,8 @@ def _analyse(
         job = job_of(statement.expression, number, known, output)
         if job is None:
             return _Result()
+        if job.query is not None:
+            name_projections(job.query, statement.tokens, statement.source, dialect)
         if job.query is None:
             declares = job.creates and bool(job.columns)
             return _Result(
@@ -189,13 +213,13 @@ def _job_lineage(
     for name, out in zip(names, outputs, strict=False):
         for source, subtype in out.sources.items():
             result.edges.append(
-                SqlColumnEdge(str(source), f"{job.target}.{name}", EdgeType.DIRECT, subtype)
+                SqlColumnEdge.between(source, job.target, name, EdgeType.DIRECT, subtype)
             )
     # OpenLineage convention: what filters, joins, groups or sorts affects every output column.
     for source, subtype in trace.indirect:
         for name in dict.fromkeys(names):
             result.edges.append(
-                SqlColumnEdge(str(source), f"{job.target}.{name}", EdgeType.INDIRECT, subtype)
+                SqlColumnEdge.between(source, job.target, name, EdgeType.INDIRECT, subtype)
             )
     result.gaps.extend(trace.gaps)
     if job.creates and job.target != OUTPUT_TABLE and names and ALL_COLUMNS not in names:

@@ -27,6 +27,8 @@ class Statement:
     line: int
     expression: exp.Expr | None
     error: str | None = None
+    tokens: tuple[Token, ...] = ()  # the statement's tokens, positioned in `source`
+    source: str = ""
 
 
 def split_statements(script: str, dialect: Dialect) -> Iterator[Statement]:
@@ -57,7 +59,7 @@ def _parse_tokens(
         parsed = [e for e in dialect.parser().parse(tokens, sql) if e is not None]
     except ParseError as error:
         return Statement(number, line, None, _parse_gap(number, line, error, lines_before))
-    return Statement(number, line, parsed[0] if parsed else None)
+    return Statement(number, line, parsed[0] if parsed else None, tokens=tuple(tokens), source=sql)
 
 
 def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[Statement]:

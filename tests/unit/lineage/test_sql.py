@@ -460,3 +460,30 @@ def test_input_that_is_not_text_or_an_unknown_dialect_is_a_lineage_error() -> No
         sql_lineage(b"SELECT 1")  # type: ignore[arg-type]
     with pytest.raises(LineageError, match="unknown SQL dialect 'postgresqlx'"):
         sql_lineage("SELECT 1", dialect="postgresqlx")
+
+
+def test_unaliased_expressions_are_named_as_written() -> None:
+    lineage = sql_lineage(
+        """
+        INSERT INTO marts.t
+        SELECT max( s.amount ), count(*), s.a + s.b, CAST(s.c AS int), s.c::text
+        FROM crm.s AS s WHERE s.ok
+        """,
+        dialect="postgres",
+    )
+    names = ["max(s.amount)", "count(*)", "s.a + s.b", "cast(s.c as int)", "c"]
+    assert edges(lineage) == {
+        direct("crm.s.amount", "marts.t.max(s.amount)", "AGGREGATION"),
+        direct("crm.s.a", "marts.t.s.a + s.b", "TRANSFORMATION"),
+        direct("crm.s.b", "marts.t.s.a + s.b", "TRANSFORMATION"),
+        direct("crm.s.c", "marts.t.cast(s.c as int)", "TRANSFORMATION"),
+        direct("crm.s.c", "marts.t.c", "TRANSFORMATION"),  # `::` keeps the column's name
+        *indirect("crm.s.ok", [f"marts.t.{name}" for name in names], "FILTER"),
+    }
+
+
+def test_to_lineage_edges_keep_a_dotted_expression_name_whole() -> None:
+    lineage = sql_lineage("INSERT INTO marts.t SELECT a.x + a.y FROM crm.s a")
+    converted = to_lineage_edges(lineage, namespace="warehouse", producer="sql")
+    assert {(e.target.dataset.name, e.target.column) for e in converted} == {
+        ("marts.t", "a.x + a.y")}
