@@ -173,7 +173,7 @@ def _analyse(
         return _Result()
     number = statement.number
     try:
-        job = job_of(statement.expression, number, known, output)
+        job = job_of(statement.expression, number, known, output, statement.variables)
         if job is None:
             return _Result()
         if job.query is not None:
@@ -183,7 +183,7 @@ def _analyse(
             return _Result(
                 gaps=job.gaps, defines=(job.target, job.columns or []) if declares else None
             )
-        return _job_lineage(job, number, dialect, known)
+        return _job_lineage(job, number, dialect, known, statement.variables)
     except SqlglotError as error:
         first_line = str(error).splitlines()[0] if str(error) else ""
         return _Result(
@@ -195,11 +195,15 @@ def _analyse(
 
 
 def _job_lineage(
-    job: Job, number: int, dialect: Dialect, known: Mapping[str, list[str]]
+    job: Job,
+    number: int,
+    dialect: Dialect,
+    known: Mapping[str, list[str]],
+    variables: frozenset[str],
 ) -> _Result:
     """The job's query traced, its output columns named by the columns the job writes."""
     assert job.query is not None
-    trace = trace_columns(job.query, number, dialect, known)
+    trace = trace_columns(job.query, number, dialect, known, variables)
     outputs = trace.outputs
     result = _Result(gaps=list(job.gaps))
     names = [out.name for out in outputs]

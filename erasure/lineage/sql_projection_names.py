@@ -104,16 +104,17 @@ def _skip_modifiers(tokens: Sequence[Token], at: int) -> int:
             at = _past_parentheses(tokens, at + 1)
             while at < len(tokens) and tokens[at].text.upper() in ("PERCENT", "WITH", "TIES"):
                 at += 1
-        elif kind == TokenType.ALIAS and at + 1 < len(tokens) and tokens[at + 1].text.upper() in (
-            "STRUCT",
-            "VALUE",
-        ):
+        elif kind == TokenType.ALIAS and _word_at(tokens, at + 1) in ("STRUCT", "VALUE"):
             at += 2
         elif word == "SQL_CALC_FOUND_ROWS":
             at += 1
         else:
             return at
     return at
+
+
+def _word_at(tokens: Sequence[Token], at: int) -> str:
+    return tokens[at].text.upper() if at < len(tokens) else ""
 
 
 def _past_parentheses(tokens: Sequence[Token], at: int) -> int:

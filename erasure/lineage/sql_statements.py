@@ -10,12 +10,13 @@ somewhere lineage cannot see.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from sqlglot import Token, TokenType, exp
+from sqlglot import Token, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
+from erasure.lineage.sql_blocks import Span, statement_spans, tokenize
 from erasure.lineage.sql_names import OUTPUT_TABLE, table_name
 
 
@@ -29,26 +30,42 @@ class Statement:
     error: str | None = None
     tokens: tuple[Token, ...] = ()  # the statement's tokens, positioned in `source`
     source: str = ""
+    variables: frozenset[str] = frozenset()  # a routine's parameters and variables: not columns
 
 
 def split_statements(script: str, dialect: Dialect) -> Iterator[Statement]:
-    """The script's statements, each parsed on its own so one bad statement spoils nothing."""
+    """The script's statements, each parsed on its own so one bad statement spoils nothing.
+
+    Statements inside procedure bodies and script blocks take their place in the order
+    (`sql_blocks`), each naming the variables in scope there.
+    """
     try:
-        tokens = dialect.tokenize(script)
+        tokens = tokenize(script, dialect)
     except TokenError:
         # An unterminated string or comment: fall back to a plain split on semicolons.
         yield from _statements_by_semicolon(script, dialect)
         return
-    chunk: list[Token] = []
-    number = 0
-    for token in [*tokens, None]:
-        if token is not None and token.token_type != TokenType.SEMICOLON:
-            chunk.append(token)
+    for number, span in enumerate(statement_spans(tokens, script, dialect), start=1):
+        if span.gap is not None:
+            yield Statement(
+                number, span.line, None, f"statement {number} (line {span.line}) {span.gap}"
+            )
             continue
-        if chunk:
-            number += 1
-            yield _parse_tokens(number, chunk, script, dialect)
-        chunk = []
+        yield _parse_span(number, span, dialect)
+
+
+def _parse_span(number: int, span: Span, dialect: Dialect) -> Statement:
+    """Tokenize and parse one statement's text, keeping its lines and columns in the script."""
+    line_start = span.source.rfind("\n", 0, span.start) + 1
+    text = " " * (span.start - line_start) + span.source[span.start : span.end]
+    try:
+        tokens = dialect.tokenize(text)
+    except TokenError as error:
+        return Statement(number, span.line, None, _parse_gap(number, span.line, error))
+    if not tokens:
+        return Statement(number, span.line, None)
+    statement = _parse_tokens(number, tokens, text, dialect, span.line - 1)
+    return replace(statement, variables=span.variables)
 
 
 def _parse_tokens(
@@ -156,6 +173,7 @@ def job_of(
     number: int,
     known: Mapping[str, list[str]],
     output: str,
+    variables: frozenset[str] = frozenset(),
 ) -> Job | None:
     """What `statement` writes; None when it moves no column values."""
     if isinstance(statement, exp.Create) and not statement.args.get("clone"):
@@ -191,6 +209,18 @@ def job_of(
         query = _unwrap(statement)
         if query is None:
             return None
+        assigned = _assigned_variables(query, variables)
+        if assigned:
+            return Job(
+                "",
+                None,
+                None,
+                creates=False,
+                gaps=[
+                    f"statement {number} sets variable {assigned} from a query: values "
+                    "passed on through variables are not traced"
+                ],
+            )
         into = query.args.get("into")
         if isinstance(into, exp.Into) and isinstance(into.this, exp.Table):
             query = query.copy()
@@ -214,6 +244,25 @@ def job_of(
         creates=False,
         gaps=[f"unsupported statement {kind} in statement {number} was not analysed"],
     )
+
+
+def _assigned_variables(query: exp.Query, variables: frozenset[str]) -> str | None:
+    """`SELECT x INTO v` (v a declared variable) or T-SQL's `SELECT @v = x`: the variable."""
+    into = query.args.get("into")
+    if isinstance(into, exp.Into) and isinstance(into.this, exp.Table):
+        name = table_name(into.this)
+        if name in variables:
+            return name
+    if (
+        isinstance(query, exp.Select)
+        and query.expressions
+        and all(
+            isinstance(p, exp.EQ) and isinstance(p.this, (exp.Parameter, exp.SessionParameter))
+            for p in query.expressions
+        )
+    ):
+        return str(query.expressions[0].this.sql()).lower()
+    return None
 
 
 def _target(node: exp.Expr | None) -> tuple[str, list[str] | None] | None:

@@ -33,10 +33,20 @@ class ColumnTrace:
 
 
 def trace_columns(
-    query: exp.Query, number: int, dialect: Dialect, known: Mapping[str, list[str]]
+    query: exp.Query,
+    number: int,
+    dialect: Dialect,
+    known: Mapping[str, list[str]],
+    variables: frozenset[str] = frozenset(),
 ) -> ColumnTrace:
-    """Trace the query of statement `number` (renaming its tables in place) with `known` columns."""
+    """Trace the query of statement `number` (renaming its tables in place) with `known` columns.
+
+    `variables` are a routine's parameters and variables: a bare name among them is not a
+    column, unless a table the query reads is known to have a column of that name.
+    """
     tables = _isolate_tables(query)
+    if variables:
+        _drop_variables(query, variables, tables, known)
     schema: dict[str, object] = {
         synthetic: dict.fromkeys(known[written], "text")
         for synthetic, written in tables.items()
@@ -80,6 +90,20 @@ def _isolate_tables(query: exp.Expr) -> dict[str, str]:
         table.set("db", None)
         table.set("catalog", None)
     return {name: written for written, name in synthetic.items()}
+
+
+def _drop_variables(
+    query: exp.Expr,
+    variables: frozenset[str],
+    tables: Mapping[str, str],
+    known: Mapping[str, list[str]],
+) -> None:
+    """Turn bare references to routine variables into plain values, which read no column."""
+    columns = {c for written in tables.values() for c in known.get(written, [])}
+    for column in list(query.find_all(exp.Column)):
+        name = column.name.lower()
+        if not column.table and name in variables and name not in columns:
+            column.replace(exp.Var(this=column.name))
 
 
 def _qualify(query: exp.Expr, dialect: Dialect, schema: dict[str, object]) -> exp.Expr:

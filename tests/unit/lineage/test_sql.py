@@ -487,3 +487,60 @@ def test_to_lineage_edges_keep_a_dotted_expression_name_whole() -> None:
     converted = to_lineage_edges(lineage, namespace="warehouse", producer="sql")
     assert {(e.target.dataset.name, e.target.column) for e in converted} == {
         ("marts.t", "a.x + a.y")}
+
+
+def test_procedure_body_is_traced_and_its_parameters_are_not_columns() -> None:
+    lineage = sql_lineage(
+        """
+        CREATE PROCEDURE ds.refresh(p_day DATE)
+        BEGIN
+          DECLARE n INT64 DEFAULT 0;
+          IF p_day IS NULL THEN SET p_day = CURRENT_DATE(); END IF;
+          INSERT INTO ds.daily (cid, total)
+          SELECT o.cid, sum(o.amount) FROM ds.orders o JOIN ds.customers c ON c.id = o.cid
+          WHERE o.day = p_day AND o.amount > n GROUP BY o.cid;
+        END;
+        INSERT INTO ds.report (cid) SELECT cid FROM ds.daily;
+        """,
+        dialect="bigquery",
+    )
+    daily = ["ds.daily.cid", "ds.daily.total"]
+    assert edges(lineage) == {
+        direct("ds.orders.cid", "ds.daily.cid", "IDENTITY"),
+        direct("ds.orders.amount", "ds.daily.total", "AGGREGATION"),
+        *indirect("ds.orders.cid", daily, "JOIN"),
+        *indirect("ds.customers.id", daily, "JOIN"),
+        *indirect("ds.orders.day", daily, "FILTER"),
+        *indirect("ds.orders.amount", daily, "FILTER"),
+        *indirect("ds.orders.cid", daily, "GROUP_BY"),
+        direct("ds.daily.cid", "ds.report.cid", "IDENTITY"),  # the statement after the body
+    }
+    assert lineage.gaps == []
+
+
+def test_what_a_body_hands_elsewhere_is_a_gap() -> None:
+    lineage = sql_lineage(
+        """
+        CREATE PROCEDURE dbo.load AS
+        BEGIN
+          DECLARE @n INT;
+          SELECT @n = count(*) FROM dbo.s;
+          EXEC dbo.other @n;
+          INSERT INTO dbo.t (x) SELECT a FROM dbo.s;
+        END
+        """,
+        dialect="tsql",
+    )
+    assert edges(lineage) == {direct("dbo.s.a", "dbo.t.x", "IDENTITY")}
+    assert lineage.gaps == [
+        "statement 1 sets variable @n from a query: values passed on through variables "
+        "are not traced",
+        "statement 2 (line 6) runs EXEC: what it runs is not traced",
+    ]
+    python = sql_lineage(
+        "CREATE PROCEDURE ml.train() RETURNS STRING LANGUAGE PYTHON AS $$ print(1) $$;",
+        dialect="snowflake",
+    )
+    assert python.edges == []
+    assert python.gaps == [
+        "statement 1 (line 1) defines a procedure in LANGUAGE python, not analysed"]
