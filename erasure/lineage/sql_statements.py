@@ -300,26 +300,89 @@ def _with_ctes(query: exp.Query, statement: exp.Expr) -> exp.Query:
 
 
 def _update_job(update: exp.Update) -> Job | None:
-    """UPDATE t SET a = expr FROM s WHERE c  ->  SELECT expr AS a FROM t, s WHERE c."""
-    target = update.this
-    if not isinstance(target, exp.Table):
+    """UPDATE t SET a = expr FROM s WHERE c  ->  SELECT expr AS a FROM t, s WHERE c.
+
+    The target is the table UPDATE names, or in T-SQL's `UPDATE alias SET ... FROM table
+    alias JOIN ...` the table FROM gives that name; MySQL's `UPDATE t JOIN s ON ...` joins
+    stay joins, and `SET (a, b) = (SELECT x, y ...)` assigns column by column.
+    """
+    named = update.this
+    if not isinstance(named, exp.Table):
         return None
-    columns, values = [], []
-    for assignment in update.expressions:
-        if isinstance(assignment, exp.EQ) and isinstance(assignment.this, exp.Column):
-            columns.append(assignment.this.name.lower())
-            values.append(exp.alias_(assignment.expression.copy(), assignment.this.name))
-    joins: list[exp.Expr] = []
+    columns, values = _assignments(update.expressions)
     source = update.args.get("from_")
-    if isinstance(source, exp.From):
-        table = source.this.copy()
-        joins = [exp.Join(this=table), *(table.args.get("joins") or [])]
-        table.set("joins", None)
-    select = exp.Select(expressions=values, from_=exp.From(this=target.copy()), joins=joins)
+    sources = _from_tables(source) if isinstance(source, exp.From) else []
+    target = next((t for t in sources if _names_target(t, named)), None)
+    if target is not None and isinstance(source, exp.From):  # T-SQL: FROM holds the target
+        first = source.this.copy()
+        joins = list(first.args.get("joins") or [])
+        first.set("joins", None)
+    else:
+        target = named
+        first = named.copy()
+        joins = list(first.args.get("joins") or [])  # MySQL's multi-table UPDATE
+        first.set("joins", None)
+        if isinstance(source, exp.From):
+            table = source.this.copy()
+            joins += [exp.Join(this=table), *(table.args.get("joins") or [])]
+            table.set("joins", None)
+    select = exp.Select(expressions=values, from_=exp.From(this=first), joins=joins)
     where = update.args.get("where")
     if where is not None:
         select.set("where", where.copy())
     return Job(table_name(target), _with_ctes(select, update), columns, creates=False)
+
+
+def _assignments(assignments: list[exp.Expr]) -> tuple[list[str], list[exp.Expr]]:
+    """`a = x` and `(a, b) = (x, y)` / `(a, b) = (SELECT x, y ...)`: columns and values."""
+    columns: list[str] = []
+    values: list[exp.Expr] = []
+    for assignment in assignments:
+        if not isinstance(assignment, exp.EQ):
+            continue
+        left, right = assignment.this, assignment.expression
+        if isinstance(left, exp.Column):
+            pairs = [(left, right)]
+        elif isinstance(left, exp.Tuple):
+            pairs = list(
+                zip(left.expressions, _row_values(right, len(left.expressions)), strict=True)
+            )
+        else:
+            continue
+        for column, value in pairs:
+            if isinstance(column, exp.Column):
+                columns.append(column.name.lower())
+                values.append(exp.alias_(value.copy(), column.name))
+    return columns, values
+
+
+def _row_values(row: exp.Expr, width: int) -> list[exp.Expr]:
+    """The values a row assignment gives, one per column; a subquery gives one column each."""
+    if isinstance(row, (exp.Tuple, exp.Paren)) and not isinstance(row.unnest(), exp.Query):
+        items = row.expressions if isinstance(row, exp.Tuple) else [row.this]
+        if len(items) == width:
+            return list(items)
+    query = row.unnest() if isinstance(row, exp.Paren) else row
+    query = query.this if isinstance(query, exp.Subquery) else query
+    if isinstance(query, exp.Select) and len(query.expressions) == width:
+        return [
+            exp.Subquery(this=query.copy().select(projection.copy(), append=False))
+            for projection in query.expressions
+        ]
+    return [row] * width  # cannot be split: every column may take any of its values
+
+
+def _from_tables(source: exp.From) -> list[exp.Table]:
+    first = source.this
+    joined = [join.this for join in first.args.get("joins") or []]
+    return [t for t in [first, *joined] if isinstance(t, exp.Table)]
+
+
+def _names_target(table: exp.Table, named: exp.Table) -> bool:
+    """Whether FROM's `table` is the one `UPDATE named` means: by alias, or by its name."""
+    if table.alias:
+        return not named.args.get("db") and table.alias.lower() == named.name.lower()
+    return table_name(table) == table_name(named)
 
 
 def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) -> Job | None:

@@ -544,3 +544,43 @@ def test_what_a_body_hands_elsewhere_is_a_gap() -> None:
     assert python.edges == []
     assert python.gaps == [
         "statement 1 (line 1) defines a procedure in LANGUAGE python, not analysed"]
+
+
+def test_tsql_update_of_an_alias_writes_the_table_from_names() -> None:
+    lineage = sql_lineage(
+        """
+        UPDATE o SET o.status = s.status FROM crm.orders AS o JOIN staging.fixes s ON s.id = o.id;
+        SELECT id INTO #seen FROM crm.orders;
+        """,
+        dialect="tsql",
+    )
+    assert edges(lineage) == {
+        direct("staging.fixes.status", "crm.orders.status", "IDENTITY"),
+        *indirect("staging.fixes.id", ["crm.orders.status"], "JOIN"),
+        *indirect("crm.orders.id", ["crm.orders.status"], "JOIN"),
+        direct("crm.orders.id", "#seen.id", "IDENTITY"),  # a temporary table keeps its `#`
+    }
+
+
+def test_mysql_multi_table_update_and_postgres_row_assignment() -> None:
+    mysql = sql_lineage(
+        "UPDATE crm.orders o JOIN crm.customers c ON o.customer_id = c.id SET o.region = c.region",
+        dialect="mysql",
+    )
+    assert edges(mysql) == {
+        direct("crm.customers.region", "crm.orders.region", "IDENTITY"),
+        *indirect("crm.orders.customer_id", ["crm.orders.region"], "JOIN"),
+        *indirect("crm.customers.id", ["crm.orders.region"], "JOIN"),
+    }
+    postgres = sql_lineage(
+        "UPDATE crm.customers c SET (email, name) = (SELECT f.email, upper(f.name) "
+        "FROM staging.fixes f WHERE f.id = c.id)",
+        dialect="postgres",
+    )
+    written = ["crm.customers.email", "crm.customers.name"]
+    assert edges(postgres) == {
+        direct("staging.fixes.email", "crm.customers.email", "IDENTITY"),
+        direct("staging.fixes.name", "crm.customers.name", "TRANSFORMATION"),
+        *indirect("staging.fixes.id", written, "FILTER"),
+        *indirect("crm.customers.id", written, "FILTER"),
+    }
