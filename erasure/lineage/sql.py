@@ -21,10 +21,11 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from erasure.errors import LineageError
+from erasure.lineage.sql_column_flow import SourceColumn
 from erasure.lineage.sql_names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE, table_key
 from erasure.lineage.sql_projection_names import name_projections
 from erasure.lineage.sql_statements import Job, Statement, job_of, split_statements
-from erasure.lineage.sql_trace import SourceColumn, trace_columns
+from erasure.lineage.sql_trace import trace_columns
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 
 
