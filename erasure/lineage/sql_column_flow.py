@@ -583,6 +583,14 @@ class ColumnFlow:
         passthrough = self._passthrough.get(id(scope), [])
         if len(passthrough) == 1:
             return self._source_column(passthrough[0], name)
+        outputs = self.outputs(scope)
+        if isinstance(scope.expression, exp.SetOperation) and any(
+            out.name == ALL_COLUMNS for out in outputs
+        ):  # a UNION of `*`s: the column of that name in every branch that gives values
+            deps = Deps()
+            for branch in self._value_branches(scope):
+                deps.flow(self._scope_column(branch, name), EdgeSubtype.IDENTITY)
+            return deps
         return self._unknown(name, f"no column {name} in subquery or CTE")
 
     def _opaque_sources(self, scope: Scope) -> Deps:

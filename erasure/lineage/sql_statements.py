@@ -400,6 +400,9 @@ def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) ->
         if when.args.get("condition") is not None:
             conditions.append(exp.paren(when.args["condition"].copy()))
         action = when.args.get("then")
+        where = action.args.get("where") if isinstance(action, exp.Expr) else None
+        if isinstance(where, exp.Where):  # Oracle's UPDATE SET ... WHERE cond
+            conditions.append(exp.paren(where.this.copy()))
         pairs: list[tuple[str, exp.Expr]] = []
         if isinstance(action, exp.Update):
             pairs = [
