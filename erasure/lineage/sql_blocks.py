@@ -96,13 +96,13 @@ _CONTROL_ENDS = frozenset(
 )
 # Words after which a BEGIN opens a block of statements rather than a transaction.
 _BLOCK_FIRST_WORDS = _DATA_STARTS | _CONTROL_ENDS | {"IF", "SET", "FOR", "TRY", "CATCH"}
-# END followed by one of these closes a construct that was not counted as opened.
 # Words after which a new control statement may start without a semicolon.
 _BLOCK_WORDS = frozenset({"END", "BEGIN", "ELSE", "THEN", "LOOP", "DO", "TRY", "CATCH"})
+# END followed by one of these closes a construct that was not counted as opened.
+_END_OF_UNCOUNTED = frozenset({"IF", "LOOP", "WHILE", "REPEAT", "FOR"})
 _VARIABLE_FROM_QUERY = (
     "sets a variable from a query: values passed on through variables are not traced"
 )
-_END_OF_UNCOUNTED = frozenset({"IF", "LOOP", "WHILE", "REPEAT", "FOR"})
 _ROUTINES = frozenset({"PROCEDURE", "PROC", "FUNCTION", "TRIGGER"})
 _ROUTINE_MODIFIERS = frozenset(
     {
@@ -124,6 +124,7 @@ _SQL_LANGUAGES = frozenset({"SQL", "PLPGSQL", "TSQL", "PLSQL"})
 _STRING_TOKENS = frozenset(
     {TokenType.STRING, TokenType.HEREDOC_STRING, TokenType.RAW_STRING, TokenType.NATIONAL_STRING}
 )
+_DECLARATION_STARTS = frozenset({"DECLARE", "CURSOR", "PRAGMA", "TYPE", "SUBTYPE"})
 _PARAMETER_MODES = frozenset({"IN", "OUT", "INOUT", "VARIADIC", "OUTPUT", "READONLY"})
 
 
@@ -311,15 +312,21 @@ class _Reader:
         return ""
 
     def _declarations_then_begin(self, at: int) -> bool:
-        """Oracle's `AS v NUMBER := 0; BEGIN`: declarations, then the block."""
-        if _word(self.tokens[at]) in _DATA_STARTS or self.tsql:
+        """Oracle's `AS v NUMBER := 0; BEGIN`, a `DECLARE ... BEGIN`: declarations, a block."""
+        first = self.tokens[at]
+        if self.tsql or not (
+            first.token_type == TokenType.VAR or _word(first) in _DECLARATION_STARTS
+        ):
             return False
-        for token in self.tokens[at:]:
-            word = _word(token)
+        previous = ""
+        for i in range(at, len(self.tokens)):
+            word = _word(self.tokens[i])
             if word == "BEGIN":
                 return True
-            if word in _DATA_STARTS:
-                return False
+            cursor_query = previous in ("IS", "FOR") and word in ("SELECT", "WITH")
+            if (word in _DATA_STARTS and not cursor_query) or word in ("ALTER", "DROP"):
+                return False  # a statement: these were no declarations
+            previous = word
         return False
 
     def _plain_body_end(self, at: int) -> int:
@@ -338,7 +345,9 @@ class _Reader:
         following = self.tokens[at + 1] if at + 1 < len(self.tokens) else None
         if following is None:
             return None
-        if word == "BEGIN" and _word(following) in _BLOCK_FIRST_WORDS:
+        if (word == "BEGIN" and _word(following) in _BLOCK_FIRST_WORDS) or (
+            word == "DECLARE" and self._declarations_then_begin(at)
+        ):
             close = self._block_close(at)
             return self._body(at, close, set(self.declared)), self._after_end(close)
         if word == "DO":
@@ -360,17 +369,24 @@ class _Reader:
         return None
 
     def _block_close(self, at: int) -> int:
-        """The END closing the BEGIN at `at` (or the last token when it is never closed)."""
+        """The END closing the first BEGIN from `at` on (the last token when it is never closed).
+
+        CASE ... END and blocks nested inside are counted; END IF / END LOOP close constructs
+        that were not.
+        """
         depth = 0
+        begun = False
         for i in range(at, len(self.tokens)):
             word = _word(self.tokens[i])
             following = _word(self.tokens[i + 1]) if i + 1 < len(self.tokens) else ""
-            opens_block = following not in ("TRAN", "TRANSACTION", "DISTRIBUTED", "WORK")
-            if (word == "BEGIN" and opens_block) or word == "CASE":
+            if word == "BEGIN" and following not in ("TRAN", "TRANSACTION", "DISTRIBUTED", "WORK"):
+                depth += 1
+                begun = True
+            elif word == "CASE":
                 depth += 1
             elif word == "END" and following not in _END_OF_UNCOUNTED:
                 depth -= 1
-                if depth == 0:
+                if depth == 0 and begun:
                     return i
         return len(self.tokens) - 1
 
