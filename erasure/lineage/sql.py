@@ -21,7 +21,9 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from erasure.errors import LineageError
+from erasure.lineage.sql_column_flow import SourceColumn
 from erasure.lineage.sql_names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE, table_key
+from erasure.lineage.sql_projection_names import name_projections
 from erasure.lineage.sql_statements import Job, Statement, job_of, split_statements
 from erasure.lineage.sql_trace import trace_columns
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
@@ -35,6 +37,24 @@ class SqlColumnEdge:
     target: str
     type: EdgeType
     subtype: EdgeSubtype
+    # The column part of `source`/`target` where it holds a dot (`a.x + a.y`, `col.a.b`);
+    # None: the column is what follows the last dot.
+    source_column: str | None = field(default=None, compare=False)
+    target_column: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def between(
+        cls, source: SourceColumn, table: str, column: str, type_: EdgeType, subtype: EdgeSubtype
+    ) -> SqlColumnEdge:
+        """The edge from a traced source column to `table.column`."""
+        return cls(
+            str(source),
+            f"{table}.{column}",
+            type_,
+            subtype,
+            source_column=source.name if "." in source.name else None,
+            target_column=column if "." in column else None,
+        )
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -90,8 +110,8 @@ def to_lineage_edges(lineage: SqlLineage, *, namespace: str, producer: str) -> l
     """Declared `LineageEdge`s in `namespace`; `<unknown>`/`<output>` ends are gaps, not edges."""
     edges = []
     for edge in lineage.edges:
-        source = _field_ref(edge.source, namespace)
-        target = _field_ref(edge.target, namespace)
+        source = _field_ref(edge.source, edge.source_column, namespace)
+        target = _field_ref(edge.target, edge.target_column, namespace)
         if source is None or target is None:
             continue
         edges.append(
@@ -107,8 +127,11 @@ def to_lineage_edges(lineage: SqlLineage, *, namespace: str, producer: str) -> l
     return edges
 
 
-def _field_ref(text: str, namespace: str) -> FieldRef | None:
-    table, _, column = text.rpartition(".")
+def _field_ref(text: str, column: str | None, namespace: str) -> FieldRef | None:
+    if column is not None and text.endswith(f".{column}"):
+        table = text[: -len(column) - 1]
+    else:
+        table, _, column = text.rpartition(".")
     if table in (UNKNOWN_TABLE, OUTPUT_TABLE):
         return None
     return FieldRef(DatasetRef(namespace, table), None if column == ALL_COLUMNS else column)
@@ -151,15 +174,17 @@ def _analyse(
         return _Result()
     number = statement.number
     try:
-        job = job_of(statement.expression, number, known, output)
+        job = job_of(statement.expression, number, known, output, statement.variables)
         if job is None:
             return _Result()
+        if job.query is not None:
+            name_projections(job.query, statement.tokens, statement.source, dialect)
         if job.query is None:
             declares = job.creates and bool(job.columns)
             return _Result(
                 gaps=job.gaps, defines=(job.target, job.columns or []) if declares else None
             )
-        return _job_lineage(job, number, dialect, known)
+        return _job_lineage(job, number, dialect, known, statement.variables)
     except SqlglotError as error:
         first_line = str(error).splitlines()[0] if str(error) else ""
         return _Result(
@@ -171,11 +196,15 @@ def _analyse(
 
 
 def _job_lineage(
-    job: Job, number: int, dialect: Dialect, known: Mapping[str, list[str]]
+    job: Job,
+    number: int,
+    dialect: Dialect,
+    known: Mapping[str, list[str]],
+    variables: frozenset[str],
 ) -> _Result:
     """The job's query traced, its output columns named by the columns the job writes."""
     assert job.query is not None
-    trace = trace_columns(job.query, number, dialect, known)
+    trace = trace_columns(job.query, number, dialect, known, variables)
     outputs = trace.outputs
     result = _Result(gaps=list(job.gaps))
     names = [out.name for out in outputs]
@@ -189,13 +218,13 @@ def _job_lineage(
     for name, out in zip(names, outputs, strict=False):
         for source, subtype in out.sources.items():
             result.edges.append(
-                SqlColumnEdge(str(source), f"{job.target}.{name}", EdgeType.DIRECT, subtype)
+                SqlColumnEdge.between(source, job.target, name, EdgeType.DIRECT, subtype)
             )
     # OpenLineage convention: what filters, joins, groups or sorts affects every output column.
     for source, subtype in trace.indirect:
         for name in dict.fromkeys(names):
             result.edges.append(
-                SqlColumnEdge(str(source), f"{job.target}.{name}", EdgeType.INDIRECT, subtype)
+                SqlColumnEdge.between(source, job.target, name, EdgeType.INDIRECT, subtype)
             )
     result.gaps.extend(trace.gaps)
     if job.creates and job.target != OUTPUT_TABLE and names and ALL_COLUMNS not in names:

@@ -17,8 +17,15 @@ ALL_COLUMNS = "*"  # table-level lineage: `SELECT *` over a table the schema doe
 
 
 def table_name(table: exp.Table) -> str:
-    """A table as written (`db.table`), lower-cased, without quotes."""
-    return ".".join(part.name.lower() for part in table.parts)
+    """A table as written (`db.table`), lower-cased, without quotes; T-SQL's `#temp` kept."""
+    parts = [part.name.lower() for part in table.parts]
+    name = table.this
+    if parts and isinstance(name, exp.Identifier):
+        if name.args.get("global_"):
+            parts[-1] = f"##{parts[-1]}"
+        elif name.args.get("temporary"):
+            parts[-1] = f"#{parts[-1]}"
+    return ".".join(parts)
 
 
 def table_key(name: str, dialect: Dialect) -> str:

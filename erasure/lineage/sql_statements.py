@@ -10,12 +10,13 @@ somewhere lineage cannot see.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from sqlglot import Token, TokenType, exp
+from sqlglot import Token, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
+from erasure.lineage.sql_blocks import Span, statement_spans, tokenize
 from erasure.lineage.sql_names import OUTPUT_TABLE, table_name
 
 
@@ -27,26 +28,44 @@ class Statement:
     line: int
     expression: exp.Expr | None
     error: str | None = None
+    tokens: tuple[Token, ...] = ()  # the statement's tokens, positioned in `source`
+    source: str = ""
+    variables: frozenset[str] = frozenset()  # a routine's parameters and variables: not columns
 
 
 def split_statements(script: str, dialect: Dialect) -> Iterator[Statement]:
-    """The script's statements, each parsed on its own so one bad statement spoils nothing."""
+    """The script's statements, each parsed on its own so one bad statement spoils nothing.
+
+    Statements inside procedure bodies and script blocks take their place in the order
+    (`sql_blocks`), each naming the variables in scope there.
+    """
     try:
-        tokens = dialect.tokenize(script)
+        tokens = tokenize(script, dialect)
     except TokenError:
         # An unterminated string or comment: fall back to a plain split on semicolons.
         yield from _statements_by_semicolon(script, dialect)
         return
-    chunk: list[Token] = []
-    number = 0
-    for token in [*tokens, None]:
-        if token is not None and token.token_type != TokenType.SEMICOLON:
-            chunk.append(token)
+    for number, span in enumerate(statement_spans(tokens, script, dialect), start=1):
+        if span.gap is not None:
+            yield Statement(
+                number, span.line, None, f"statement {number} (line {span.line}) {span.gap}"
+            )
             continue
-        if chunk:
-            number += 1
-            yield _parse_tokens(number, chunk, script, dialect)
-        chunk = []
+        yield _parse_span(number, span, dialect)
+
+
+def _parse_span(number: int, span: Span, dialect: Dialect) -> Statement:
+    """Tokenize and parse one statement's text, keeping its lines and columns in the script."""
+    line_start = span.source.rfind("\n", 0, span.start) + 1
+    text = " " * (span.start - line_start) + span.source[span.start : span.end]
+    try:
+        tokens = dialect.tokenize(text)
+    except TokenError as error:
+        return Statement(number, span.line, None, _parse_gap(number, span.line, error))
+    if not tokens:
+        return Statement(number, span.line, None)
+    statement = _parse_tokens(number, tokens, text, dialect, span.line - 1)
+    return replace(statement, variables=span.variables)
 
 
 def _parse_tokens(
@@ -57,7 +76,7 @@ def _parse_tokens(
         parsed = [e for e in dialect.parser().parse(tokens, sql) if e is not None]
     except ParseError as error:
         return Statement(number, line, None, _parse_gap(number, line, error, lines_before))
-    return Statement(number, line, parsed[0] if parsed else None)
+    return Statement(number, line, parsed[0] if parsed else None, tokens=tuple(tokens), source=sql)
 
 
 def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[Statement]:
@@ -154,6 +173,7 @@ def job_of(
     number: int,
     known: Mapping[str, list[str]],
     output: str,
+    variables: frozenset[str] = frozenset(),
 ) -> Job | None:
     """What `statement` writes; None when it moves no column values."""
     if isinstance(statement, exp.Create) and not statement.args.get("clone"):
@@ -189,6 +209,18 @@ def job_of(
         query = _unwrap(statement)
         if query is None:
             return None
+        assigned = _assigned_variables(query, variables)
+        if assigned:
+            return Job(
+                "",
+                None,
+                None,
+                creates=False,
+                gaps=[
+                    f"statement {number} sets variable {assigned} from a query: values "
+                    "passed on through variables are not traced"
+                ],
+            )
         into = query.args.get("into")
         if isinstance(into, exp.Into) and isinstance(into.this, exp.Table):
             query = query.copy()
@@ -212,6 +244,25 @@ def job_of(
         creates=False,
         gaps=[f"unsupported statement {kind} in statement {number} was not analysed"],
     )
+
+
+def _assigned_variables(query: exp.Query, variables: frozenset[str]) -> str | None:
+    """`SELECT x INTO v` (v a declared variable) or T-SQL's `SELECT @v = x`: the variable."""
+    into = query.args.get("into")
+    if isinstance(into, exp.Into) and isinstance(into.this, exp.Table):
+        name = table_name(into.this)
+        if name in variables:
+            return name
+    if (
+        isinstance(query, exp.Select)
+        and query.expressions
+        and all(
+            isinstance(p, exp.EQ) and isinstance(p.this, (exp.Parameter, exp.SessionParameter))
+            for p in query.expressions
+        )
+    ):
+        return str(query.expressions[0].this.sql()).lower()
+    return None
 
 
 def _target(node: exp.Expr | None) -> tuple[str, list[str] | None] | None:
@@ -249,26 +300,89 @@ def _with_ctes(query: exp.Query, statement: exp.Expr) -> exp.Query:
 
 
 def _update_job(update: exp.Update) -> Job | None:
-    """UPDATE t SET a = expr FROM s WHERE c  ->  SELECT expr AS a FROM t, s WHERE c."""
-    target = update.this
-    if not isinstance(target, exp.Table):
+    """UPDATE t SET a = expr FROM s WHERE c  ->  SELECT expr AS a FROM t, s WHERE c.
+
+    The target is the table UPDATE names, or in T-SQL's `UPDATE alias SET ... FROM table
+    alias JOIN ...` the table FROM gives that name; MySQL's `UPDATE t JOIN s ON ...` joins
+    stay joins, and `SET (a, b) = (SELECT x, y ...)` assigns column by column.
+    """
+    named = update.this
+    if not isinstance(named, exp.Table):
         return None
-    columns, values = [], []
-    for assignment in update.expressions:
-        if isinstance(assignment, exp.EQ) and isinstance(assignment.this, exp.Column):
-            columns.append(assignment.this.name.lower())
-            values.append(exp.alias_(assignment.expression.copy(), assignment.this.name))
-    joins: list[exp.Expr] = []
+    columns, values = _assignments(update.expressions)
     source = update.args.get("from_")
-    if isinstance(source, exp.From):
-        table = source.this.copy()
-        joins = [exp.Join(this=table), *(table.args.get("joins") or [])]
-        table.set("joins", None)
-    select = exp.Select(expressions=values, from_=exp.From(this=target.copy()), joins=joins)
+    sources = _from_tables(source) if isinstance(source, exp.From) else []
+    target = next((t for t in sources if _names_target(t, named)), None)
+    if target is not None and isinstance(source, exp.From):  # T-SQL: FROM holds the target
+        first = source.this.copy()
+        joins = list(first.args.get("joins") or [])
+        first.set("joins", None)
+    else:
+        target = named
+        first = named.copy()
+        joins = list(first.args.get("joins") or [])  # MySQL's multi-table UPDATE
+        first.set("joins", None)
+        if isinstance(source, exp.From):
+            table = source.this.copy()
+            joins += [exp.Join(this=table), *(table.args.get("joins") or [])]
+            table.set("joins", None)
+    select = exp.Select(expressions=values, from_=exp.From(this=first), joins=joins)
     where = update.args.get("where")
     if where is not None:
         select.set("where", where.copy())
     return Job(table_name(target), _with_ctes(select, update), columns, creates=False)
+
+
+def _assignments(assignments: list[exp.Expr]) -> tuple[list[str], list[exp.Expr]]:
+    """`a = x` and `(a, b) = (x, y)` / `(a, b) = (SELECT x, y ...)`: columns and values."""
+    columns: list[str] = []
+    values: list[exp.Expr] = []
+    for assignment in assignments:
+        if not isinstance(assignment, exp.EQ):
+            continue
+        left, right = assignment.this, assignment.expression
+        if isinstance(left, exp.Column):
+            pairs = [(left, right)]
+        elif isinstance(left, exp.Tuple):
+            pairs = list(
+                zip(left.expressions, _row_values(right, len(left.expressions)), strict=True)
+            )
+        else:
+            continue
+        for column, value in pairs:
+            if isinstance(column, exp.Column):
+                columns.append(column.name.lower())
+                values.append(exp.alias_(value.copy(), column.name))
+    return columns, values
+
+
+def _row_values(row: exp.Expr, width: int) -> list[exp.Expr]:
+    """The values a row assignment gives, one per column; a subquery gives one column each."""
+    if isinstance(row, (exp.Tuple, exp.Paren)) and not isinstance(row.unnest(), exp.Query):
+        items = row.expressions if isinstance(row, exp.Tuple) else [row.this]
+        if len(items) == width:
+            return list(items)
+    query = row.unnest() if isinstance(row, exp.Paren) else row
+    query = query.this if isinstance(query, exp.Subquery) else query
+    if isinstance(query, exp.Select) and len(query.expressions) == width:
+        return [
+            exp.Subquery(this=query.copy().select(projection.copy(), append=False))
+            for projection in query.expressions
+        ]
+    return [row] * width  # cannot be split: every column may take any of its values
+
+
+def _from_tables(source: exp.From) -> list[exp.Table]:
+    first = source.this
+    joined = [join.this for join in first.args.get("joins") or []]
+    return [t for t in [first, *joined] if isinstance(t, exp.Table)]
+
+
+def _names_target(table: exp.Table, named: exp.Table) -> bool:
+    """Whether FROM's `table` is the one `UPDATE named` means: by alias, or by its name."""
+    if table.alias:
+        return not named.args.get("db") and table.alias.lower() == named.name.lower()
+    return table_name(table) == table_name(named)
 
 
 def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) -> Job | None:
@@ -286,6 +400,9 @@ def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) ->
         if when.args.get("condition") is not None:
             conditions.append(exp.paren(when.args["condition"].copy()))
         action = when.args.get("then")
+        where = action.args.get("where") if isinstance(action, exp.Expr) else None
+        if isinstance(where, exp.Where):  # Oracle's UPDATE SET ... WHERE cond
+            conditions.append(exp.paren(where.this.copy()))
         pairs: list[tuple[str, exp.Expr]] = []
         if isinstance(action, exp.Update):
             pairs = [

@@ -460,3 +460,127 @@ def test_input_that_is_not_text_or_an_unknown_dialect_is_a_lineage_error() -> No
         sql_lineage(b"SELECT 1")  # type: ignore[arg-type]
     with pytest.raises(LineageError, match="unknown SQL dialect 'postgresqlx'"):
         sql_lineage("SELECT 1", dialect="postgresqlx")
+
+
+def test_unaliased_expressions_are_named_as_written() -> None:
+    lineage = sql_lineage(
+        """
+        INSERT INTO marts.t
+        SELECT max( s.amount ), count(*), s.a + s.b, CAST(s.c AS int), s.c::text
+        FROM crm.s AS s WHERE s.ok
+        """,
+        dialect="postgres",
+    )
+    names = ["max(s.amount)", "count(*)", "s.a + s.b", "cast(s.c as int)", "c"]
+    assert edges(lineage) == {
+        direct("crm.s.amount", "marts.t.max(s.amount)", "AGGREGATION"),
+        direct("crm.s.a", "marts.t.s.a + s.b", "TRANSFORMATION"),
+        direct("crm.s.b", "marts.t.s.a + s.b", "TRANSFORMATION"),
+        direct("crm.s.c", "marts.t.cast(s.c as int)", "TRANSFORMATION"),
+        direct("crm.s.c", "marts.t.c", "TRANSFORMATION"),  # `::` keeps the column's name
+        *indirect("crm.s.ok", [f"marts.t.{name}" for name in names], "FILTER"),
+    }
+
+
+def test_to_lineage_edges_keep_a_dotted_expression_name_whole() -> None:
+    lineage = sql_lineage("INSERT INTO marts.t SELECT a.x + a.y FROM crm.s a")
+    converted = to_lineage_edges(lineage, namespace="warehouse", producer="sql")
+    assert {(e.target.dataset.name, e.target.column) for e in converted} == {
+        ("marts.t", "a.x + a.y")}
+
+
+def test_procedure_body_is_traced_and_its_parameters_are_not_columns() -> None:
+    lineage = sql_lineage(
+        """
+        CREATE PROCEDURE ds.refresh(p_day DATE)
+        BEGIN
+          DECLARE n INT64 DEFAULT 0;
+          IF p_day IS NULL THEN SET p_day = CURRENT_DATE(); END IF;
+          INSERT INTO ds.daily (cid, total)
+          SELECT o.cid, sum(o.amount) FROM ds.orders o JOIN ds.customers c ON c.id = o.cid
+          WHERE o.day = p_day AND o.amount > n GROUP BY o.cid;
+        END;
+        INSERT INTO ds.report (cid) SELECT cid FROM ds.daily;
+        """,
+        dialect="bigquery",
+    )
+    daily = ["ds.daily.cid", "ds.daily.total"]
+    assert edges(lineage) == {
+        direct("ds.orders.cid", "ds.daily.cid", "IDENTITY"),
+        direct("ds.orders.amount", "ds.daily.total", "AGGREGATION"),
+        *indirect("ds.orders.cid", daily, "JOIN"),
+        *indirect("ds.customers.id", daily, "JOIN"),
+        *indirect("ds.orders.day", daily, "FILTER"),
+        *indirect("ds.orders.amount", daily, "FILTER"),
+        *indirect("ds.orders.cid", daily, "GROUP_BY"),
+        direct("ds.daily.cid", "ds.report.cid", "IDENTITY"),  # the statement after the body
+    }
+    assert lineage.gaps == []
+
+
+def test_what_a_body_hands_elsewhere_is_a_gap() -> None:
+    lineage = sql_lineage(
+        """
+        CREATE PROCEDURE dbo.load AS
+        BEGIN
+          DECLARE @n INT;
+          SELECT @n = count(*) FROM dbo.s;
+          EXEC dbo.other @n;
+          INSERT INTO dbo.t (x) SELECT a FROM dbo.s;
+        END
+        """,
+        dialect="tsql",
+    )
+    assert edges(lineage) == {direct("dbo.s.a", "dbo.t.x", "IDENTITY")}
+    assert lineage.gaps == [
+        "statement 1 sets variable @n from a query: values passed on through variables "
+        "are not traced",
+        "statement 2 (line 6) runs EXEC: what it runs is not traced",
+    ]
+    python = sql_lineage(
+        "CREATE PROCEDURE ml.train() RETURNS STRING LANGUAGE PYTHON AS $$ print(1) $$;",
+        dialect="snowflake",
+    )
+    assert python.edges == []
+    assert python.gaps == [
+        "statement 1 (line 1) defines a procedure in LANGUAGE python, not analysed"]
+
+
+def test_tsql_update_of_an_alias_writes_the_table_from_names() -> None:
+    lineage = sql_lineage(
+        """
+        UPDATE o SET o.status = s.status FROM crm.orders AS o JOIN staging.fixes s ON s.id = o.id;
+        SELECT id INTO #seen FROM crm.orders;
+        """,
+        dialect="tsql",
+    )
+    assert edges(lineage) == {
+        direct("staging.fixes.status", "crm.orders.status", "IDENTITY"),
+        *indirect("staging.fixes.id", ["crm.orders.status"], "JOIN"),
+        *indirect("crm.orders.id", ["crm.orders.status"], "JOIN"),
+        direct("crm.orders.id", "#seen.id", "IDENTITY"),  # a temporary table keeps its `#`
+    }
+
+
+def test_mysql_multi_table_update_and_postgres_row_assignment() -> None:
+    mysql = sql_lineage(
+        "UPDATE crm.orders o JOIN crm.customers c ON o.customer_id = c.id SET o.region = c.region",
+        dialect="mysql",
+    )
+    assert edges(mysql) == {
+        direct("crm.customers.region", "crm.orders.region", "IDENTITY"),
+        *indirect("crm.orders.customer_id", ["crm.orders.region"], "JOIN"),
+        *indirect("crm.customers.id", ["crm.orders.region"], "JOIN"),
+    }
+    postgres = sql_lineage(
+        "UPDATE crm.customers c SET (email, name) = (SELECT f.email, upper(f.name) "
+        "FROM staging.fixes f WHERE f.id = c.id)",
+        dialect="postgres",
+    )
+    written = ["crm.customers.email", "crm.customers.name"]
+    assert edges(postgres) == {
+        direct("staging.fixes.email", "crm.customers.email", "IDENTITY"),
+        direct("staging.fixes.name", "crm.customers.name", "TRANSFORMATION"),
+        *indirect("staging.fixes.id", written, "FILTER"),
+        *indirect("crm.customers.id", written, "FILTER"),
+    }

@@ -1,0 +1,667 @@
+"""How each output column of a qualified query depends on base-table columns, scope by scope.
+
+Every column a scope outputs carries its *direct* sources (the base columns its value is made
+from, and how: identity, transformation, aggregation) and its *indirect* ones (columns that
+only choose or order its values: CASE conditions, window partitions, aggregate FILTERs).
+Every scope also carries the indirect sources of its clauses (WHERE, JOIN, GROUP BY, ORDER
+BY, HAVING, QUALIFY...) and of the derived tables and CTEs it reads, so a CTE nobody reads
+and a column nobody selects add nothing. Where a column or a subquery is used only to choose
+rows, everything it depends on takes that use's subtype: a window column filtered in an
+outer WHERE is a FILTER, so is everything a WHERE subquery reads. What cannot be traced is a
+gap, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, ScopeType
+
+from erasure.lineage.sql_names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
+from erasure.model import EdgeSubtype
+
+LATERAL_ALIAS = "erasure_lateral_alias"  # meta flag: a bare name an earlier projection defines
+
+
+class SourceColumn(NamedTuple):
+    """A base-table column an output reads: `table.name` (`<unknown>.name`, `table.*`)."""
+
+    table: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.table}.{self.name}"
+
+
+Direct = dict[SourceColumn, EdgeSubtype]  # base column -> how its value reaches the output
+Indirect = dict[tuple[SourceColumn, EdgeSubtype], None]  # ordered set of (column, subtype)
+
+_DIRECT_RANK = {EdgeSubtype.IDENTITY: 0, EdgeSubtype.TRANSFORMATION: 1, EdgeSubtype.AGGREGATION: 2}
+
+
+def _compose(outer: EdgeSubtype, inner: EdgeSubtype) -> EdgeSubtype:
+    """An aggregate of a transformation is an aggregation; an alias of one changes nothing."""
+    return outer if _DIRECT_RANK[outer] >= _DIRECT_RANK[inner] else inner
+
+
+@dataclass
+class Deps:
+    """What one column (or one subquery) depends on."""
+
+    direct: Direct = field(default_factory=dict)
+    indirect: Indirect = field(default_factory=dict)
+
+    def flow(self, other: Deps, via: EdgeSubtype) -> None:
+        """`other`'s values flow in through `via`; what sways them sways these too."""
+        for column, subtype in other.direct.items():
+            composed = _compose(via, subtype)
+            self.direct[column] = _compose(self.direct.get(column, composed), composed)
+        self.indirect.update(other.indirect)
+
+    def sway(self, other: Deps, subtype: EdgeSubtype) -> None:
+        """`other` only chooses or orders: everything it depends on becomes `subtype`."""
+        for column in [*other.direct, *(c for c, _ in other.indirect)]:
+            self.indirect[(column, subtype)] = None
+
+
+class OutputColumn(NamedTuple):
+    """An output column: the source columns its value comes from, and those that sway it."""
+
+    name: str
+    sources: Direct
+    indirect: Indirect
+
+
+# Window value functions copy one row's value into another row: not an aggregation.
+_VALUE_FUNCTIONS = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
+
+# Query clauses whose columns decide which rows, or in what order, reach the output.
+_CLAUSES = (
+    ("where", EdgeSubtype.FILTER),
+    ("prewhere", EdgeSubtype.FILTER),
+    ("having", EdgeSubtype.FILTER),
+    ("qualify", EdgeSubtype.FILTER),
+    ("group", EdgeSubtype.GROUP_BY),
+    ("distinct", EdgeSubtype.GROUP_BY),
+    ("order", EdgeSubtype.SORT),
+    ("sort", EdgeSubtype.SORT),
+    ("windows", EdgeSubtype.WINDOW),
+    ("connect", EdgeSubtype.FILTER),
+)
+
+# Scopes that may see their parent's sources (correlated subqueries, lateral functions).
+_CORRELATED = (ScopeType.SUBQUERY, ScopeType.UDTF, ScopeType.SET_OPERATION)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ref:
+    """A column (or a nested query) met in a scope, and the role it plays there."""
+
+    node: exp.Column | Scope
+    subtype: EdgeSubtype  # DIRECT subtype on the way to the projection
+    indirect: EdgeSubtype | None  # set when the reference only influences the output
+
+
+@dataclass
+class _Projection:
+    name: str
+    star: exp.Expr | None
+    refs: list[_Ref]  # value refs, and refs that only sway this column (indirect set)
+
+
+@dataclass
+class _Scan:
+    projections: list[_Projection]
+    clauses: list[_Ref]  # WHERE, JOIN, GROUP BY...: refs that sway every row
+
+
+class ColumnFlow:
+    """Follows one qualified statement's output columns down to base-table columns."""
+
+    def __init__(
+        self, root: Scope, tables: Mapping[str, str], known: Mapping[str, list[str]], number: int
+    ) -> None:
+        self._root = root
+        self._tables = tables
+        self._known = known
+        self._number = number
+        scopes = list(root.traverse())
+        self._scopes = {id(scope.expression): scope for scope in scopes}
+        self._traversed = {id(scope) for scope in scopes}
+        self._scans: dict[int, _Scan] = {}
+        self._outputs: dict[int, list[OutputColumn]] = {}
+        self._partial: dict[int, list[OutputColumn]] = {}  # outputs so far, for lateral aliases
+        self._row_deps: dict[int, Indirect] = {}
+        self._passthrough: dict[int, list[exp.Table | Scope]] = {}  # unexpanded `*` sources
+        self._busy: set[int] = set()
+        self._busy_rows: set[int] = set()
+        self.gaps: list[str] = []
+
+    def gap(self, text: str) -> None:
+        if text not in self.gaps:
+            self.gaps.append(text)
+
+    def indirect_sources(self) -> list[tuple[SourceColumn, EdgeSubtype]]:
+        """What sways the root's rows or any of its columns: applied to every output column."""
+        found = dict(self.row_deps(self._root))
+        for out in self.outputs(self._root):
+            found.update(out.indirect)
+        return list(found)
+
+    # - outputs
+
+    def outputs(self, scope: Scope) -> list[OutputColumn]:
+        """The scope's output columns, each with what it depends on."""
+        key = id(scope)
+        if key in self._outputs:
+            return self._outputs[key]
+        self._busy.add(key)
+        try:
+            expression = scope.expression
+            if isinstance(expression, exp.SetOperation):
+                outputs = self._set_operation_outputs(scope)
+            elif isinstance(expression, exp.Select):
+                outputs = self._select_outputs(scope)
+            else:
+                outputs = []  # table functions, VALUES: looked up by name in _opaque_sources
+        finally:
+            self._busy.discard(key)
+        if scope.outer_columns and len(scope.outer_columns) == len(outputs):
+            outputs = [
+                OutputColumn(name.lower(), out.sources, out.indirect)
+                for name, out in zip(scope.outer_columns, outputs, strict=True)
+            ]
+        self._outputs[key] = outputs
+        return outputs
+
+    def _select_outputs(self, scope: Scope) -> list[OutputColumn]:
+        outputs = self._partial.setdefault(id(scope), [])
+        outputs.clear()
+        for projection in self._scan(scope).projections:
+            if projection.star is not None:
+                outputs.extend(self._expand_star(scope, projection.star))
+                continue
+            deps = Deps()
+            for ref in projection.refs:
+                found = self._ref_deps(scope, ref)
+                if ref.indirect is None:
+                    deps.flow(found, ref.subtype)
+                else:
+                    deps.sway(found, ref.indirect)
+            outputs.append(OutputColumn(projection.name, deps.direct, deps.indirect))
+        return list(outputs)
+
+    def _set_operation_outputs(self, scope: Scope) -> list[OutputColumn]:
+        """UNION and friends: by position (or BY NAME), named by the first branch that has the
+        column; EXCEPT's right side only removes rows (see `row_deps`)."""
+        branches = [self.outputs(branch) for branch in self._value_branches(scope)]
+        if not branches:
+            return []
+        if scope.expression.args.get("by_name"):
+            return _by_name(branches)
+        widths = sorted({len(branch) for branch in branches})
+        stars = [i for b in branches for i, out in enumerate(b) if out.name == ALL_COLUMNS]
+        aligned = min(stars) if stars else widths[-1]  # past an unexpanded `*`, no positions
+        outputs = []
+        for position in range(aligned):
+            name, deps = "", Deps()
+            for branch in branches:
+                if position < len(branch):
+                    name = name or branch[position].name
+                    deps.flow(_deps_of(branch[position]), EdgeSubtype.IDENTITY)
+            outputs.append(OutputColumn(name, deps.direct, deps.indirect))
+        if stars:
+            deps = Deps()
+            for branch in branches:
+                for out in branch[aligned:]:
+                    deps.flow(_deps_of(out), EdgeSubtype.IDENTITY)
+            outputs.append(OutputColumn(ALL_COLUMNS, deps.direct, deps.indirect))
+        elif len(widths) > 1:
+            self.gap(
+                f"set operation in statement {self._number} has branches of "
+                f"{' and '.join(map(str, widths))} columns: a column only a later branch has "
+                "takes that branch's name"
+            )
+        return outputs
+
+    def _value_branches(self, scope: Scope) -> list[Scope]:
+        branches = list(scope.set_operation_scopes)
+        return branches[:1] if isinstance(scope.expression, exp.Except) else branches
+
+    def _expand_star(self, scope: Scope, star: exp.Expr) -> list[OutputColumn]:
+        """`*` / `t.*` that qualify left alone: expand what is known, table-level for the rest."""
+        table = star.table if isinstance(star, exp.Column) else ""
+        selected = self._selected(scope)
+        aliases = [table] if table else list(selected)
+        outputs: list[OutputColumn] = []
+        for alias in aliases:
+            source = selected.get(alias) if alias in selected else self._find_source(scope, alias)
+            if source is None:
+                outputs.append(OutputColumn(ALL_COLUMNS, self._unknown(ALL_COLUMNS).direct, {}))
+                continue
+            if isinstance(source, Scope):
+                inner = self.outputs(source)
+                if any(out.name == ALL_COLUMNS for out in inner) or not inner:
+                    self._passthrough.setdefault(id(scope), []).append(source)
+                outputs.extend(inner)
+                continue
+            if self._is_table_function(source):
+                continue
+            written = self._written(source)
+            columns = self._known.get(written)
+            if columns is not None:
+                outputs.extend(
+                    OutputColumn(c, {SourceColumn(written, c): EdgeSubtype.IDENTITY}, {})
+                    for c in columns
+                )
+                continue
+            self._passthrough.setdefault(id(scope), []).append(source)
+            self.gap(
+                f"SELECT * over {written} without schema in statement {self._number}: "
+                "table-level lineage only"
+            )
+            outputs.append(
+                OutputColumn(
+                    ALL_COLUMNS, {SourceColumn(written, ALL_COLUMNS): EdgeSubtype.IDENTITY}, {}
+                )
+            )
+        return outputs
+
+    # - what sways a scope's rows
+
+    def row_deps(self, scope: Scope) -> Indirect:
+        """Columns that filter, join, group or sort the scope's rows, or those it reads."""
+        key = id(scope)
+        if key in self._row_deps:
+            return self._row_deps[key]
+        if key in self._busy_rows:
+            return {}  # a recursive CTE reading itself adds nothing new
+        self._busy_rows.add(key)
+        try:
+            found = Deps()
+            for ref in self._scan(scope).clauses:
+                assert ref.indirect is not None
+                found.sway(self._ref_deps(scope, ref), ref.indirect)
+            for source in self._selected(scope).values():
+                if isinstance(source, Scope):
+                    found.indirect.update(self.row_deps(source))
+            branches = list(scope.set_operation_scopes)
+            values = self._value_branches(scope) if branches else []
+            for branch in branches:
+                if branch in values:
+                    found.indirect.update(self.row_deps(branch))
+                else:  # EXCEPT's right side: every column it reads removes rows
+                    found.sway(self._scope_deps(branch), EdgeSubtype.FILTER)
+        finally:
+            self._busy_rows.discard(key)
+        self._row_deps[key] = found.indirect
+        return found.indirect
+
+    # - scanning a scope's own expression
+
+    def _scan(self, scope: Scope) -> _Scan:
+        key = id(scope)
+        if key not in self._scans:
+            self._scans[key] = self._scan_scope(scope)
+        return self._scans[key]
+
+    def _scan_scope(self, scope: Scope) -> _Scan:
+        expression = scope.expression
+        scan = _Scan([], [])
+        if not isinstance(expression, (exp.Select, exp.SetOperation)):
+            return scan
+        if isinstance(expression, exp.Select):
+            for position, projection in enumerate(expression.expressions):
+                if projection.is_star:
+                    scan.projections.append(_Projection(ALL_COLUMNS, projection, []))
+                    continue
+                refs: list[_Ref] = []
+                self._walk(projection, EdgeSubtype.IDENTITY, None, refs)
+                name = projection.output_name.lower() or f"_col_{position}"
+                scan.projections.append(_Projection(name, None, refs))
+            for join in expression.args.get("joins") or []:
+                self._walk_arg(join, "on", EdgeSubtype.JOIN, scan.clauses)
+                scan.clauses.extend(self._using_refs(scope, join))
+            scan.clauses.extend(self._ordinal_refs(expression))
+        for key, subtype in _CLAUSES:
+            self._walk_arg(expression, key, subtype, scan.clauses)
+        return scan
+
+    def _using_refs(self, scope: Scope, join: exp.Expr) -> list[_Ref]:
+        """JOIN ... USING (k) that qualify could not rewrite to ON: k of every side holding it."""
+        refs = []
+        for identifier in join.args.get("using") or []:
+            name = identifier.name.lower()
+            for alias, source in self._selected(scope).items():
+                columns = self._columns_of(source)
+                if columns is None or name in columns:
+                    refs.append(
+                        _Ref(exp.column(name, table=alias), EdgeSubtype.IDENTITY, EdgeSubtype.JOIN)
+                    )
+        return refs
+
+    def _ordinal_refs(self, select: exp.Select) -> list[_Ref]:
+        """GROUP BY 1 / ORDER BY 2 that qualify left as numbers: the projection they name."""
+        refs: list[_Ref] = []
+        for key, subtype in (("group", EdgeSubtype.GROUP_BY), ("order", EdgeSubtype.SORT)):
+            clause = select.args.get(key)
+            for item in clause.expressions if isinstance(clause, exp.Expr) else []:
+                node = item.this if isinstance(item, exp.Ordered) else item
+                if isinstance(node, exp.Literal) and node.is_int:
+                    position = int(node.name) - 1
+                    if 0 <= position < len(select.expressions):
+                        self._walk(
+                            select.expressions[position], EdgeSubtype.IDENTITY, subtype, refs
+                        )
+        return refs
+
+    def _walk_arg(self, node: exp.Expr, key: str, indirect: EdgeSubtype, out: list[_Ref]) -> None:
+        value = node.args.get(key)
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, exp.Expr):
+                self._walk(child, EdgeSubtype.TRANSFORMATION, indirect, out)
+
+    def _walk(
+        self,
+        node: exp.Expr,
+        subtype: EdgeSubtype,
+        indirect: EdgeSubtype | None,
+        out: list[_Ref],
+    ) -> None:
+        """Collect the columns under `node`, each with its role; the outermost INDIRECT wins."""
+        if isinstance(node, exp.Column):
+            if not isinstance(node.this, exp.Star):  # count(t.*) reads no column value
+                out.append(_Ref(node, subtype, indirect))
+            return
+        if isinstance(node, (exp.Select, exp.SetOperation)):
+            nested = self._scopes.get(id(node))
+            if nested is not None:
+                out.append(_Ref(nested, subtype, indirect))
+                return
+        value = _compose(subtype, EdgeSubtype.TRANSFORMATION)
+        if isinstance(node, exp.Window):
+            self._walk_child(node.this, subtype, indirect, out)
+            for key in ("partition_by", "order"):
+                self._walk_args(node, key, value, indirect or EdgeSubtype.WINDOW, out)
+            return
+        if isinstance(node, (exp.Case, exp.If)):
+            # CASE x WHEN ... / WHEN cond THEN: the conditions choose, the branches flow.
+            condition = indirect or EdgeSubtype.CONDITIONAL
+            self._walk_child(node.this, value, condition, out)
+            for branch in node.args.get("ifs") or []:
+                self._walk_child(branch.this, value, condition, out)
+                self._walk_child(branch.args.get("true"), value, indirect, out)
+            for key in ("true", "false", "default"):
+                self._walk_child(node.args.get(key), value, indirect, out)
+            return
+        if isinstance(node, exp.Filter):  # agg(x) FILTER (WHERE cond)
+            self._walk_child(node.this, subtype, indirect, out)
+            self._walk_child(node.expression, value, indirect or EdgeSubtype.FILTER, out)
+            return
+        if isinstance(node, (exp.Alias, exp.Paren, exp.Subquery)):
+            value = subtype
+        elif isinstance(node, exp.AggFunc) and not isinstance(node, _VALUE_FUNCTIONS):
+            value = _compose(subtype, EdgeSubtype.AGGREGATION)
+        for child in node.iter_expressions():
+            self._walk(child, value, indirect, out)
+
+    def _walk_child(
+        self, node: Any, subtype: EdgeSubtype, indirect: EdgeSubtype | None, out: list[_Ref]
+    ) -> None:
+        if isinstance(node, exp.Expr):
+            self._walk(node, subtype, indirect, out)
+
+    def _walk_args(
+        self,
+        node: exp.Expr,
+        key: str,
+        subtype: EdgeSubtype,
+        indirect: EdgeSubtype,
+        out: list[_Ref],
+    ) -> None:
+        value = node.args.get(key)
+        for child in value if isinstance(value, list) else [value]:
+            self._walk_child(child, subtype, indirect, out)
+
+    # - resolution
+
+    def _canonical(self, source: exp.Table | Scope) -> exp.Table | Scope:
+        """A recursive CTE's reference to itself is a stand-in scope; use the traversed one."""
+        if isinstance(source, Scope) and id(source) not in self._traversed:
+            return self._scopes.get(id(source.expression), source)
+        return source
+
+    def _selected(self, scope: Scope) -> dict[str, exp.Table | Scope]:
+        return {
+            alias: self._canonical(source) for alias, (_, source) in scope.selected_sources.items()
+        }
+
+    def _ref_deps(self, scope: Scope, ref: _Ref) -> Deps:
+        if isinstance(ref.node, Scope):
+            return self._scope_deps(ref.node)
+        return self._column_deps(scope, ref.node)
+
+    def _scope_deps(self, scope: Scope) -> Deps:
+        """A nested query: everything it selects, and what sways its rows."""
+        deps = Deps()
+        for out in self.outputs(scope):
+            deps.flow(_deps_of(out), EdgeSubtype.IDENTITY)
+        deps.indirect.update(self.row_deps(scope))
+        return deps
+
+    def _column_deps(self, scope: Scope, column: exp.Column) -> Deps:
+        name = column.name.lower()
+        if column.meta.get(LATERAL_ALIAS):
+            lateral = self._lateral_alias(scope, column, name)
+            if lateral is not None:
+                return lateral
+        alias = column.table
+        if alias:
+            source = self._find_source(scope, alias)
+            if source is None:
+                return self._unknown(name, f"{alias} is not a table or alias in scope")
+            return self._source_column(source, name)
+        return self._unqualified(scope, column, name)
+
+    def _lateral_alias(self, scope: Scope, column: exp.Column, name: str) -> Deps | None:
+        """`SELECT a AS b, b + 1`: the earlier output, unless a table is known to have `b`."""
+        earlier = [out for out in self._partial.get(id(scope), []) if out.name == name]
+        if not earlier:
+            return None
+        source = self._find_source(scope, column.table) if column.table else None
+        columns = self._columns_of(source) if source is not None else None
+        if columns is not None and name in columns:
+            return None
+        deps = Deps()
+        for out in earlier:
+            deps.flow(_deps_of(out), EdgeSubtype.IDENTITY)
+        return deps
+
+    def _find_source(self, scope: Scope, alias: str) -> exp.Table | Scope | None:
+        current: Scope | None = scope
+        while current is not None:
+            if alias in current.sources:
+                return self._canonical(current.sources[alias])
+            if current.scope_type not in _CORRELATED:
+                return None  # CTEs and derived tables cannot see the enclosing query
+            current = current.parent
+        return None
+
+    def _unqualified(self, scope: Scope, column: exp.Column, name: str) -> Deps:
+        """A bare column qualify could not place: output alias, one candidate, or unknown."""
+        alias = self._projection_deps(scope, name)
+        if alias is not None:
+            clause = _clause_of(column, scope.expression)
+            having, _ = self._candidates(scope, name)
+            # ORDER BY names output columns first; GROUP BY/HAVING may name one too, and
+            # without the tables' columns the alias is the reading that does not invent one.
+            if isinstance(clause, exp.Order) or (
+                isinstance(clause, (exp.Group, exp.Having)) and not having
+            ):
+                return alias
+        current: Scope | None = scope
+        while current is not None:
+            having, maybe = self._candidates(current, name)
+            candidates = having or maybe
+            if len(candidates) == 1:
+                return self._source_column(candidates[0], name)
+            if len(candidates) > 1:
+                tables = ", ".join(sorted(self._describe(c) for c in candidates))
+                return self._unknown(name, f"ambiguous between {tables}")
+            if current is scope and alias is not None:
+                return alias
+            if current.scope_type not in _CORRELATED:
+                break
+            current = current.parent
+        selected = list(self._selected(scope).values())
+        if len(selected) == 1 and isinstance(selected[0], exp.Table):
+            return self._source_column(selected[0], name)  # the schema misses it: gap below
+        return self._unknown(name)
+
+    def _candidates(
+        self, scope: Scope, name: str
+    ) -> tuple[list[exp.Table | Scope], list[exp.Table | Scope]]:
+        """Sources known to have the column, and sources whose columns are unknown."""
+        having: list[exp.Table | Scope] = []
+        maybe: list[exp.Table | Scope] = []
+        for source in self._selected(scope).values():
+            if id(source) in self._busy:
+                continue  # the source being traced cannot feed itself
+            columns = self._columns_of(source)
+            if columns is None:
+                maybe.append(source)
+            elif name in columns:
+                having.append(source)
+        return having, maybe
+
+    def _columns_of(self, source: exp.Table | Scope) -> set[str] | None:
+        if isinstance(source, exp.Table):
+            columns = self._known.get(self._written(source))
+            return set(columns) if columns is not None else None
+        if not isinstance(source.expression, (exp.Select, exp.SetOperation)):
+            return _alias_columns(source.expression)
+        if id(source) in self._busy:
+            return None
+        names = {out.name for out in self.outputs(source)}
+        return None if ALL_COLUMNS in names or id(source) in self._passthrough else names
+
+    def _projection_deps(self, scope: Scope, name: str) -> Deps | None:
+        if id(scope) in self._busy:
+            return None
+        matches = [out for out in self.outputs(scope) if out.name == name]
+        if not matches:
+            return None
+        deps = Deps()
+        for match in matches:
+            deps.flow(_deps_of(match), EdgeSubtype.IDENTITY)
+        return deps
+
+    def _source_column(self, source: exp.Table | Scope, name: str) -> Deps:
+        if isinstance(source, Scope):
+            return self._scope_column(source, name)
+        if self._is_table_function(source):
+            return Deps()
+        written = self._written(source)
+        columns = self._known.get(written)
+        if columns is not None and name not in columns:
+            self.gap(
+                f"{written}.{name} in statement {self._number} is not in the schema of {written}"
+            )
+        return Deps({SourceColumn(written, name): EdgeSubtype.IDENTITY})
+
+    def _scope_column(self, scope: Scope, name: str) -> Deps:
+        if id(scope) in self._busy:
+            return Deps()  # a recursive CTE reading itself adds no new source
+        if not isinstance(scope.expression, (exp.Select, exp.SetOperation)):
+            return self._opaque_sources(scope)
+        found = self._projection_deps(scope, name)
+        if found is not None:
+            return found
+        passthrough = self._passthrough.get(id(scope), [])
+        if len(passthrough) == 1:
+            return self._source_column(passthrough[0], name)
+        outputs = self.outputs(scope)
+        if isinstance(scope.expression, exp.SetOperation) and any(
+            out.name == ALL_COLUMNS for out in outputs
+        ):  # a UNION of `*`s: the column of that name in every branch that gives values
+            deps = Deps()
+            for branch in self._value_branches(scope):
+                deps.flow(self._scope_column(branch, name), EdgeSubtype.IDENTITY)
+            return deps
+        return self._unknown(name, f"no column {name} in subquery or CTE")
+
+    def _opaque_sources(self, scope: Scope) -> Deps:
+        """A table function or VALUES list: every column it reads, transformed."""
+        refs: list[_Ref] = []
+        self._walk(scope.expression, EdgeSubtype.TRANSFORMATION, None, refs)
+        deps = Deps()
+        parent = scope.parent or scope
+        self._busy.add(id(scope))  # `unnest(tags) AS tags` must not resolve to itself
+        try:
+            for ref in refs:
+                deps.flow(self._ref_deps(parent, ref), EdgeSubtype.TRANSFORMATION)
+        finally:
+            self._busy.discard(id(scope))
+        return deps
+
+    def _is_table_function(self, table: exp.Table) -> bool:
+        """`FROM read_parquet(...)`: rows from outside any table, a gap with no column source."""
+        if isinstance(table.this, exp.Identifier):
+            return False
+        function = table.this
+        name = function.sql_name() if isinstance(function, exp.Func) else type(function).__name__
+        self.gap(
+            f"table function {name.lower()} in statement {self._number}: what it reads "
+            "is not traced"
+        )
+        return True
+
+    def _written(self, table: exp.Table) -> str:
+        return self._tables.get(table.name.lower(), table_name(table))
+
+    def _describe(self, source: exp.Table | Scope) -> str:
+        if isinstance(source, exp.Table):
+            return self._written(source)
+        parent = source.expression.parent
+        return parent.alias_or_name if isinstance(parent, (exp.CTE, exp.Subquery)) else "subquery"
+
+    def _unknown(self, name: str, why: str = "") -> Deps:
+        detail = f" ({why})" if why else ""
+        self.gap(
+            f"{UNKNOWN_TABLE}.{name} in statement {self._number}: table not resolved"
+            f"{detail}; declare the tables' columns in the schema"
+        )
+        return Deps({SourceColumn(UNKNOWN_TABLE, name): EdgeSubtype.IDENTITY})
+
+
+def _deps_of(out: OutputColumn) -> Deps:
+    return Deps(dict(out.sources), dict(out.indirect))
+
+
+def _by_name(branches: list[list[OutputColumn]]) -> list[OutputColumn]:
+    """UNION BY NAME: columns matched by name, a name a later branch adds appended."""
+    merged: dict[str, Deps] = {}
+    for branch in branches:
+        for out in branch:
+            merged.setdefault(out.name, Deps()).flow(_deps_of(out), EdgeSubtype.IDENTITY)
+    return [OutputColumn(name, deps.direct, deps.indirect) for name, deps in merged.items()]
+
+
+def _clause_of(node: exp.Expr, select: exp.Expr) -> exp.Expr | None:
+    """The clause of `select` (ORDER BY, GROUP BY, ...) that holds `node`."""
+    while node.parent is not None and node.parent is not select:
+        node = node.parent
+    return node if node.parent is select else None
+
+
+def _alias_columns(node: exp.Expr) -> set[str] | None:
+    """Columns a table function names: `unnest(x) AS t(a)` -> {a}, `AS u` -> {u}."""
+    alias = node.args.get("alias")
+    if not isinstance(alias, exp.TableAlias):
+        return None
+    if alias.columns:
+        return {column.name.lower() for column in alias.columns}
+    return {alias.name.lower()} if alias.name else None
