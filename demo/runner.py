@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 DECISIONS = REPO / "erasure" / "demo" / "estate" / "decisions.yaml"
 DEMO_DPO = {"id": "demo-dpo", "name": "Demo DPO (decisions.yaml)"}
-PROMPT_PREFIX = "Erasure: decide on "
 PROMPT_SETTLE = timedelta(seconds=2)
 
 
@@ -61,6 +60,26 @@ def load_decisions(path: Path = DECISIONS) -> dict[str, dict[str, Any]]:
     return decisions
 
 
+def decision_for(
+    subject: str, options: Sequence[str], decisions: Mapping[str, Mapping[str, Any]]
+) -> tuple[str, dict[str, Any]]:
+    """(dataset, answer) for a prompt, from the decisions file: by the dataset its subject
+    names ('subject_search' for a subject found nowhere), else the file's default."""
+    from erasure.planner import SUBJECT_SEARCH
+    from erasure.workflow import NOT_FOUND_PROMPT, PROMPT_PREFIX
+
+    dataset = (
+        SUBJECT_SEARCH.name if subject == NOT_FOUND_PROMPT else subject.removeprefix(PROMPT_PREFIX)
+    )
+    choice = dict(decisions.get(dataset) or decisions["default"])
+    if choice.get("option") not in options:
+        raise ValueError(
+            f"decisions for {dataset}: {choice.get('option')!r} is not one of its prompt's "
+            f"options ({'; '.join(options)})"
+        )
+    return dataset, choice
+
+
 class PromptAnswerer:
     """Answers pending HITL prompts from a decisions mapping, the way the UI would."""
 
@@ -80,7 +99,10 @@ class PromptAnswerer:
 
     def _loop(self) -> None:
         while not self._stop.wait(0.5):
-            self.answer_pending()
+            try:
+                self.answer_pending()
+            except ValueError as exc:  # a decision that does not fit its prompt: say so
+                print(f"cannot answer a prompt: {exc}", file=sys.stderr, flush=True)
 
     def answer_pending(self) -> None:
         from airflow.models.hitl import HITLDetail
@@ -96,8 +118,7 @@ class PromptAnswerer:
                     continue  # not parked yet: answering now would race the task
                 if datetime.now(UTC) - detail.created_at < PROMPT_SETTLE:
                     continue  # Airflow 3.3.2 can fail a prompt answered within ~1 s of parking
-                dataset = detail.subject.removeprefix(PROMPT_PREFIX)
-                choice = dict(self.decisions.get(dataset) or self.decisions["default"])
+                dataset, choice = decision_for(detail.subject, detail.options, self.decisions)
                 detail.chosen_options = [choice.pop("option")]
                 detail.params_input = {
                     key: (str(choice[key]) if choice.get(key) is not None else None)

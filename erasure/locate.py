@@ -49,6 +49,7 @@ class Located:
     via: str
     shared_referrers: int = 0
     shared_rows: int = 0
+    reference: sa.ColumnElement[bool] | None = None  # the rows found through a reference
 
     def hit(self) -> RootHit:
         return RootHit(
@@ -107,7 +108,7 @@ def locate(catalog: Catalog, warehouse: Warehouse, subject: SubjectRef) -> Locat
                     location.identities.add(found)
                     pending.append((found, f"identity:{hit.dataset.name}.{found.type}"))
     _follow_references(catalog, warehouse, location)
-    _recount(warehouse, location)
+    _consolidate(catalog, warehouse, location)
     if not location.located:
         location.search = _search(catalog, warehouse, start)
     return location
@@ -121,7 +122,18 @@ def match_identity(
     identity: Identity,
 ) -> sa.ColumnElement[bool]:
     """A parameterised predicate selecting the rows whose columns hold the identity."""
-    matcher = Matcher.of(catalog, identity.type)
+    return _match(conn, catalog, table, identity.type, columns, {identity.value})
+
+
+def _match(
+    conn: Connection,
+    catalog: Catalog,
+    table: sa.Table,
+    id_type: str,
+    columns: list[str],
+    values: set[str],
+) -> sa.ColumnElement[bool]:
+    matcher = Matcher.of(catalog, id_type)
     clauses = []
     for name in columns:
         col = table.c.get(name)
@@ -129,7 +141,7 @@ def match_identity(
             raise WarehouseError(
                 f"table {table.fullname!r}: column {name!r} from the catalog is missing"
             )
-        clauses.append(exact_predicate(conn, table, col, matcher, {identity.value}))
+        clauses.append(exact_predicate(conn, table, col, matcher, values))
     return sa.or_(*clauses)
 
 
@@ -156,17 +168,37 @@ def _add(location: Location, hit: Located) -> None:
         location.located[hit.dataset.name] = hit
         return
     current.predicate = sa.or_(current.predicate, hit.predicate)
+    if hit.reference is not None:
+        current.reference = (
+            hit.reference if current.reference is None else sa.or_(current.reference, hit.reference)
+        )
     current.columns = sorted(set(current.columns) | set(hit.columns))
     current.shared_referrers += hit.shared_referrers
     current.shared_rows += hit.shared_rows
     current.rows = -1  # the two may select overlapping rows
 
 
-def _recount(warehouse: Warehouse, location: Location) -> None:
+def _consolidate(catalog: Catalog, warehouse: Warehouse, location: Location) -> None:
+    """One predicate per dataset: every identity of each type it holds, in one IN per
+    column, or'ed with the rows a reference found; counted again where it was widened."""
+    by_type: dict[str, set[str]] = {}
+    for identity in location.identities:
+        by_type.setdefault(identity.type, set()).add(identity.value)
     for hit in location.located.values():
-        if hit.rows < 0:
-            with warehouse.connect(hit.dataset) as conn:
-                hit.rows = _count(conn, _table(warehouse, hit.dataset), hit.predicate, hit.dataset)
+        held = [
+            (id_type, columns)
+            for id_type, columns in sorted(hit.dataset.holds_subject.items())
+            if by_type.get(id_type)
+        ]
+        if not held and hit.rows >= 0:
+            continue  # found by one reference only: its predicate is already that
+        with warehouse.connect(hit.dataset) as conn:
+            table = _table(warehouse, hit.dataset)
+            parts = [_match(conn, catalog, table, t, cols, by_type[t]) for t, cols in held]
+            if hit.reference is not None:
+                parts.append(hit.reference)
+            hit.predicate = sa.or_(*parts)
+            hit.rows = _count(conn, table, hit.predicate, hit.dataset)
 
 
 def _search(catalog: Catalog, warehouse: Warehouse, identity: Identity) -> SubjectSearch:
@@ -280,7 +312,9 @@ def _add_reference(
     shared_rows, referrers = _other_referrers(catalog, warehouse, location, target, key, keys)
     _add(
         location,
-        Located(target, "reference", [key], predicate, rows, via, referrers, shared_rows),
+        Located(
+            target, "reference", [key], predicate, rows, via, referrers, shared_rows, predicate
+        ),
     )
 
 
@@ -357,7 +391,7 @@ def relocate(
             _add(location, found[0])
     for target_name in sorted(reference_keys):
         _relocate_reference(catalog, warehouse, location, target_name, reference_keys[target_name])
-    _recount(warehouse, location)
+    _consolidate(catalog, warehouse, location)
     return location
 
 

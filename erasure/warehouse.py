@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from erasure.actions.transaction import describe_failure
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, WarehouseError
 from erasure.matching import SQL_FUNCTION, sql_canonical
@@ -83,6 +84,13 @@ class Warehouse:
             raise WarehouseError(
                 f"dataset {ds.name!r}: warehouse connection {ds.connection!r} failed "
                 f"({_first_line(exc)}); check the server is up and the URL is right"
+            ) from None
+        except sa.exc.DBAPIError as exc:
+            # The driver's message may quote a row's value (a subject identifier): its class
+            # and SQLSTATE only.
+            raise WarehouseError(
+                f"dataset {ds.name!r}: a query failed ({describe_failure(exc)}); check the "
+                "catalog's columns for it against the table"
             ) from None
 
     def table(self, ds: DatasetSpec) -> sa.Table | None:

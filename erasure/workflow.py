@@ -290,7 +290,7 @@ def escalation_prompt(item: PlanItem) -> dict[str, Any]:
             "stand)."
         )
     return {
-        "subject": f"Erasure: decide on {item.dataset['name']}",
+        "subject": f"{PROMPT_PREFIX}{item.dataset['name']}",
         "body": "\n\n".join(lines),
         "options": [OPTION_LABELS[o] for o in options_for(item)],
     }
@@ -319,16 +319,20 @@ def _not_found_prompt(item: PlanItem) -> dict[str, Any]:
         lines.append("**Near misses**: none (no row matches it even loosely).")
     lines.append(
         "If the identifier is right, confirm the subject is not held and say how you know: "
-        "the completion record will state that the subject was not found. If it is wrong, "
-        "submit a new request with the corrected identifier and leave this prompt open."
+        "the completion record will state that the subject was not found. If it was "
+        "mistyped, submit the corrected identifier as a new request, then confirm here that "
+        "this one is not held, naming the new request's reference in the justification."
     )
     return {
-        "subject": "Erasure: subject found nowhere",
+        "subject": NOT_FOUND_PROMPT,
         "body": "\n\n".join(lines),
         "options": [OPTION_LABELS[o] for o in options_for(item)],
     }
 
 
+# Prompt subjects: one per escalated dataset, by name; the found-nowhere question.
+PROMPT_PREFIX = "Erasure: decide on "
+NOT_FOUND_PROMPT = "Erasure: subject found nowhere"
 _NEAR_MISS_TEXT = {
     NearMiss.SAME_LOCAL_PART: "same local part at another domain",
     NearMiss.ONE_EDIT: "one character different",

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from demo.runner import PROMPT_PREFIX
+from demo.runner import decision_for
 from erasure.errors import ConfigError
 from erasure.keys.vault import find_bao_binary
 from up.stack import ERASURE_DAG, Stack, StackError, StackPaths
@@ -181,9 +181,9 @@ class AirflowApi:
             key = (ti["dag_run_id"], ti["task_id"], ti["map_index"])
             if now - self._first_seen.setdefault(key, now) < PROMPT_SETTLE_SECONDS:
                 continue
-            dataset = prompt["subject"].removeprefix(PROMPT_PREFIX)
+            dataset, choice = decision_for(prompt["subject"], prompt["options"], decisions)
             try:
-                response = self.answer(prompt, decisions.get(dataset) or decisions["default"])
+                response = self.answer(prompt, choice)
             except httpx.TimeoutException as exc:
                 failure = repr(exc)
             else:

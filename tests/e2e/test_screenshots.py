@@ -30,10 +30,11 @@ import pytest
 import sqlalchemy as sa
 from websockets.sync.client import ClientConnection, connect
 
-from demo.runner import PROMPT_PREFIX, load_decisions
+from demo.runner import load_decisions
 from erasure.catalog import load_catalog
 from erasure.demo.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
+from erasure.workflow import PROMPT_PREFIX
 from tests.e2e.conftest import AirflowApi, erasure_conf
 from up.stack import REPO, Stack
 
@@ -288,7 +289,7 @@ def test_dpo_prompt(airflow_standalone: Stack, dpo_api: AirflowApi, browser: Bro
         f"{stack.base_url}/dags/gdpr_erasure/runs/{RUN_ID}/tasks/dpo_decides/"
         f"mapped/{ti['map_index']}/required_actions"
     )
-    browser.wait_for_text(prompt["subject"], "Justification", "Accept as non-personal")
+    browser.wait_for_text(prompt["subject"], "Justification", "Delete this row")
     path = browser.screenshot(IMAGES / "dpo-prompt.png")
     assert_png(path)
     browser.viewport(HEIGHT)

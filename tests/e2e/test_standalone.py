@@ -47,9 +47,11 @@ REJECTED_RUN_ID = f"erasure-{REJECTED_REF}"
 CANARY = " ALICE.Smith@example.com"
 NORMALISED = DEMO_SUBJECT[1]
 assert CANARY.strip().lower() == NORMALISED
+# Notes may not name the subject (refused at entry); what they do say is parked like it.
+NOTE_CANARY = f"note-{uuid.uuid4().hex}"
 # Looked for case-insensitively: the typed and the normalised form are the same letters; the
 # URL-encoded form would show up in access logs and query strings.
-NEEDLES = (NORMALISED, NORMALISED.replace("@", "%40"))
+NEEDLES = (NORMALISED, NORMALISED.replace("@", "%40"), NOTE_CANARY)
 PARKED = "[parked in Vault]"
 
 
@@ -95,9 +97,7 @@ def erasure(airflow_standalone: Stack, dpo_api: AirflowApi) -> Erasure:
     stack = airflow_standalone
     rows_before = customers_holding_subject(stack)
     assert rows_before >= 1, "the demo estate should hold the demo subject before the erasure"
-    conf = erasure_conf(
-        REF, CANARY, notes=f"Asked by phone; confirm to {CANARY.strip()} when done."
-    )
+    conf = erasure_conf(REF, CANARY, notes=f"Asked by phone ({NOTE_CANARY}); confirm by email.")
     dpo_api.trigger(RUN_ID, conf)
     state, answered = dpo_api.wait(RUN_ID, decisions=load_decisions())
     if state != "success":

@@ -193,3 +193,39 @@ def test_artefacts_rebuilt_by_one_dag_each_get_their_own_run(
     assert first != second
     assert run_id("REQ-1", "build_marts", 0, 1) == first
     assert run_id("REQ-1", "build_marts", 0, 2) != first
+
+
+def test_a_one_character_customer_id_completes_through_the_dag(
+    estate: Any, airflow_db: Path
+) -> None:
+    """Customer `1`: its digit is in every date, hash and count the run writes; records are
+    typed and free text is checked by whole tokens, so the request completes."""
+    with Services.open(estate) as svc, svc.warehouse.engine("warehouse").begin() as conn:
+        conn.execute(sa.text("INSERT INTO crm.customers (id, email) VALUES ('1', 'one@x.example')"))
+        conn.execute(
+            sa.text("INSERT INTO crm.orders (id, customer_id, amount) VALUES (90001, '1', 5)")
+        )
+    run = run_erasure(
+        {**conf("DAG-SHORT-ONE"), "identifier_type": "customer_id", "identifier": "1"},
+        load_decisions(),
+    )
+    assert str(run.state) == "success"
+    with Services.open(estate) as svc:
+        assert svc.registry.get("DAG-SHORT-ONE").status.value.startswith("complete")  # type: ignore[union-attr]
+        engine = svc.warehouse.engine("warehouse")
+        assert count(engine, "SELECT COUNT(*) FROM crm.customers WHERE id = '1'") == 0
+        assert count(engine, "SELECT COUNT(*) FROM crm.orders WHERE customer_id = '1'") == 0
+
+
+def test_a_subject_found_nowhere_waits_for_the_dpo_then_completes_as_not_found(
+    estate: Any, airflow_db: Path
+) -> None:
+    run = run_erasure(
+        {**conf("DAG-NOWHERE-1"), "identifier": "no.such.person.4d1e@example.org"},
+        load_decisions(),
+    )
+    assert str(run.state) == "success"
+    with Services.open(estate) as svc:
+        [completed] = [r for r in svc.ledger.show("DAG-NOWHERE-1") if r.kind.value == "completed"]
+        assert completed.body["subject_found"] is False
+        assert [r["option"] for r in completed.body["rulings"]] == ["not_held"]

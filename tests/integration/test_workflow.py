@@ -4,135 +4,40 @@ store, the demo estate. What the DAG wires, this drives by hand."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from contextlib import suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from erasure import workflow
-from erasure.actions.rebuild import RunOutcome
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.crm_ingest import ingest_crm_export
 from erasure.demo.embedded import open_demo
-from erasure.demo.rematerialise import rematerialise
-from erasure.demo.seed import DEMO_SUBJECT
 from erasure.errors import ErasureError, StoreError, VaultError, VerificationFailed
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
-from erasure.rulings import DpoAnswer, Ruling, RulingOption, option_for_label
+from erasure.rulings import Ruling, RulingOption
 from erasure.services import Services
 from erasure.suppression import identifier_columns
-
-pytestmark = [pytest.mark.integration, pytest.mark.vault]
-
-CANARY = DEMO_SUBJECT[1]
-CONF = {
-    "request_ref": "REQ-2026-0001",
-    "identifier_type": "email",
-    "identifier": "  Alice.Smith@Example.com ",
-    "received_on": "2026-11-20",
-    "legal_ground": "art17_1_a",
-    "notes": "Customer wrote in on 20 Nov",
-}
-DPO = {"id": "dana", "name": "Dana DPO"}
-
-
-def answer(option: str, **params: Any) -> DpoAnswer:
-    """The DPO's answer as the DAG hands it to the workflow: the option by its label."""
-    return DpoAnswer(
-        option=option_for_label(option),
-        author_id=DPO["id"],
-        author_name=DPO["name"],
-        decided_at=datetime(2026, 11, 29, 10, 0, tzinfo=UTC),
-        **params,
-    )
-
-
-NOT_HELD = answer(
-    "Confirm the subject is not held", justification="checked the CRM by hand: no such customer"
+from tests.integration.workflow_support import (
+    ANSWERS,
+    CANARY,
+    CONF,
+    NOT_HELD,
+    act,
+    down_once,
+    failure_callback,
+    rows,
+    trigger,
 )
 
-
-ANSWERS = {
-    "crm.addresses": answer(
-        "Retain under an Art. 17(3) exemption",
-        exemption="e",
-        justification="household address shared with a current customer",
-    ),
-    "agg.customers_by_postcode": answer(
-        "Delete the artefact", justification="small groups identify people"
-    ),
-    "backup.crm_nightly": answer(
-        "Retain under an Art. 17(3) exemption",
-        exemption="b",
-        justification="statutory backup; beyond use until it expires "
-        "and restores pass through the suppression list",
-    ),
-    "ml.customer_embeddings": answer(
-        "Rebuild or retrain by a date",
-        scheduled_by="2026-12-15",
-        justification="retrain in the December cycle",
-        standing_until="2027-06-30",
-    ),
-    "recs.customer_recommendations": answer(
-        "Accept as non-personal", justification="cache expires in 24 h"
-    ),
-}
-
+pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
 @pytest.fixture
 def svc(tmp_path: Path, openbao: EmbeddedOpenBao):  # type: ignore[no-untyped-def]
     settings = open_demo(tmp_path / "demo", openbao)
     with Services.open(settings) as services:
         yield services
-
-
-def trigger(svc: Services) -> workflow.TriggerDag:
-    def run(dag_id: str) -> RunOutcome:
-        rematerialise(svc.catalog, svc.warehouse, dag_id)
-        return RunOutcome(run_id=f"manual__{dag_id}", state="success")
-
-    return run
-
-
-def act(svc: Services, ref: str) -> None:
-    plan = svc.registry.plan(ref, 1)
-    workflow.tombstone(svc, ref)  # first: the nightly CRM sync must not bring anyone back
-    for name in workflow.items_for(plan, Action.ERASE_ROWS):
-        workflow.erase(svc, ref, name)
-    for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
-        workflow.shred(svc, ref, name)
-    for name in workflow.items_for(plan, Action.REBUILD):
-        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
-    for name in workflow.items_for(plan, Action.AGGREGATE_OK):
-        workflow.confirm_aggregate(svc, ref, name)
-    for item in workflow.pending_escalations(svc, ref):
-        workflow.rule(svc, ref, item.dataset["name"], ANSWERS[item.dataset["name"]])
-
-
-def down_once(owner: object, name: str, error: Exception | None = None) -> None:
-    """`owner.name` fails once, as during a short Vault or store outage, then works again."""
-    real: Callable[..., Any] = getattr(owner, name)
-
-    def flaky(*args: Any, **kwargs: Any) -> Any:
-        setattr(owner, name, real)
-        raise error or VaultError("Vault is unreachable")
-
-    setattr(owner, name, flaky)
-
-
-def failure_callback(svc: Services, ref: str, run_id: str) -> None:
-    """What gdpr_erasure's on_failure_callback does once a task failed for good."""
-    with suppress(ErasureError):  # the DAG logs it and keeps the task's own failure
-        workflow.fail(svc, ref, f"run {run_id}: task failed", run_id)
-
-
-def rows(db: Path, sql: str) -> int:
-    with sqlite3.connect(db) as conn:
-        return int(conn.execute(sql).fetchone()[0])
 
 
 def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_path: Path) -> None:

@@ -1,0 +1,145 @@
+"""What the workflow integration tests share: the demo request, the DPO's answers, and a
+hand-driven act step (what the DAG wires, in plan order)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from erasure import workflow
+from erasure.actions.rebuild import RunOutcome
+from erasure.demo.rematerialise import rematerialise
+from erasure.demo.seed import DEMO_SUBJECT
+from erasure.errors import ErasureError, VaultError
+from erasure.model import Action
+from erasure.rulings import DpoAnswer, option_for_label
+from erasure.services import Services
+
+CANARY = DEMO_SUBJECT[1]
+CONF = {
+    "request_ref": "REQ-2026-0001",
+    "identifier_type": "email",
+    "identifier": "  Alice.Smith@Example.com ",
+    "received_on": "2026-11-20",
+    "legal_ground": "art17_1_a",
+    "notes": "Customer wrote in on 20 Nov",
+}
+DPO = {"id": "dana", "name": "Dana DPO"}
+
+
+def answer(option: str, **params: Any) -> DpoAnswer:
+    """The DPO's answer as the DAG hands it to the workflow: the option by its label."""
+    return DpoAnswer(
+        option=option_for_label(option),
+        author_id=DPO["id"],
+        author_name=DPO["name"],
+        decided_at=datetime(2026, 11, 29, 10, 0, tzinfo=UTC),
+        **params,
+    )
+
+
+NOT_HELD = answer(
+    "Confirm the subject is not held", justification="checked the CRM by hand: no such customer"
+)
+
+
+ANSWERS = {
+    "crm.addresses": answer(
+        "Retain under an Art. 17(3) exemption",
+        exemption="e",
+        justification="household address shared with a current customer",
+    ),
+    "agg.customers_by_postcode": answer(
+        "Delete the artefact", justification="small groups identify people"
+    ),
+    "backup.crm_nightly": answer(
+        "Retain under an Art. 17(3) exemption",
+        exemption="b",
+        justification="statutory backup; beyond use until it expires "
+        "and restores pass through the suppression list",
+    ),
+    "ml.customer_embeddings": answer(
+        "Rebuild or retrain by a date",
+        scheduled_by="2026-12-15",
+        justification="retrain in the December cycle",
+        standing_until="2027-06-30",
+    ),
+    "recs.customer_recommendations": answer(
+        "Accept as non-personal", justification="cache expires in 24 h"
+    ),
+}
+
+
+def trigger(svc: Services) -> workflow.TriggerDag:
+    def run(dag_id: str) -> RunOutcome:
+        rematerialise(svc.catalog, svc.warehouse, dag_id)
+        return RunOutcome(run_id=f"manual__{dag_id}", state="success")
+
+    return run
+
+
+def act(svc: Services, ref: str) -> None:
+    plan = svc.registry.plan(ref, 1)
+    workflow.tombstone(svc, ref)  # first: the nightly CRM sync must not bring anyone back
+    for name in workflow.items_for(plan, Action.ERASE_ROWS):
+        workflow.erase(svc, ref, name)
+    for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
+        workflow.shred(svc, ref, name)
+    for name in workflow.items_for(plan, Action.REBUILD):
+        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
+    for name in workflow.items_for(plan, Action.AGGREGATE_OK):
+        workflow.confirm_aggregate(svc, ref, name)
+    for item in workflow.pending_escalations(svc, ref):
+        workflow.rule(svc, ref, item.dataset["name"], ANSWERS[item.dataset["name"]])
+
+
+def down_once(owner: object, name: str, error: Exception | None = None) -> None:
+    """`owner.name` fails once, as during a short Vault or store outage, then works again."""
+    real: Callable[..., Any] = getattr(owner, name)
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        raise error or VaultError("Vault is unreachable")
+
+    setattr(owner, name, flaky)
+
+
+def failure_callback(svc: Services, ref: str, run_id: str) -> None:
+    """What gdpr_erasure's on_failure_callback does once a task failed for good."""
+    with suppress(ErasureError):  # the DAG logs it and keeps the task's own failure
+        workflow.fail(svc, ref, f"run {run_id}: task failed", run_id)
+
+
+def rows(db: Path, sql: str) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute(sql).fetchone()[0])
+
+
+def run_request(
+    svc: Services, conf: dict[str, Any], answers: dict[str, DpoAnswer] | None = None
+) -> Any:
+    """One request from registration to its signed record, as the DAG runs it; escalations
+    answered from `answers` (then ANSWERS, then NOT_HELD for a subject found nowhere)."""
+    ref = str(conf["request_ref"])
+    workflow.register(svc, conf, f"erasure-{ref}")
+    workflow.plan_request(svc, ref)
+    plan = svc.registry.plan(ref, 1)
+    workflow.tombstone(svc, ref)
+    for name in workflow.items_for(plan, Action.ERASE_ROWS):
+        workflow.erase(svc, ref, name)
+    for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
+        workflow.shred(svc, ref, name)
+    for name in workflow.items_for(plan, Action.REBUILD):
+        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
+    for name in workflow.items_for(plan, Action.AGGREGATE_OK):
+        workflow.confirm_aggregate(svc, ref, name)
+    given = {**ANSWERS, "subject_search": NOT_HELD, **(answers or {})}
+    for item in workflow.pending_escalations(svc, ref):
+        workflow.rule(svc, ref, item.dataset["name"], given[item.dataset["name"]])
+    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
+    workflow.verify(svc, ref)
+    return workflow.complete(svc, ref)

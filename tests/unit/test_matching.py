@@ -1,0 +1,71 @@
+"""The pieces of the matcher the conformance corpus relies on: the SQL superset patterns
+keep only what no other character folds to, near misses are counted by kind."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+import sqlalchemy as sa
+
+from erasure.matching import Matcher, NearMiss, near_misses, one_edit_apart, text_pattern
+
+
+def test_the_unsafe_ascii_set_covers_every_code_point() -> None:
+    """Characters that fold to ASCII live in the BMP: the pattern builder looks only there."""
+    outside = {
+        out
+        for cp in range(0x10000, 0x110000)
+        for out in unicodedata.normalize(
+            "NFC", unicodedata.normalize("NFD", chr(cp)).casefold()
+        )
+        if out.isascii()
+    }
+    assert outside == set()
+
+
+@pytest.mark.parametrize(
+    ("stored", "target"),
+    [
+        ("STRAßE@EXAMPLE.DE", "strasse@example.de"),
+        ("\ufeffJoe@Example.COM\u3000", "joe@example.com"),
+        ("zoe\u0308@example.com", "zoë@example.com"),
+        ("\u212aate@example.com", "kate@example.com"),  # KELVIN SIGN
+        ("ﬁona@example.com", "fiona@example.com"),
+    ],
+)
+def test_every_stored_form_matches_the_like_pattern(stored: str, target: str) -> None:
+    assert Matcher("email", "email").canonical(stored) == target  # Python's decision
+    pattern = text_pattern(target, case_folded=True)
+    engine = sa.create_engine("sqlite://")
+    with engine.connect() as conn:
+        lowered = sa.func.lower(sa.literal(stored))
+        matched = conn.execute(sa.select(lowered.like(pattern, escape="\\"))).scalar_one()
+    assert matched  # and the SQL prefilter keeps the row
+
+
+def test_one_edit_apart() -> None:
+    assert one_edit_apart("c1", "c11")
+    assert one_edit_apart("abc", "abd")
+    assert one_edit_apart("abc", "ab")
+    assert not one_edit_apart("abc", "abc")
+    assert not one_edit_apart("abc", "cab")
+
+
+def test_near_misses_are_counted_by_kind() -> None:
+    engine = sa.create_engine("sqlite://")
+    table = sa.Table("t", sa.MetaData(), sa.Column("email", sa.Text))
+    with engine.begin() as conn:
+        table.create(conn)
+        conn.execute(
+            table.insert(),
+            [
+                {"email": "ann@example.org"},
+                {"email": "ANN@example.net"},
+                {"email": "anne@example.com"},
+                {"email": "bob@example.com"},
+                {"email": None},
+            ],
+        )
+        counts = near_misses(conn, table.c.email, Matcher("email", "email"), "ann@example.com")
+    assert counts == {NearMiss.SAME_LOCAL_PART: 2, NearMiss.ONE_EDIT: 1}
