@@ -47,6 +47,7 @@ def erasure_environment(settings: Any) -> dict[str, str]:
         "ERASURE_VAULT_TOKEN": settings.vault_token.get_secret_value(),
         "ERASURE_AIRFLOW_ACCESS": settings.airflow_access,
         "ERASURE_CRM_EXPORT": str(settings.crm_export or ""),
+        "ERASURE_REQUIRE_DPO_ROLE": str(settings.require_dpo_role).lower(),
     }
     if settings.task_token_key is not None:
         env["ERASURE_TASK_TOKEN_KEY"] = settings.task_token_key.get_secret_value()

@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     airflow_api_password: SecretStr | None = None
     # Key of the HMAC tokens tasks present to the plugin's scrub endpoint.
     task_token_key: SecretStr | None = None
+    # Who may rule on an escalation: an author holding one of these roles (FAB roles in
+    # production). Off only where no auth manager can tell (dag.test, the embedded demo).
+    dpo_roles: list[str] = Field(default_factory=lambda: ["DPO"])
+    require_dpo_role: bool = True
     # An action waiting for an earlier one of its request gives up, naming it, when that one
     # failed and was not retried within the grace, or after the timeout whatever happened.
     upstream_retry_grace_seconds: int = Field(default=120, ge=0)

@@ -172,6 +172,9 @@ class DpoAnswer(BaseModel):
     scheduled_by: date | None = None
     standing_until: date | None = None
     decided_at: AwareDatetime
+    # The roles the auth manager gives the author; None where the adapter cannot tell
+    # (dag.test, the embedded demo). Only a DPO rules (Settings.dpo_roles).
+    author_roles: frozenset[str] | None = None
 
 
 def options_for(item: PlanItem) -> tuple[RulingOption, ...]:

@@ -481,6 +481,13 @@ def rule(svc: Services, ref: str, dataset: str, answer: DpoAnswer) -> dict[str, 
     done = _done(svc, ref, item)
     if done is not None:
         return done
+    dpo_roles = set(svc.settings.dpo_roles)
+    if svc.settings.require_dpo_role and not dpo_roles & set(answer.author_roles or ()):
+        raise StepError(
+            f"the answer on {dataset!r} was given by {answer.author_name}, who holds none of "
+            f"the roles {', '.join(sorted(dpo_roles))}: only a DPO rules. A DPO clears its "
+            "dpo_decides prompt and the tasks after it, and answers again"
+        )
     allowed = options_for(item)
     if answer.option not in allowed:
         raise StepError(

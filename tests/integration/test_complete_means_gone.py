@@ -260,3 +260,25 @@ def test_a_lost_pepper_fails_closed_while_anything_is_hashed_under_it(tmp_path: 
         with pytest.raises(PepperMissing, match=r"4 tombstone\(s\), 1 request\(s\)"):
             Services.open(settings)
         assert not PepperStore(bao.client(), settings.vault_kv_mount).exists()  # none minted
+
+
+def test_only_a_dpo_rules(svc: Services) -> None:
+    ref = "DSR-ROLES"
+    workflow.register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
+    workflow.plan_request(svc, ref)
+    svc.settings = svc.settings.model_copy(update={"require_dpo_role": True})
+    ruling = answer("Accept as non-personal", justification="cache keyed by product, 24 h")
+    for roles in (None, frozenset({"User", "Op"})):
+        with pytest.raises(StepError, match="only a DPO rules"):
+            workflow.rule(
+                svc, ref, "recs.customer_recommendations",
+                ruling.model_copy(update={"author_roles": roles}),
+            )  # fmt: skip
+    assert svc.rulings.for_request(ref) == []
+    workflow.rule(
+        svc,
+        ref,
+        "recs.customer_recommendations",
+        ruling.model_copy(update={"author_roles": frozenset({"DPO"})}),
+    )
+    assert len(svc.rulings.for_request(ref)) == 1
