@@ -21,9 +21,11 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, ScopeType
 
 from erasure.lineage.sql_names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
+from erasure.lineage.sql_table_shards import TABLE_SUFFIX
 from erasure.model import EdgeSubtype
 
 LATERAL_ALIAS = "erasure_lateral_alias"  # meta flag: a bare name an earlier projection defines
+WILDCARD_TABLE = "erasure_wildcard_table"  # meta flag: a BigQuery wildcard table (`events_*`)
 
 
 class SourceColumn(NamedTuple):
@@ -458,6 +460,8 @@ class ColumnFlow:
             lateral = self._lateral_alias(scope, column, name)
             if lateral is not None:
                 return lateral
+        if name == TABLE_SUFFIX and self._reads_wildcard(scope):
+            return Deps()  # which shard a row came from: a table name, not a column value
         alias = column.table
         if alias:
             source = self._find_source(scope, alias)
@@ -465,6 +469,21 @@ class ColumnFlow:
                 return self._unknown(name, f"{alias} is not a table or alias in scope")
             return self._source_column(source, name)
         return self._unqualified(scope, column, name)
+
+    # - date shards (`sql_table_shards`)
+
+    def _reads_wildcard(self, scope: Scope) -> bool:
+        current: Scope | None = scope
+        while current is not None:
+            if any(
+                isinstance(source, exp.Table) and source.meta.get(WILDCARD_TABLE)
+                for source in current.sources.values()
+            ):
+                return True
+            if current.scope_type not in _CORRELATED:
+                return False
+            current = current.parent
+        return False
 
     def _lateral_alias(self, scope: Scope, column: exp.Column, name: str) -> Deps | None:
         """`SELECT a AS b, b + 1`: the earlier output, unless a table is known to have `b`."""

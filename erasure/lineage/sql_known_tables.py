@@ -4,6 +4,8 @@ Each is kept under the name edges carry (`sql_table_resolution.TableName.text`) 
 identity the warehouse gives it, so a reference meets a key only when both mean one table:
 with `--default-db` / `--default-schema`, Snowflake's `events` (EVENTS) and `"events"` share the
 name lineage writes but are two tables, and the key's columns are not lent to the other.
+A date-shard family (`events_yyyymmdd`) is lineage's own name for many tables: it matches by
+name alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ class KnownTables(Mapping[str, list[str]]):
 
     def __init__(self) -> None:
         self._columns: dict[str, list[str]] = {}
-        self._identity: dict[str, tuple[str, ...]] = {}
+        self._identity: dict[str, tuple[str, ...] | None] = {}
         self._keys: dict[str, str] = {}  # name -> the schema key that gave it, for errors
 
     @classmethod
@@ -48,14 +50,17 @@ class KnownTables(Mapping[str, list[str]]):
 
     def means(self, name: TableName) -> bool:
         """Whether the known table of `name.text` is the one `name` refers to."""
-        return name.text in self._columns and self._identity[name.text] == name.identity
+        if name.text not in self._columns:
+            return False
+        known = self._identity.get(name.text)
+        return known is None or name.identity is None or known == name.identity
 
     def conflict(self, name: TableName, written: str, number: int) -> str | None:
         """The gap when `name` shares its text with a known table it does not mean."""
         if name.text not in self._columns or self.means(name):
             return None
-        ours = ".".join(name.identity)
-        theirs = ".".join(self._identity[name.text])
+        ours = ".".join(name.identity or ())
+        theirs = ".".join(self._identity.get(name.text) or ())
         return (
             f"{written} in statement {number} means {ours}, the known {name.text} is {theirs}: "
             "a different table to the warehouse (quoted names keep their case), so its "
@@ -69,7 +74,7 @@ class KnownTables(Mapping[str, list[str]]):
         for text, columns in self._columns.items():
             if text not in dropped:
                 view._columns[text] = columns
-                view._identity[text] = self._identity[text]
+                view._identity[text] = self._identity.get(text)
         return view
 
     def __getitem__(self, name: str) -> list[str]:

@@ -297,7 +297,7 @@ class _Targets:
     gaps: list[str] = field(default_factory=list)
 
     def name(self, table: exp.Table) -> TableName:
-        name = self.naming.reference(table)
+        name = self.naming.resolve(table, self.known)
         written = table_name(table)
         self.gaps.extend(name.gaps(written, self.number))
         conflict = self.known.conflict(name, table.sql(dialect=self.naming.dialect), self.number)

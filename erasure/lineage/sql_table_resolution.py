@@ -17,12 +17,14 @@ Postgres lower-cases them, quoted names keep their case): the folded parts are t
 identity, which decides whether a reference names a CTE or the table a schema key names. What
 lineage writes stays lower-cased. `USE` and `SET search_path` / `SET @@dataset_id` change the
 defaults for the statements after them. A name that needs a default nobody gave is kept as
-written, and is a gap.
+written, and is a gap. A date shard or wildcard table, completed, is then named by its family
+where the known tables name it (`sql_table_shards`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import NamedTuple
@@ -46,6 +48,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from erasure.errors import LineageError
 from erasure.lineage.sql_names import table_key, table_name
+from erasure.lineage.sql_table_shards import resolve_shard
 
 _CURRENT_SCHEMA = re.compile(
     r"^ALTER SESSION SET CURRENT_SCHEMA\s*=\s*(?P<name>\S+)$", re.IGNORECASE
@@ -76,8 +79,11 @@ class TableName(NamedTuple):
     """A table reference resolved: what lineage writes, and the warehouse's own parts."""
 
     text: str  # lower-cased, completed where defaults allow: the name edges carry
-    identity: tuple[str, ...]  # the parts as the warehouse stores them (folded, quoted kept)
+    # The parts as the warehouse stores them (folded, quoted kept); None for a shard family,
+    # which is lineage's name for many tables, matched by its name alone.
+    identity: tuple[str, ...] | None
     missing: str | None = None  # the default the reference needed and nobody gave
+    also_read: tuple[str, ...] = ()  # other tables a wildcard table reads
 
     def gaps(self, written: str, number: int) -> list[str]:
         """What this name leaves unknown in statement `number`, for the reference `written`."""
@@ -86,6 +92,11 @@ class TableName(NamedTuple):
             found.append(
                 f"{written} in statement {number} names no schema and no {self.missing} "
                 "or USE gives one: kept as written"
+            )
+        if self.also_read:
+            found.append(
+                f"wildcard table {written} in statement {number} also reads "
+                f"{', '.join(self.also_read)}: their columns are not traced"
             )
         return found
 
@@ -141,6 +152,14 @@ class TableNaming:
         if completed is None:
             return self._named(table, missing)
         return self._named(_table(completed), None)
+
+    def resolve(self, table: exp.Table, known: Collection[str]) -> TableName:
+        """`reference`, and a date shard or wildcard named by its family where `known` has it."""
+        name = self.reference(table)
+        shard = resolve_shard(name.text, known)
+        if shard.name == name.text:
+            return name._replace(also_read=shard.also_read)
+        return TableName(shard.name, None, name.missing, shard.also_read)
 
     def key(self, text: str) -> TableName:
         """The name of a table given as text: a schema.json key, a declared target."""

@@ -18,10 +18,17 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import build_scope
 
-from erasure.lineage.sql_column_flow import LATERAL_ALIAS, ColumnFlow, OutputColumn, SourceColumn
+from erasure.lineage.sql_column_flow import (
+    LATERAL_ALIAS,
+    WILDCARD_TABLE,
+    ColumnFlow,
+    OutputColumn,
+    SourceColumn,
+)
 from erasure.lineage.sql_known_tables import KnownTables
 from erasure.lineage.sql_names import table_name
 from erasure.lineage.sql_table_resolution import TableNaming
+from erasure.lineage.sql_table_shards import is_wildcard
 from erasure.model import EdgeSubtype
 
 
@@ -113,7 +120,7 @@ def _isolate_tables(
             and any(naming.same_identifier(table.this, cte) for cte in ctes)
         ):
             continue
-        resolved = naming.reference(table)
+        resolved = naming.resolve(table, known)
         isolated.gaps.extend(resolved.gaps(written, number))
         conflict = known.conflict(resolved, table.sql(dialect=naming.dialect), number)
         if conflict is not None:
@@ -122,6 +129,8 @@ def _isolate_tables(
         name = synthetic.setdefault(resolved.text, f"{_SYNTHETIC_PREFIX}{len(synthetic)}")
         if not table.alias:
             table.set("alias", exp.TableAlias(this=table.this.copy()))
+        if is_wildcard(written):
+            table.meta[WILDCARD_TABLE] = True
         table.set("this", exp.to_identifier(name))
         table.set("db", None)
         table.set("catalog", None)
