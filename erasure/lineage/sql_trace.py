@@ -25,6 +25,7 @@ from erasure.lineage.sql_column_flow import (
     OutputColumn,
     SourceColumn,
 )
+from erasure.lineage.sql_field_paths import unnest_array_paths
 from erasure.lineage.sql_known_tables import KnownTables
 from erasure.lineage.sql_names import table_name
 from erasure.lineage.sql_table_resolution import TableNaming
@@ -56,6 +57,7 @@ def trace_columns(
     column, unless a table the query reads is known to have a column of that name. Tables
     are named by `naming`.
     """
+    unnest_array_paths(query, dialect)
     isolated = _isolate_tables(query, naming, known, number)
     tables = isolated.tables
     if isolated.conflicts:
@@ -72,7 +74,7 @@ def trace_columns(
     root = build_scope(qualified)
     if root is None:
         raise OptimizeError("no query scope")
-    tracer = ColumnFlow(root, tables, known, number)
+    tracer = ColumnFlow(root, tables, known, number, dialect=dialect)
     for gap in isolated.gaps:
         tracer.gap(gap)
     outputs = tracer.outputs(root)

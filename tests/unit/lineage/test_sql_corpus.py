@@ -30,6 +30,7 @@ CLASSES = {
     "join",
     "basic",
     "default_names",
+    "nested_fields",
     "date_shards",
 }
 
