@@ -11,6 +11,7 @@ sqlglot's `lineage()` reports. `BENCH_SQL_LINEAGE_MISSES=1` lists the cases each
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -22,45 +23,72 @@ from sqlglot.errors import SqlglotError
 from sqlglot.lineage import lineage
 
 from erasure.lineage.sql import sql_lineage
-from erasure.lineage.sql_names import table_key, table_name
+from erasure.lineage.sql_known_tables import KnownTables
+from erasure.lineage.sql_names import table_name
 from erasure.lineage.sql_statements import job_of, split_statements
+from erasure.lineage.sql_table_resolution import Depth, TableNaming
 from tests.unit.lineage.sql_corpus import ClassScore, CorpusCase, Edge, load_corpus, score, total
 
 
 def erasure_edges(case: CorpusCase) -> set[Edge]:
-    result = sql_lineage(case.sql, dialect=case.dialect, schema=case.schema)
+    result = sql_lineage(
+        case.sql,
+        dialect=case.dialect,
+        schema=case.schema,
+        default_db=case.default_db,
+        default_schema=case.default_schema,
+    )
     return {(e.source, e.target, e.type.value, e.subtype.value) for e in result.edges}
 
 
 def sqlglot_edges(case: CorpusCase) -> set[Edge]:
-    """sqlglot's `lineage()` per output column of each statement's query."""
+    """sqlglot's `lineage()` per output column of each statement's query.
+
+    The default database and schema go to sqlglot's own qualifier (`db`, `catalog`).
+    """
     dialect = Dialect.get_or_raise(case.dialect)
-    schema = case.schema or {}
-    known = {table_key(t, dialect): [c.lower() for c in cs] for t, cs in schema.items()}
+    naming = TableNaming.of(dialect, case.default_db, case.default_schema)
+    known = KnownTables.from_schema(case.schema or {}, naming)
+    defaults = _qualify_defaults(naming)
     edges: set[Edge] = set()
     for statement in split_statements(case.sql, dialect):
         if statement.expression is None:
             continue
-        job = job_of(statement.expression, statement.number, known, "<output>")
+        job = job_of(statement.expression, statement.number, known, "<output>", naming=naming)
         if job is None or job.query is None:
             continue
         selects = job.query.selects if isinstance(job.query, exp.Query) else []
         names = [s.alias_or_name for s in selects]
         targets = job.columns or [n.lower() for n in names]
         for name, target in zip(names, targets, strict=False):
-            for source in _leaves(name, job.query, known, dialect):
+            for source in _leaves(name, job.query, dict(known), dialect, defaults):
                 edges.add((source, f"{job.target}.{target}", "DIRECT", "IDENTITY"))
-        if job.creates and not job.columns:
-            known[job.target] = [n.lower() for n in names]
+        if job.creates and not job.columns and job.name is not None:
+            known.define(job.name, [n.lower() for n in names])
     return edges
 
 
+def _qualify_defaults(naming: TableNaming) -> dict[str, str]:
+    """sqlglot's qualifier takes the schema as `db` and the database as `catalog`."""
+    defaults = {}
+    schema = naming.database if naming.depth is Depth.DATABASE_TABLE else naming.schema
+    if schema is not None:
+        defaults["db"] = schema.name
+    if naming.depth is Depth.DATABASE_SCHEMA_TABLE and naming.database is not None:
+        defaults["catalog"] = naming.database.name
+    return defaults
+
+
 def _leaves(
-    column: str, query: exp.Query, known: dict[str, list[str]], dialect: Dialect
+    column: str,
+    query: exp.Query,
+    known: dict[str, list[str]],
+    dialect: Dialect,
+    defaults: dict[str, str],
 ) -> Iterable[str]:
     schema = _nested_schema(known)
     try:
-        node = lineage(column, query, schema=schema, dialect=dialect)
+        node = lineage(column, query, schema=schema, dialect=dialect, **defaults)
     except (SqlglotError, KeyError, ValueError):
         return []
     found = []
@@ -87,7 +115,7 @@ def _nested_schema(known: dict[str, list[str]]) -> dict[str, object] | None:
 
 def _direct_only(case: CorpusCase) -> CorpusCase:
     edges = frozenset(e for e in case.edges if e[2] == "DIRECT")
-    return CorpusCase(case.id, case.klass, case.sql, case.dialect, case.schema, edges)
+    return dataclasses.replace(case, edges=edges)
 
 
 def _percent(entry: ClassScore, count: int) -> str:

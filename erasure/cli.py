@@ -71,6 +71,18 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("file", nargs="?", default="-", help="SQL file, or - for stdin")
     sql.add_argument("--dialect", default=None, help="sqlglot dialect (default: generic ANSI)")
     sql.add_argument("--schema", type=Path, default=None, help="JSON: table -> [columns]")
+    sql.add_argument(
+        "--default-db",
+        default=None,
+        metavar="D",
+        help="complete table names with this database (BigQuery: project, Spark: catalog)",
+    )
+    sql.add_argument(
+        "--default-schema",
+        default=None,
+        metavar="S",
+        help="complete table names with this schema (BigQuery: dataset)",
+    )
     sql.add_argument("--json", action="store_true", help="accepted; the output is always JSON")
     sql.set_defaults(handler=_lineage_sql)
 
@@ -178,7 +190,14 @@ def _lineage_sql(args: argparse.Namespace) -> int:
             ) from None
         if not isinstance(schema, dict) or not all(isinstance(v, list) for v in schema.values()):
             raise ErasureError(f"{args.schema}: must map table name -> list of column names")
-    print(json.dumps(sql_lineage(script, dialect=args.dialect, schema=schema).as_json(), indent=2))
+    lineage = sql_lineage(
+        script,
+        dialect=args.dialect,
+        schema=schema,
+        default_db=args.default_db,
+        default_schema=args.default_schema,
+    )
+    print(json.dumps(lineage.as_json(), indent=2))
     return 0
 
 

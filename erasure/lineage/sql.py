@@ -8,7 +8,10 @@ gap, never a guess and never an exception. This is the contract of `erasure line
 
 This module holds the result and runs a script statement by statement, so later statements
 read the columns earlier ones wrote; `sql_statements` finds what each statement writes,
-`sql_trace` traces a query's columns, and `sql_names` holds the names both use.
+`sql_trace` traces a query's columns, and `sql_names` holds the names both use. Tables are
+named as written unless a default database or schema is given: then `sql_table_resolution`
+completes them as the warehouse would, and `sql_known_tables` matches schema keys by the
+completed name.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from sqlglot.errors import SqlglotError
 
 from erasure.errors import LineageError
 from erasure.lineage.sql_column_flow import SourceColumn
-from erasure.lineage.sql_names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE, table_key
+from erasure.lineage.sql_known_tables import KnownTables
+from erasure.lineage.sql_names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
 from erasure.lineage.sql_projection_names import name_projections
 from erasure.lineage.sql_statements import Job, Statement, job_of, split_statements
+from erasure.lineage.sql_table_resolution import TableName, TableNaming
 from erasure.lineage.sql_trace import trace_columns
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 
@@ -83,26 +88,36 @@ def sql_lineage(
     dialect: str | None = None,
     schema: Mapping[str, Sequence[str]] | None = None,
     default_target: str | None = None,
+    default_db: str | None = None,
+    default_schema: str | None = None,
 ) -> SqlLineage:
-    """Column-level lineage of every statement of `script`, in statement order."""
+    """Column-level lineage of every statement of `script`, in statement order.
+
+    With `default_db` / `default_schema`, tables are completed as `dialect`'s warehouse would
+    complete them from that database and schema, and `schema` keys match by that name.
+    """
     if not isinstance(script, str):
         raise LineageError(
             f"SQL lineage needs the script as text, got {type(script).__name__}; "
             "read the file as text (UTF-8) first"
         )
     sql_dialect = _dialect(dialect)
-    known = _normalise_schema(schema or {}, sql_dialect)
-    output = table_key(default_target, sql_dialect) if default_target else OUTPUT_TABLE
+    naming = TableNaming.of(sql_dialect, default_db, default_schema)
+    known = KnownTables.from_schema(schema or {}, naming)
+    output = naming.key(default_target) if default_target else None
 
     edges: set[SqlColumnEdge] = set()
     gaps: dict[str, None] = {}  # insertion-ordered set: gaps read in statement order
     for statement in split_statements(script, sql_dialect):
-        result = _analyse(statement, sql_dialect, known, output)
+        result = _analyse(statement, sql_dialect, known, output, naming)
         edges.update(result.edges)
         gaps.update(dict.fromkeys(result.gaps))
         if result.defines is not None:
             table, columns = result.defines
-            known[table] = columns  # later statements read what this one wrote
+            known.define(table, columns)  # later statements read what this one wrote
+        naming, changed = naming.after(statement.expression)
+        if changed is not None:
+            gaps[f"statement {statement.number} (line {statement.line}) {changed}"] = None
     return SqlLineage(sorted(edges), list(gaps))
 
 
@@ -147,44 +162,43 @@ def _dialect(name: str | None) -> Dialect:
         ) from error
 
 
-def _normalise_schema(
-    schema: Mapping[str, Sequence[str]], dialect: Dialect
-) -> dict[str, list[str]]:
-    known: dict[str, list[str]] = {}
-    for table, columns in schema.items():
-        if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
-            raise LineageError(f"schema entry {table!r} must be a list of column names")
-        known[table_key(table, dialect)] = list(dict.fromkeys(c.lower() for c in columns))
-    return known
-
-
 @dataclass
 class _Result:
     edges: list[SqlColumnEdge] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
-    defines: tuple[str, list[str]] | None = None
+    defines: tuple[TableName, list[str]] | None = None
 
 
 def _analyse(
-    statement: Statement, dialect: Dialect, known: Mapping[str, list[str]], output: str
+    statement: Statement,
+    dialect: Dialect,
+    known: KnownTables,
+    output: TableName | None,
+    naming: TableNaming,
 ) -> _Result:
     if statement.error is not None:
         return _Result(gaps=[statement.error])
     if statement.expression is None:
         return _Result()
     number = statement.number
+    target = output.text if output is not None else OUTPUT_TABLE
     try:
-        job = job_of(statement.expression, number, known, output, statement.variables)
+        job = job_of(
+            statement.expression, number, known, target, statement.variables, naming=naming
+        )
         if job is None:
             return _Result()
+        if job.name is None and output is not None and job.target == output.text:
+            job.name = output
         if job.query is not None:
             name_projections(job.query, statement.tokens, statement.source, dialect)
         if job.query is None:
-            declares = job.creates and bool(job.columns)
+            declares = job.creates and bool(job.columns) and job.name is not None
             return _Result(
-                gaps=job.gaps, defines=(job.target, job.columns or []) if declares else None
+                gaps=job.gaps,
+                defines=(job.name, job.columns or []) if declares and job.name else None,
             )
-        return _job_lineage(job, number, dialect, known, statement.variables)
+        return _job_lineage(job, number, dialect, known, statement.variables, naming)
     except SqlglotError as error:
         first_line = str(error).splitlines()[0] if str(error) else ""
         return _Result(
@@ -199,12 +213,13 @@ def _job_lineage(
     job: Job,
     number: int,
     dialect: Dialect,
-    known: Mapping[str, list[str]],
+    known: KnownTables,
     variables: frozenset[str],
+    naming: TableNaming,
 ) -> _Result:
     """The job's query traced, its output columns named by the columns the job writes."""
     assert job.query is not None
-    trace = trace_columns(job.query, number, dialect, known, variables)
+    trace = trace_columns(job.query, number, dialect, known, variables, naming=naming)
     outputs = trace.outputs
     result = _Result(gaps=list(job.gaps))
     names = [out.name for out in outputs]
@@ -227,6 +242,6 @@ def _job_lineage(
                 SqlColumnEdge.between(source, job.target, name, EdgeType.INDIRECT, subtype)
             )
     result.gaps.extend(trace.gaps)
-    if job.creates and job.target != OUTPUT_TABLE and names and ALL_COLUMNS not in names:
-        result.defines = (job.target, list(dict.fromkeys(names)))
+    if job.name is not None and job.creates and names and ALL_COLUMNS not in names:
+        result.defines = (job.name, list(dict.fromkeys(names)))
     return result

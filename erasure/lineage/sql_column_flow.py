@@ -18,12 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.scope import Scope, ScopeType
 
+from erasure.lineage.sql_field_paths import path_parts, reads_fields_by_dot
 from erasure.lineage.sql_names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
+from erasure.lineage.sql_table_shards import TABLE_SUFFIX
 from erasure.model import EdgeSubtype
 
 LATERAL_ALIAS = "erasure_lateral_alias"  # meta flag: a bare name an earlier projection defines
+WILDCARD_TABLE = "erasure_wildcard_table"  # meta flag: a BigQuery wildcard table (`events_*`)
 
 
 class SourceColumn(NamedTuple):
@@ -122,12 +126,19 @@ class ColumnFlow:
     """Follows one qualified statement's output columns down to base-table columns."""
 
     def __init__(
-        self, root: Scope, tables: Mapping[str, str], known: Mapping[str, list[str]], number: int
+        self,
+        root: Scope,
+        tables: Mapping[str, str],
+        known: Mapping[str, list[str]],
+        number: int,
+        *,
+        dialect: Dialect,
     ) -> None:
         self._root = root
         self._tables = tables
         self._known = known
         self._number = number
+        self._dot_fields = reads_fields_by_dot(dialect)
         scopes = list(root.traverse())
         self._scopes = {id(scope.expression): scope for scope in scopes}
         self._traversed = {id(scope) for scope in scopes}
@@ -233,6 +244,8 @@ class ColumnFlow:
 
     def _expand_star(self, scope: Scope, star: exp.Expr) -> list[OutputColumn]:
         """`*` / `t.*` that qualify left alone: expand what is known, table-level for the rest."""
+        if isinstance(star, exp.Dot):  # `e.payload.*`, the fields of a STRUCT column
+            return [self._struct_star(scope, star)]
         table = star.table if isinstance(star, exp.Column) else ""
         selected = self._selected(scope)
         aliases = [table] if table else list(selected)
@@ -240,7 +253,7 @@ class ColumnFlow:
         for alias in aliases:
             source = selected.get(alias) if alias in selected else self._find_source(scope, alias)
             if source is None:
-                outputs.append(OutputColumn(ALL_COLUMNS, self._unknown(ALL_COLUMNS).direct, {}))
+                outputs.append(self._struct_star(scope, star))
                 continue
             if isinstance(source, Scope):
                 inner = self.outputs(source)
@@ -458,13 +471,106 @@ class ColumnFlow:
             lateral = self._lateral_alias(scope, column, name)
             if lateral is not None:
                 return lateral
+        if name == TABLE_SUFFIX and self._reads_wildcard(scope):
+            return Deps()  # which shard a row came from: a table name, not a column value
         alias = column.table
         if alias:
             source = self._find_source(scope, alias)
             if source is None:
+                nested = self._field_path(scope, path_parts(column))
+                if nested is not None:
+                    return nested
                 return self._unknown(name, f"{alias} is not a table or alias in scope")
             return self._source_column(source, name)
         return self._unqualified(scope, column, name)
+
+    # - nested fields (`sql_field_paths`)
+
+    def _field_path(self, scope: Scope, parts: list[str]) -> Deps | None:
+        """`alias.col.f`, `db.table.col.f`, `col.f.g`: the column a dotted name reads, if any.
+
+        Leading parts that name a table in scope win (as in BigQuery); otherwise the first
+        part is a column, where the schema or the query names it, or the dialect reads dots
+        as fields and one table in scope may have it. None: the name reads no known column.
+        """
+        for count in range(1, len(parts)):
+            source = self._source_named(scope, parts[:count])
+            if source is not None:
+                found = self._source_column(source, parts[count])
+                return _field_of(found) if count + 1 < len(parts) else found
+        top = self._top_level_column(scope, parts[0])
+        return _field_of(top) if top is not None else None
+
+    def _source_named(self, scope: Scope, qualifier: list[str]) -> exp.Table | Scope | None:
+        """The table or subquery in scope that `qualifier` (`e`, `ds.events`) names."""
+        if len(qualifier) == 1:
+            return self._find_source(scope, qualifier[0])
+        dotted = ".".join(qualifier)
+        current: Scope | None = scope
+        while current is not None:
+            for source in current.sources.values():
+                if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+                    written = self._written(source)
+                    if written == dotted or written.endswith(f".{dotted}"):
+                        return source
+            if current.scope_type not in _CORRELATED:
+                return None
+            current = current.parent
+        return None
+
+    def _top_level_column(self, scope: Scope, name: str) -> Deps | None:
+        current: Scope | None = scope
+        while current is not None:
+            having, maybe = self._candidates(current, name)
+            candidates = having or (maybe if self._dot_fields else [])
+            if len(candidates) == 1:
+                return self._source_column(candidates[0], name)
+            if len(candidates) > 1:
+                tables = ", ".join(sorted(self._describe(c) for c in candidates))
+                return self._unknown(name, f"ambiguous between {tables}")
+            if current.scope_type not in _CORRELATED:
+                break
+            current = current.parent
+        selected = list(self._selected(scope).values())
+        if self._dot_fields and len(selected) == 1 and isinstance(selected[0], exp.Table):
+            return self._source_column(selected[0], name)  # the schema misses it: a gap
+        return None
+
+    def _struct_star(self, scope: Scope, star: exp.Expr) -> OutputColumn:
+        """BigQuery's `SELECT e.payload.*`: every field of a column, whose names are unknown."""
+        deps: Deps | None = None
+        if isinstance(star, exp.Dot):  # qualify found the column: Dot(e.payload, *)
+            deps = Deps()
+            refs: list[_Ref] = []
+            self._walk(star.this, EdgeSubtype.TRANSFORMATION, None, refs)
+            for ref in refs:
+                deps.flow(self._ref_deps(scope, ref), EdgeSubtype.TRANSFORMATION)
+        elif isinstance(star, exp.Column) and path_parts(star):
+            deps = self._field_path(scope, path_parts(star))
+        if deps is None:
+            return OutputColumn(ALL_COLUMNS, self._unknown(ALL_COLUMNS).direct, {})
+        for source in deps.direct:
+            self.gap(
+                f"SELECT {star.sql().lower()} in statement {self._number} selects the fields "
+                f"of {source}, whose names are unknown: lineage to every column"
+            )
+        fields = dict.fromkeys(deps.direct, EdgeSubtype.TRANSFORMATION)
+        return OutputColumn(ALL_COLUMNS, fields, deps.indirect)
+
+    # - date shards (`sql_table_shards`)
+
+    def _reads_wildcard(self, scope: Scope) -> bool:
+        current: Scope | None = scope
+        while current is not None:
+            if any(
+                isinstance(source, exp.Table) and source.meta.get(WILDCARD_TABLE)
+                for source in current.sources.values()
+            ):
+                return True
+            if current.scope_type not in _CORRELATED:
+                return False
+            current = current.parent
+        return False
 
     def _lateral_alias(self, scope: Scope, column: exp.Column, name: str) -> Deps | None:
         """`SELECT a AS b, b + 1`: the earlier output, unless a table is known to have `b`."""
@@ -635,6 +741,12 @@ class ColumnFlow:
             f"{detail}; declare the tables' columns in the schema"
         )
         return Deps({SourceColumn(UNKNOWN_TABLE, name): EdgeSubtype.IDENTITY})
+
+
+def _field_of(deps: Deps) -> Deps:
+    """A field inside the columns `deps` reads: part of their value, a TRANSFORMATION."""
+    direct = {c: _compose(EdgeSubtype.TRANSFORMATION, s) for c, s in deps.direct.items()}
+    return Deps(direct, dict(deps.indirect))
 
 
 def _deps_of(out: OutputColumn) -> Deps:

@@ -9,7 +9,7 @@ somewhere lineage cannot see.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from sqlglot import Token, exp
@@ -17,7 +17,9 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from erasure.lineage.sql_blocks import Span, statement_spans, tokenize
+from erasure.lineage.sql_known_tables import KnownTables
 from erasure.lineage.sql_names import OUTPUT_TABLE, table_name
+from erasure.lineage.sql_table_resolution import TableName, TableNaming
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,34 +168,51 @@ class Job:
     columns: list[str] | None  # explicit target columns, matched by position
     creates: bool  # the target's columns become schema for later statements
     gaps: list[str] = field(default_factory=list)
+    name: TableName | None = None  # the target resolved; None for `<output>` and variables
 
 
 def job_of(
     statement: exp.Expr,
     number: int,
-    known: Mapping[str, list[str]],
+    known: KnownTables,
     output: str,
     variables: frozenset[str] = frozenset(),
+    *,
+    naming: TableNaming,
 ) -> Job | None:
-    """What `statement` writes; None when it moves no column values."""
+    """What `statement` writes; None when it moves no column values.
+
+    Tables are named by `naming` (as written, or completed with the default database and
+    schema); a target's columns come from `known` when it means the same table.
+    """
+    targets = _Targets(naming, known, number)
     if isinstance(statement, exp.Create) and not statement.args.get("clone"):
-        written = _target(statement.this)
+        written = targets.of(statement.this)
         query = _unwrap(statement.expression)
         if written is None:  # CREATE INDEX, FUNCTION, SCHEMA...
             return None
-        target, columns = written
+        name, columns = written
         if query is not None:
-            return Job(target, _with_ctes(query, statement), columns, creates=True)
+            job = Job(name.text, _with_ctes(query, statement), columns, creates=True, name=name)
+            return targets.noted(job)
         if statement.kind == "TABLE" and columns:
-            return Job(target, None, columns, creates=True)
+            return targets.noted(Job(name.text, None, columns, creates=True, name=name))
         return None
     if isinstance(statement, exp.Insert):
-        written = _target(statement.this)
+        written = targets.of(statement.this)
         query = _unwrap(statement.expression)
         if written is None or query is None:  # INSERT ... VALUES: literals only
             return None
-        target, columns = written
-        job = Job(target, _with_ctes(query, statement), columns or known.get(target), creates=False)
+        name, columns = written
+        target = name.text
+        job = Job(
+            target,
+            _with_ctes(query, statement),
+            columns or targets.columns(name),
+            creates=False,
+            name=name,
+        )
+        targets.noted(job)
         if job.columns is None:
             job.gaps.append(
                 f"INSERT INTO {target} without a column list in statement {number}: "
@@ -202,9 +221,11 @@ def job_of(
             )
         return job
     if isinstance(statement, exp.Update):
-        return _update_job(statement)
+        update = _update_job(statement, targets)
+        return targets.noted(update) if update is not None else None
     if isinstance(statement, exp.Merge):
-        return _merge_job(statement, number, known)
+        merge = _merge_job(statement, number, targets)
+        return targets.noted(merge) if merge is not None else None
     if isinstance(statement, exp.Query):
         query = _unwrap(statement)
         if query is None:
@@ -225,7 +246,8 @@ def job_of(
         if isinstance(into, exp.Into) and isinstance(into.this, exp.Table):
             query = query.copy()
             query.set("into", None)
-            return Job(table_name(into.this), query, None, creates=True)
+            name = targets.name(into.this)
+            return targets.noted(Job(name.text, query, None, creates=True, name=name))
         return Job(output, query, None, creates=output != OUTPUT_TABLE)
     if isinstance(statement, exp.Create):  # CREATE ... CLONE copies data we cannot trace
         kind = "CREATE ... CLONE"
@@ -265,18 +287,48 @@ def _assigned_variables(query: exp.Query, variables: frozenset[str]) -> str | No
     return None
 
 
-def _target(node: exp.Expr | None) -> tuple[str, list[str] | None] | None:
-    """Target table name and its explicit column list, from `t` or `t (a, b)`."""
-    if isinstance(node, exp.Schema) and isinstance(node.this, exp.Table):
-        columns = [
-            column.name.lower()
-            for column in node.expressions
-            if isinstance(column, (exp.ColumnDef, exp.Identifier, exp.Column))
-        ]
-        return table_name(node.this), columns or None
-    if isinstance(node, exp.Table):
-        return table_name(node), None
-    return None
+@dataclass
+class _Targets:
+    """Names the tables a statement writes, and notes what naming them leaves unknown."""
+
+    naming: TableNaming
+    known: KnownTables
+    number: int
+    gaps: list[str] = field(default_factory=list)
+
+    def name(self, table: exp.Table) -> TableName:
+        name = self.naming.resolve(table, self.known)
+        written = table_name(table)
+        self.gaps.extend(name.gaps(written, self.number))
+        conflict = self.known.conflict(name, table.sql(dialect=self.naming.dialect), self.number)
+        if conflict is not None:
+            self.gaps.append(conflict)
+        return name
+
+    def of(self, node: exp.Expr | None) -> tuple[TableName, list[str] | None] | None:
+        """Target table and its explicit column list, from `t` or `t (a, b)`."""
+        if isinstance(node, exp.Schema) and isinstance(node.this, exp.Table):
+            columns = [
+                column.name.lower()
+                for column in node.expressions
+                if isinstance(column, (exp.ColumnDef, exp.Identifier, exp.Column))
+            ]
+            return self.name(node.this), columns or None
+        if isinstance(node, exp.Table):
+            return self.name(node), None
+        return None
+
+    def columns(self, name: TableName) -> list[str] | None:
+        """The columns `known` has for the table `name` means."""
+        return self.known[name.text] if self.known.means(name) else None
+
+    def same(self, left: exp.Table, right: exp.Table) -> bool:
+        return self.naming.reference(left).text == self.naming.reference(right).text
+
+    def noted(self, job: Job) -> Job:
+        job.gaps[:0] = [gap for gap in dict.fromkeys(self.gaps) if gap not in job.gaps]
+        self.gaps.clear()
+        return job
 
 
 def _unwrap(node: exp.Expr | None) -> exp.Query | None:
@@ -299,7 +351,7 @@ def _with_ctes(query: exp.Query, statement: exp.Expr) -> exp.Query:
     return query
 
 
-def _update_job(update: exp.Update) -> Job | None:
+def _update_job(update: exp.Update, targets: _Targets) -> Job | None:
     """UPDATE t SET a = expr FROM s WHERE c  ->  SELECT expr AS a FROM t, s WHERE c.
 
     The target is the table UPDATE names, or in T-SQL's `UPDATE alias SET ... FROM table
@@ -312,7 +364,7 @@ def _update_job(update: exp.Update) -> Job | None:
     columns, values = _assignments(update.expressions)
     source = update.args.get("from_")
     sources = _from_tables(source) if isinstance(source, exp.From) else []
-    target = next((t for t in sources if _names_target(t, named)), None)
+    target = next((t for t in sources if _names_target(t, named, targets)), None)
     if target is not None and isinstance(source, exp.From):  # T-SQL: FROM holds the target
         first = source.this.copy()
         joins = list(first.args.get("joins") or [])
@@ -330,7 +382,8 @@ def _update_job(update: exp.Update) -> Job | None:
     where = update.args.get("where")
     if where is not None:
         select.set("where", where.copy())
-    return Job(table_name(target), _with_ctes(select, update), columns, creates=False)
+    name = targets.name(target)
+    return Job(name.text, _with_ctes(select, update), columns, creates=False, name=name)
 
 
 def _assignments(assignments: list[exp.Expr]) -> tuple[list[str], list[exp.Expr]]:
@@ -378,20 +431,21 @@ def _from_tables(source: exp.From) -> list[exp.Table]:
     return [t for t in [first, *joined] if isinstance(t, exp.Table)]
 
 
-def _names_target(table: exp.Table, named: exp.Table) -> bool:
+def _names_target(table: exp.Table, named: exp.Table, targets: _Targets) -> bool:
     """Whether FROM's `table` is the one `UPDATE named` means: by alias, or by its name."""
     if table.alias:
         return not named.args.get("db") and table.alias.lower() == named.name.lower()
-    return table_name(table) == table_name(named)
+    return targets.same(table, named)
 
 
-def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) -> Job | None:
+def _merge_job(merge: exp.Merge, number: int, targets: _Targets) -> Job | None:
     """MERGE as one SELECT: every assignment a projection, ON a join, WHEN ... AND a filter."""
     target = merge.this
     if not isinstance(target, exp.Table):
         return None
-    name = table_name(target)
-    job = Job(name, None, None, creates=False)
+    resolved = targets.name(target)
+    name = resolved.text
+    job = Job(name, None, None, creates=False, name=resolved)
     columns: list[str] = []
     values: list[exp.Expr] = []
     conditions: list[exp.Expr] = []
@@ -414,7 +468,7 @@ def _merge_job(merge: exp.Merge, number: int, known: Mapping[str, list[str]]) ->
             names = (
                 [c.name for c in action.this.expressions]
                 if isinstance(action.this, exp.Tuple)
-                else known.get(name)
+                else targets.columns(resolved)
             )
             if names is None:
                 job.gaps.append(

@@ -10,7 +10,7 @@ join, group, sort or choose. What cannot be traced is a gap, never a guess.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -18,8 +18,18 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import build_scope
 
-from erasure.lineage.sql_column_flow import LATERAL_ALIAS, ColumnFlow, OutputColumn, SourceColumn
+from erasure.lineage.sql_column_flow import (
+    LATERAL_ALIAS,
+    WILDCARD_TABLE,
+    ColumnFlow,
+    OutputColumn,
+    SourceColumn,
+)
+from erasure.lineage.sql_field_paths import unnest_array_paths
+from erasure.lineage.sql_known_tables import KnownTables
 from erasure.lineage.sql_names import table_name
+from erasure.lineage.sql_table_resolution import TableNaming
+from erasure.lineage.sql_table_shards import is_wildcard
 from erasure.model import EdgeSubtype
 
 
@@ -36,15 +46,22 @@ def trace_columns(
     query: exp.Query,
     number: int,
     dialect: Dialect,
-    known: Mapping[str, list[str]],
+    known: KnownTables,
     variables: frozenset[str] = frozenset(),
+    *,
+    naming: TableNaming,
 ) -> ColumnTrace:
     """Trace the query of statement `number` (renaming its tables in place) with `known` columns.
 
     `variables` are a routine's parameters and variables: a bare name among them is not a
-    column, unless a table the query reads is known to have a column of that name.
+    column, unless a table the query reads is known to have a column of that name. Tables
+    are named by `naming`.
     """
-    tables = _isolate_tables(query)
+    unnest_array_paths(query, dialect)
+    isolated = _isolate_tables(query, naming, known, number)
+    tables = isolated.tables
+    if isolated.conflicts:
+        known = known.without(isolated.conflicts)
     _mark_lateral_aliases(query)
     if variables:
         _drop_variables(query, variables, tables, known)
@@ -57,7 +74,9 @@ def trace_columns(
     root = build_scope(qualified)
     if root is None:
         raise OptimizeError("no query scope")
-    tracer = ColumnFlow(root, tables, known, number)
+    tracer = ColumnFlow(root, tables, known, number, dialect=dialect)
+    for gap in isolated.gaps:
+        tracer.gap(gap)
     outputs = tracer.outputs(root)
     indirect = tracer.indirect_sources()
     for function in qualified.find_all(exp.Anonymous, exp.AnonymousAggFunc):
@@ -68,29 +87,57 @@ def trace_columns(
 _SYNTHETIC_PREFIX = "_erasure_t"
 
 
-def _isolate_tables(query: exp.Expr) -> dict[str, str]:
-    """Give every base table a one-part synthetic name; return synthetic -> written name.
+@dataclass
+class _Isolated:
+    tables: dict[str, str]  # synthetic name -> the table's name in edges
+    gaps: list[str] = field(default_factory=list)
+    conflicts: set[str] = field(default_factory=set)  # names whose known columns are another's
+
+
+def _isolate_tables(
+    query: exp.Expr, naming: TableNaming, known: KnownTables, number: int
+) -> _Isolated:
+    """Give every base table a one-part synthetic name, remembering the name edges carry.
 
     sqlglot's schema needs every table at the same depth, while scripts mix `crm.customers`
-    and `staging`; one-part synthetic names sidestep that, and the written names come back
+    and `staging`; one-part synthetic names sidestep that, and the tables' names come back
     from this map. A table without an alias keeps its own name as alias, so `customers.email`
-    still resolves.
+    still resolves. A CTE's name is never a table, so never completed.
     """
-    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    ctes = [
+        cte.args["alias"].this
+        for cte in query.find_all(exp.CTE)
+        if isinstance(cte.args.get("alias"), exp.TableAlias)
+        and isinstance(cte.args["alias"].this, exp.Identifier)
+    ]
     synthetic: dict[str, str] = {}
+    isolated = _Isolated({})
     for table in list(query.find_all(exp.Table)):
         if not isinstance(table.this, exp.Identifier):
             continue  # table functions
         written = table_name(table)
-        if not table.args.get("db") and written in ctes:
+        if (
+            not table.args.get("db")
+            and not written.startswith("#")
+            and any(naming.same_identifier(table.this, cte) for cte in ctes)
+        ):
             continue
-        name = synthetic.setdefault(written, f"{_SYNTHETIC_PREFIX}{len(synthetic)}")
+        resolved = naming.resolve(table, known)
+        isolated.gaps.extend(resolved.gaps(written, number))
+        conflict = known.conflict(resolved, table.sql(dialect=naming.dialect), number)
+        if conflict is not None:
+            isolated.gaps.append(conflict)
+            isolated.conflicts.add(resolved.text)
+        name = synthetic.setdefault(resolved.text, f"{_SYNTHETIC_PREFIX}{len(synthetic)}")
         if not table.alias:
             table.set("alias", exp.TableAlias(this=table.this.copy()))
+        if is_wildcard(written):
+            table.meta[WILDCARD_TABLE] = True
         table.set("this", exp.to_identifier(name))
         table.set("db", None)
         table.set("catalog", None)
-    return {name: written for written, name in synthetic.items()}
+    isolated.tables = {name: text for text, name in synthetic.items()}
+    return isolated
 
 
 def _mark_lateral_aliases(query: exp.Expr) -> None:
@@ -114,7 +161,7 @@ def _drop_variables(
     query: exp.Expr,
     variables: frozenset[str],
     tables: Mapping[str, str],
-    known: Mapping[str, list[str]],
+    known: KnownTables,
 ) -> None:
     """Turn bare references to routine variables into plain values, which read no column."""
     columns = {c for written in tables.values() for c in known.get(written, [])}

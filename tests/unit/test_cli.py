@@ -98,6 +98,41 @@ def test_lineage_sql_prints_the_design_document(
     assert doc["gaps"] == []
 
 
+def test_lineage_sql_completes_names_with_the_default_db_and_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "contacts.sql"
+    script.write_text("CREATE TABLE marts.contacts AS SELECT * FROM customers")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"ANALYTICS.CRM.CUSTOMERS": ["id", "email"]}))
+    code, out, err = run(
+        capsys, "lineage", "sql", "--dialect", "snowflake", "--schema", str(schema),
+        "--default-db", "analytics", "--default-schema", "crm", str(script),
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [(e["source"], e["target"]) for e in doc["edges"]] == [
+        ("analytics.crm.customers.email", "analytics.marts.contacts.email"),
+        ("analytics.crm.customers.id", "analytics.marts.contacts.id"),
+    ]
+    assert doc["gaps"] == []
+    code, out, _ = run(capsys, "lineage", "sql", "--dialect", "snowflake", str(script))
+    assert json.loads(out)["edges"][0]["source"] == "customers.*"  # as written without them
+
+
+def test_lineage_sql_refuses_defaults_the_dialect_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "report.sql"
+    script.write_text("SELECT id FROM orders")
+    code, out, err = run(
+        capsys, "lineage", "sql", "--dialect", "mysql", "--default-db", "shop",
+        "--default-schema", "crm", str(script),
+    )
+    assert (code, out) == (2, "")
+    assert "give one of them" in err
+
+
 def test_lineage_closure_walks_direct_and_indirect_edges(
     catalog: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,7 +3,8 @@
 Cases live in `data/sql_corpus/<class>.yaml`, one file per class of input. An edge is written
 `source -> target TYPE SUBTYPE`; `t.{a;b}` (on either side) stands for `t.a` and `t.b`, every
 source to every target, and `s.{a;b} => t.{x;y}` pairs them (`s.a -> t.x`, `s.b -> t.y`). A
-case is *exact* when the set of (source, target, type) it produces equals the expected set,
+case may give `default_db` / `default_schema`, as `erasure lineage sql` takes them. A case is
+*exact* when the set of (source, target, type) it produces equals the expected set,
 and *strict* when the subtypes agree as well. Used by `test_sql_corpus.py` and
 `bench/sql_lineage.py`.
 """
@@ -38,6 +39,8 @@ class CorpusCase:
     dialect: str | None
     schema: dict[str, list[str]] | None
     edges: frozenset[Edge]
+    default_db: str | None = None
+    default_schema: str | None = None
 
     @property
     def name(self) -> str:
@@ -81,6 +84,8 @@ def load_corpus(directory: Path = CORPUS_DIR) -> list[CorpusCase]:
                     dialect=entry.get("dialect"),
                     schema=entry.get("schema"),
                     edges=parse_edges(entry.get("edges") or []),
+                    default_db=entry.get("default_db"),
+                    default_schema=entry.get("default_schema"),
                 )
             )
     names = [case.name for case in cases]

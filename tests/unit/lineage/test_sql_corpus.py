@@ -29,12 +29,21 @@ CLASSES = {
     "subquery_cte",
     "join",
     "basic",
+    "default_names",
+    "nested_fields",
+    "date_shards",
 }
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_case_gives_exactly_the_expected_edges(case: CorpusCase) -> None:
-    lineage = sql_lineage(case.sql, dialect=case.dialect, schema=case.schema)
+    lineage = sql_lineage(
+        case.sql,
+        dialect=case.dialect,
+        schema=case.schema,
+        default_db=case.default_db,
+        default_schema=case.default_schema,
+    )
     got = {(e.source, e.target, e.type.value, e.subtype.value) for e in lineage.edges}
     assert got == case.edges
     if any(source.startswith("<unknown>.") for source, *_ in got):
