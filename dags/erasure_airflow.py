@@ -18,11 +18,10 @@ from pathlib import Path
 
 import httpx
 
-from erasure.actions.rebuild import RunOutcome
+from erasure.actions.rebuild import RunOutcome, TriggerDag
 from erasure.config import Settings, env_name
 from erasure.errors import ConfigError, RebuildFailed
 from erasure.services import Services
-from erasure.workflow import TriggerDag
 
 log = logging.getLogger(__name__)
 DAGS_FOLDER = Path(__file__).resolve().parent
@@ -74,7 +73,7 @@ def scrub(svc: Services, request_ref: str) -> None:
             result.runs,
             result.log_rows,
         )
-        svc.registry.mark_scrubbed(request_ref, datetime.now(UTC))
+        svc.requests.mark_scrubbed(request_ref, datetime.now(UTC))
         return
     _post_to_plugin(settings, f"requests/{request_ref}/scrub", request_ref, "scrub")
 

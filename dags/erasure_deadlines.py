@@ -27,21 +27,22 @@ with DAG(
 
     @task
     def check_deadlines() -> dict[str, Any]:
-        from erasure import workflow
         from erasure.config import Settings
+        from erasure.deadlines import deadline_report
         from erasure.errors import ErasureError
-        from erasure.services import Services
+        from erasure.registry.requests import RequestBook
+        from erasure.store import open_store
 
-        with Services.open(Settings()) as svc:
-            report = workflow.deadlines(svc, datetime.now().date(), WARN_DAYS)
-        for line in report["lines"]:
+        with open_store(Settings().store_url) as store:
+            report = deadline_report(RequestBook(store), datetime.now().date(), WARN_DAYS)
+        for line in report.lines:
             log.info("%s", line)
-        if report["overdue"]:
+        if report.overdue:
             raise ErasureError(
-                f"{len(report['overdue'])} erasure request(s) are overdue: "
-                + ", ".join(report["overdue"])
+                f"{len(report.overdue)} erasure request(s) are overdue: "
+                + ", ".join(report.overdue)
             )
-        return {"due_soon": report["due_soon"], "overdue": report["overdue"]}
+        return {"due_soon": report.due_soon, "overdue": report.overdue}
 
     check_deadlines()
 

@@ -18,10 +18,11 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param, dag, get_current_context, task
 
 from erasure.config import Settings
-from erasure.requests import LEGAL_GROUNDS
 from erasure.rulings import EXEMPTIONS
+from erasure.submission import LEGAL_GROUNDS
 
 if TYPE_CHECKING:
+    from erasure.model import DatasetRef
     from erasure.rulings import DpoAnswer
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,18 @@ def dpo_answer(hitl: dict[str, Any]) -> DpoAnswer:
         ) from None
 
 
-def _label(text: str) -> None:
-    get_current_context()["artefact"] = text  # type: ignore[literal-required]
+def _label(action: str, dataset: dict[str, str]) -> DatasetRef:
+    """Name the mapped task in the UI ("erase_rows crm.orders"); the dataset it acts on."""
+    from erasure.model import DatasetRef
+
+    ref = DatasetRef(**dataset)
+    get_current_context()["artefact"] = f"{action} {ref.name}"  # type: ignore[literal-required]
+    return ref
+
+
+def _refs(datasets: list[DatasetRef]) -> list[dict[str, str]]:
+    """Datasets as XCom carries them: {"namespace", "name"}."""
+    return [d.as_dict() for d in datasets]
 
 
 @contextmanager
@@ -188,9 +199,8 @@ def gdpr_erasure() -> None:
         from erasure_airflow import discard, scrub
 
         from erasure import workflow
-        from erasure.errors import SubjectError
+        from erasure.errors import RequestError, SubjectError
         from erasure.free_text import NamesSubject
-        from erasure.requests import RequestError
 
         ctx = get_current_context()
         run_id = ctx["run_id"]
@@ -218,12 +228,13 @@ def gdpr_erasure() -> None:
     def plan(registration: dict[str, Any]) -> dict[str, Any]:
         from erasure import workflow
         from erasure.model import Action
+        from erasure.prompts import escalation_prompt
 
         ref = registration["request_ref"]
         with _services() as svc:
             planned = workflow.plan_request(svc, ref)
             pending = workflow.pending_escalations(svc, ref)
-            dry_run = svc.registry.get(ref).dry_run
+            dry_run = svc.requests.require(ref).dry_run
         log.info(
             "request %s planned: %d artefacts, coverage %.1f%%",
             ref,
@@ -233,12 +244,12 @@ def gdpr_erasure() -> None:
         return {
             "request_ref": ref,
             "go": not registration["duplicate"] and not dry_run,
-            "erase": workflow.items_for(planned, Action.ERASE_ROWS),
-            "shred": workflow.items_for(planned, Action.CRYPTO_SHRED),
-            "rebuild": workflow.items_for(planned, Action.REBUILD),
-            "aggregate": workflow.items_for(planned, Action.AGGREGATE_OK),
-            "escalate": [item.dataset["name"] for item in pending],
-            "prompts": [workflow.escalation_prompt(item) for item in pending],
+            "erase": _refs(workflow.items_for(planned, Action.ERASE_ROWS)),
+            "shred": _refs(workflow.items_for(planned, Action.CRYPTO_SHRED)),
+            "rebuild": _refs(workflow.items_for(planned, Action.REBUILD)),
+            "aggregate": _refs(workflow.items_for(planned, Action.AGGREGATE_OK)),
+            "escalate": _refs([item.dataset for item in pending]),
+            "prompts": [escalation_prompt(item).model_dump() for item in pending],
         }
 
     @task.short_circuit
@@ -254,22 +265,22 @@ def gdpr_erasure() -> None:
     # Mapped tasks run one at a time in plan order: erasures children first, rebuilds after
     # their upstreams (each task also checks that order and fails, to be retried, if broken).
     @task(map_index_template="{{ artefact }}", max_active_tis_per_dagrun=1, **RETRIES)
-    def erase_rows(ref: str, dataset: str) -> dict[str, Any]:
+    def erase_rows(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
 
-        _label(f"erase_rows {dataset}")
+        target = _label("erase_rows", dataset)
         with _services() as svc, _in_order():
-            evidence = workflow.erase(svc, ref, dataset)
-        return {"dataset": dataset, "rows_deleted": evidence.get("rows_deleted")}
+            evidence = workflow.erase(svc, ref, target)
+        return {"dataset": dataset, "rows_deleted": evidence.rows_deleted}
 
     @task(map_index_template="{{ artefact }}", **RETRIES)
-    def crypto_shred(ref: str, dataset: str) -> dict[str, Any]:
+    def crypto_shred(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
 
-        _label(f"crypto_shred {dataset}")
+        target = _label("crypto_shred", dataset)
         with _services() as svc:
-            evidence = workflow.shred(svc, ref, dataset)
-        return {"dataset": dataset, "keys_shredded": evidence.get("keys_shredded")}
+            evidence = workflow.shred(svc, ref, target)
+        return {"dataset": dataset, "keys_shredded": evidence.keys_shredded}
 
     @task(
         map_index_template="{{ artefact }}",
@@ -277,30 +288,26 @@ def gdpr_erasure() -> None:
         trigger_rule="none_failed",
         **RETRIES,
     )
-    def rebuild(ref: str, dataset: str) -> dict[str, Any]:
+    def rebuild(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure_airflow import trigger_dag
 
         from erasure import workflow
 
-        _label(f"rebuild {dataset}")
+        target = _label("rebuild", dataset)
         ctx = get_current_context()
         with _services() as svc, _in_order():
             run = trigger_dag(svc.settings, ref, ctx["ti"].try_number, ctx["ti"].map_index)
-            evidence = workflow.rebuild_artefact(svc, ref, dataset, run)
-        return {
-            "dataset": dataset,
-            "method": evidence.get("method"),
-            "run_id": evidence.get("run_id"),
-        }
+            evidence = workflow.rebuild_artefact(svc, ref, target, run)
+        return {"dataset": dataset, "method": evidence.method, "run_id": evidence.run_id}
 
     @task(map_index_template="{{ artefact }}", trigger_rule="none_failed", **RETRIES)
-    def aggregate_ok(ref: str, dataset: str) -> dict[str, Any]:
+    def aggregate_ok(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
 
-        _label(f"aggregate_ok {dataset}")
+        target = _label("aggregate_ok", dataset)
         with _services() as svc, _in_order():
-            evidence = workflow.confirm_aggregate(svc, ref, dataset)
-        return {"dataset": dataset, "min_group_size": evidence["at_act"]["min_group_size"]}
+            evidence = workflow.confirm_aggregate(svc, ref, target)
+        return {"dataset": dataset, "min_group_size": evidence.at_act.min_group_size}
 
     # Airflow 3.3.2 can fail a prompt answered within about a second of it parking; a retry
     # asks again rather than failing the run.
@@ -345,28 +352,29 @@ def gdpr_erasure() -> None:
     )
 
     @task(trigger_rule="none_failed", **RETRIES)
-    def record_rulings(ref: str, names: list[str], answers: Any) -> int:
+    def record_rulings(ref: str, datasets: list[dict[str, str]], answers: Any) -> int:
         from erasure import workflow
+        from erasure.model import DatasetRef
 
         with _services() as svc:
             # By index: one answer per prompt, in the order the prompts were mapped.
-            for index, name in enumerate(names):
-                workflow.rule(svc, ref, name, dpo_answer(answers[index]))
-        return len(names)
+            for index, dataset in enumerate(datasets):
+                workflow.rule(svc, ref, DatasetRef(**dataset), dpo_answer(answers[index]))
+        return len(datasets)
 
     @task(trigger_rule="none_failed", **RETRIES)
     def tombstone(ref: str) -> int:
         from erasure import workflow
 
         with _services() as svc:
-            return len(workflow.tombstone(svc, ref)["tombstones"])
+            return len(workflow.tombstone(svc, ref).tombstones)
 
     @task(trigger_rule="none_failed", **RETRIES)
     def verify(ref: str) -> bool:
         from erasure import workflow
 
         with _services() as svc:
-            return bool(workflow.verify(svc, ref)["passed"])
+            return workflow.verify(svc, ref).passed
 
     @task(**RETRIES)
     def complete(ref: str, verified: bool) -> dict[str, Any]:

@@ -20,6 +20,9 @@ from typing import Any
 
 import yaml
 
+from erasure.planner import SUBJECT_SEARCH
+from erasure.prompts import NOT_FOUND_PROMPT, PROMPT_PREFIX
+
 REPO = Path(__file__).resolve().parent.parent
 DECISIONS = REPO / "erasure" / "demo" / "estate" / "decisions.yaml"
 DEMO_DPO = {"id": "demo-dpo", "name": "Demo DPO (decisions.yaml)"}
@@ -66,9 +69,6 @@ def decision_for(
 ) -> tuple[str, dict[str, Any]]:
     """(dataset, answer) for a prompt, from the decisions file: by the dataset its subject
     names ('subject_search' for a subject found nowhere), else the file's default."""
-    from erasure.planner import SUBJECT_SEARCH
-    from erasure.workflow import NOT_FOUND_PROMPT, PROMPT_PREFIX
-
     dataset = (
         SUBJECT_SEARCH.name if subject == NOT_FOUND_PROMPT else subject.removeprefix(PROMPT_PREFIX)
     )
@@ -102,7 +102,7 @@ class PromptAnswerer:
         while not self._stop.wait(0.5):
             try:
                 self.answer_pending()
-            except ValueError as exc:  # a decision that does not fit its prompt: say so
+            except Exception as exc:  # e.g. a decision that does not fit its prompt: say so
                 print(f"cannot answer a prompt: {exc}", file=sys.stderr, flush=True)
 
     def answer_pending(self) -> None:

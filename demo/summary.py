@@ -14,15 +14,15 @@ from erasure.services import Services
 def print_summary(settings: Settings, ref: str, run: Any, sync: dict[str, Any]) -> int:
     state = str(getattr(run, "state", "unknown"))
     with Services.open(settings) as svc:
-        request = svc.registry.get(ref)
+        request = svc.requests.get(ref)
         if request is None:
             print(f"The run ended {state} before registering {ref}.")
             return 1
-        print(render_plan(svc.registry.plan(ref, 1)))
+        print(render_plan(svc.plans.get(ref, 1)))
         print("\nWhat was done")
-        for action in svc.registry.actions(ref):
+        for action in svc.action_log.list(ref):
             print(
-                f"  {action.status.value:<7} {action.action:<16} {action.dataset}  "
+                f"  {action.status.value:<7} {action.action:<16} {action.dataset.qualified}  "
                 f"{_evidence(action.action, action.evidence)}"
             )
         records = svc.ledger.show(ref)
@@ -56,7 +56,7 @@ def print_summary(settings: Settings, ref: str, run: Any, sync: dict[str, Any]) 
         )
         report = svc.ledger.verify()
         print(f"\nChain: {'OK' if report.ok else 'BROKEN'}, {report.records} record(s)")
-        print(f"Request status: {svc.registry.get(ref).status.value}; DAG run: {state}")  # type: ignore[union-attr]
+        print(f"Request status: {svc.requests.require(ref).status.value}; DAG run: {state}")
         return 0 if completed and report.ok else 1
 
 

@@ -162,6 +162,9 @@ class Catalog(_Strict):
     def _cross_references(self) -> Catalog:
         seen: set[tuple[str, str]] = set()
         names = {d.name for d in self.datasets}
+        by_bare_name: dict[str, set[str]] = {}
+        for d in self.datasets:
+            by_bare_name.setdefault(d.name, set()).add(d.namespace)
         for ds in self.datasets:
             where = f"dataset {ds.name!r}"
             if (ds.namespace, ds.name) in seen:
@@ -184,9 +187,16 @@ class Catalog(_Strict):
                     "references rows must name a connection to count them in"
                 )
             for ref in ds.references:
-                if ref.dataset not in names:
+                bare = ref.dataset.rpartition("/")[2]
+                if bare not in names:
                     raise ValueError(
                         f"{where} field 'references': dataset {ref.dataset!r} is not in the catalog"
+                    )
+                if "/" not in ref.dataset and len(by_bare_name[bare]) > 1:
+                    raise ValueError(
+                        f"{where} field 'references': {ref.dataset!r} is a name in several "
+                        f"namespaces ({', '.join(sorted(by_bare_name[bare]))}): write it as "
+                        "'namespace/name'"
                     )
             if ds.encryption == "per_subject" and ds.storage != "immutable":
                 raise ValueError(
@@ -199,12 +209,47 @@ class Catalog(_Strict):
         """The catalog entry for a dataset identity or one of its explicit aliases."""
         return self._index().get((ref.namespace, ref.name))
 
+    def require(self, ref: DatasetRef) -> DatasetSpec:
+        """The entry for `ref`; CatalogError if the catalog does not know it."""
+        ds = self.dataset(ref)
+        if ds is None:
+            raise CatalogError(
+                f"dataset {ref.qualified!r} is not in the catalog: the plan was made with "
+                "another catalog; re-plan"
+            )
+        return ds
+
+    def target_of(self, reference: ReferenceSpec) -> DatasetSpec:
+        """The dataset a reference points into."""
+        return self.by_name(reference.dataset)
+
+    def referrers(self, target: DatasetSpec) -> list[tuple[DatasetSpec, ReferenceSpec]]:
+        """Every (dataset, reference) that points into `target`."""
+        return [
+            (ds, ref)
+            for ds in self.datasets
+            for ref in ds.references
+            if self.target_of(ref) is target
+        ]
+
     def by_name(self, name: str) -> DatasetSpec:
-        """The entry named `name` (unique across namespaces for references)."""
-        for ds in self.datasets:
-            if ds.name == name.lower():
-                return ds
-        raise CatalogError(f"dataset {name!r} is not in the catalog")
+        """The entry named `name`, or `namespace/name`: a bare name must be unique across
+        namespaces (catalog load refuses references that are not)."""
+        namespace, _, bare = name.lower().rpartition("/")
+        found = [
+            ds
+            for ds in self.datasets
+            if ds.name == bare and (not namespace or ds.namespace.lower() == namespace)
+        ]
+        if not found:
+            raise CatalogError(f"dataset {name!r} is not in the catalog")
+        if len(found) > 1:
+            raise CatalogError(
+                f"dataset name {bare!r} is in several namespaces "
+                f"({', '.join(sorted(ds.namespace for ds in found))}): qualify it as "
+                "'namespace/name'"
+            )
+        return found[0]
 
     def canonical(self, ref: DatasetRef) -> DatasetRef:
         """The catalog identity for an alias; unknown datasets stay as they are."""

@@ -144,7 +144,7 @@ def _subject(text: str) -> SubjectRef:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from erasure.workflow import make_plan
+    from erasure.planner import make_plan
 
     catalog = load_catalog(args.catalog)
     kwargs: dict[str, Any] = {} if args.max_nodes is None else {"max_nodes": args.max_nodes}
@@ -155,7 +155,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from erasure.demo.seed import DEMO_SUBJECT, build_demo
-    from erasure.workflow import make_plan
+    from erasure.planner import make_plan
 
     catalog = build_demo(args.dir)
     id_type, value = DEMO_SUBJECT
@@ -250,7 +250,7 @@ def _lineage_closure(args: argparse.Namespace) -> int:
         ups = ", ".join(entry["upstreams"]) or "-"
         print(f"  {'  ' * entry['depth']}{entry['name']}  <- {ups}{mark}")
     for cycle in closure.cycles:
-        print(f"  cycle ({cycle.kind}): {' -> '.join(cycle.datasets)}")
+        print(f"  cycle ({cycle.kind}): {cycle.names()}")
     return 0
 
 

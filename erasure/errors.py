@@ -32,6 +32,10 @@ class SubjectError(ErasureError):
     """A subject identifier is malformed or of an unknown type (the value is never echoed)."""
 
 
+class RequestError(ErasureError):
+    """An erasure request is invalid, unknown, or asked to do what its state forbids."""
+
+
 class WarehouseError(ErasureError):
     """A warehouse query failed: unreachable connection, missing table or column."""
 

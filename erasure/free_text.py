@@ -19,7 +19,7 @@ import phonenumbers
 
 from erasure.catalog import Catalog
 from erasure.errors import ErasureError
-from erasure.locate import Identity
+from erasure.model import Identity
 from erasure.pseudonym import canonical_text, fold_case
 
 

@@ -21,20 +21,17 @@ from erasure.actions.transaction import statement_text
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, SubjectError, WarehouseError
 from erasure.matching import Matcher, exact_predicate, near_misses
-from erasure.model import NearMissCount, RootHit, SearchedColumns, SubjectRef, SubjectSearch
+from erasure.model import (
+    DatasetRef,
+    Identity,
+    NearMissCount,
+    RootHit,
+    SearchedColumns,
+    SubjectRef,
+    SubjectSearch,
+)
 from erasure.pseudonym import normalise
 from erasure.warehouse import Warehouse
-
-
-@dataclass(frozen=True)
-class Identity:
-    """One normalised identifier value of the subject (never logged or serialised)."""
-
-    type: str
-    value: str
-
-    def __repr__(self) -> str:
-        return f"Identity(type={self.type!r}, value=<redacted>)"
 
 
 @dataclass
@@ -50,10 +47,11 @@ class Located:
     shared_referrers: int = 0
     shared_rows: int = 0
     reference: sa.ColumnElement[bool] | None = None  # the rows found through a reference
+    reference_key: str | None = None  # the key column that reference compares
 
     def hit(self) -> RootHit:
         return RootHit(
-            dataset=self.dataset.ref.as_dict(),
+            dataset=self.dataset.ref,
             identifier_type=self.identifier_type,
             columns=self.columns,
             rows=self.rows,
@@ -67,11 +65,11 @@ class Location:
     """Everything found for one subject; for a subject found nowhere, where it was looked for."""
 
     identities: set[Identity] = field(default_factory=set)
-    located: dict[str, Located] = field(default_factory=dict)  # by dataset name
+    located: dict[DatasetRef, Located] = field(default_factory=dict)
     search: SubjectSearch | None = None  # set by locate() when nothing was found
 
     def roots(self) -> list[RootHit]:
-        return [self.located[name].hit() for name in sorted(self.located)]
+        return [self.located[ref].hit() for ref in sorted(self.located)]
 
 
 def delete_statement(warehouse: Warehouse, located: Located) -> str:
@@ -84,9 +82,10 @@ def normalise_subject(catalog: Catalog, subject: SubjectRef) -> Identity:
     """The request's identifier in canonical form; SubjectError names the allowed types."""
     spec = catalog.identifiers.get(subject.type)
     if spec is None:
+        # Not echoed: a mis-filled form may carry the identifier in the type field.
         raise SubjectError(
-            f"identifier type {subject.type!r} is not in the catalog; "
-            f"allowed: {', '.join(sorted(catalog.identifiers))}"
+            "identifier_type is not an identifier type of the catalog; allowed: "
+            + ", ".join(sorted(catalog.identifiers))
         )
     value = normalise(
         spec.normalise, subject.value.get_secret_value(), default_region=spec.default_region
@@ -163,11 +162,15 @@ def _hits(
 
 def _add(location: Location, hit: Located) -> None:
     """Record a hit; a dataset found again (another identity, a reference) widens its predicate."""
-    current = location.located.get(hit.dataset.name)
+    current = location.located.get(hit.dataset.ref)
     if current is None:
-        location.located[hit.dataset.name] = hit
+        location.located[hit.dataset.ref] = hit
         return
     current.predicate = sa.or_(current.predicate, hit.predicate)
+    if hit.reference_key is not None:
+        if current.reference_key not in (None, hit.reference_key):
+            _single_key(hit.dataset.name, {current.reference_key or "", hit.reference_key})
+        current.reference_key = hit.reference_key
     if hit.reference is not None:
         current.reference = (
             hit.reference if current.reference is None else sa.or_(current.reference, hit.reference)
@@ -210,13 +213,13 @@ def _search(catalog: Catalog, warehouse: Warehouse, identity: Identity) -> Subje
         columns = ds.holds_subject.get(identity.type)
         if not columns or warehouse.table(ds) is None:
             continue
-        searched.append(SearchedColumns(dataset=ds.ref.as_dict(), columns=list(columns)))
+        searched.append(SearchedColumns(dataset=ds.ref, columns=list(columns)))
         with warehouse.connect(ds) as conn:
             table = _table(warehouse, ds)
             for name in columns:
                 counts = near_misses(conn, _column(table, ds, name), matcher, identity.value)
                 misses.extend(
-                    NearMissCount(dataset=ds.ref.as_dict(), column=name, kind=kind, rows=rows)
+                    NearMissCount(dataset=ds.ref, column=name, kind=kind, rows=rows)
                     for kind, rows in sorted(counts.items())
                 )
     return SubjectSearch(identifier_type=identity.type, searched=searched, near_misses=misses)
@@ -270,10 +273,10 @@ def _other_identities(
 
 def _follow_references(catalog: Catalog, warehouse: Warehouse, location: Location) -> None:
     """Rows the subject's rows point at become roots too; shared ones are counted."""
-    for name in sorted(location.located):
-        holder = location.located[name]
+    for dataset in sorted(location.located):
+        holder = location.located[dataset]
         for ref in holder.dataset.references:
-            target = catalog.by_name(ref.dataset)
+            target = catalog.target_of(ref)
             if warehouse.table(target) is None:
                 continue
             with warehouse.connect(holder.dataset) as conn:
@@ -313,7 +316,7 @@ def _add_reference(
     _add(
         location,
         Located(
-            target, "reference", [key], predicate, rows, via, referrers, shared_rows, predicate
+            target, "reference", [key], predicate, rows, via, referrers, shared_rows, predicate, key
         ),
     )
 
@@ -329,43 +332,40 @@ def _other_referrers(
     """(shared rows, rows of other subjects referencing them) across every referring dataset."""
     shared: set[object] = set()
     referrers = 0
-    for ds in catalog.datasets:
-        for ref in ds.references:
-            if ref.dataset != target.name or ref.key != key or warehouse.table(ds) is None:
-                continue
-            with warehouse.connect(ds) as conn:
-                table = _table(warehouse, ds)
-                col = _column(table, ds, ref.column)
-                own = location.located.get(ds.name)
-                others: sa.ColumnElement[bool] = col.in_(keys)
-                if own is not None:
-                    # NULL-safe: a row whose identifier is NULL is somebody else's
-                    others = sa.and_(others, sa.not_(sa.func.coalesce(own.predicate, sa.false())))
-                rows = conn.execute(
-                    sa.select(col, sa.func.count()).where(others).group_by(col)
-                ).all()
-            for value, count in rows:
-                shared.add(value)
-                referrers += int(count)
+    for ds, ref in catalog.referrers(target):
+        if ref.key != key or warehouse.table(ds) is None:
+            continue
+        with warehouse.connect(ds) as conn:
+            table = _table(warehouse, ds)
+            col = _column(table, ds, ref.column)
+            own = location.located.get(ds.ref)
+            others: sa.ColumnElement[bool] = col.in_(keys)
+            if own is not None:
+                # NULL-safe: a row whose identifier is NULL is somebody else's
+                others = sa.and_(others, sa.not_(sa.func.coalesce(own.predicate, sa.false())))
+            rows = conn.execute(sa.select(col, sa.func.count()).where(others).group_by(col)).all()
+        for value, count in rows:
+            shared.add(value)
+            referrers += int(count)
     return len(shared), referrers
 
 
 # ---------------------------------------------------------------------------------------------
-# Relocating a subject from what was parked at plan time (erasure.requests.ParkedSecret)
+# Relocating a subject from what was parked at plan time (erasure.registry.secrets)
 
 
 def parked_location(location: Location) -> tuple[list[Identity], dict[str, list[str]]]:
     """What to park so `relocate` can rebuild this location after rows are gone: every
-    identity found, and for each reference root the key values it was located by (as text)."""
+    identity found, and for each reference root (by `namespace/name`) the key values it was
+    located by, as text."""
     identities = sorted(location.identities, key=lambda i: (i.type, i.value))
     reference_keys: dict[str, list[str]] = {}
-    for target_name, key in _reference_targets(location):
-        target = location.located.get(target_name)
-        if target is None:
+    for ref, hit in sorted(location.located.items()):
+        if hit.reference is None or hit.reference_key is None:
             continue
-        values = _in_values(target.predicate, target_name, key)
+        values = _in_values(hit.reference, hit.dataset.name, hit.reference_key)
         if values:
-            reference_keys[target_name] = sorted(values)
+            reference_keys[ref.qualified] = sorted(values)
     return identities, reference_keys
 
 
@@ -403,12 +403,9 @@ def _relocate_reference(
     values: Iterable[str],
 ) -> None:
     """Locate the referenced rows by their parked keys and count who else points at them."""
-    target = catalog.by_name(target_name)
+    target = catalog.by_name(target_name)  # `namespace/name`, or a name parked before that
     referrers = sorted(
-        (ds.name, ref.column, ref.key)
-        for ds in catalog.datasets
-        for ref in ds.references
-        if ref.dataset == target.name
+        ((ds.name, ref.column, ref.key) for ds, ref in catalog.referrers(target)),
     )
     key = _single_key(target.name, {k for _, _, k in referrers})
     if key is None or warehouse.table(target) is None:
@@ -417,24 +414,6 @@ def _relocate_reference(
     holder, holder_column, _ = referrers[0]
     via = f"reference:{holder}.{holder_column}"
     _add_reference(catalog, warehouse, location, target, key, keys, via)
-
-
-def _reference_targets(location: Location) -> list[tuple[str, str]]:
-    """(target dataset, key column) of every reference out of a located dataset."""
-    pairs = {
-        (ref.dataset.lower(), ref.key)
-        for hit in location.located.values()
-        for ref in hit.dataset.references
-    }
-    by_target: dict[str, set[str]] = {}
-    for target, key in pairs:
-        by_target.setdefault(target, set()).add(key)
-    out = []
-    for target, keys in sorted(by_target.items()):
-        only = _single_key(target, keys)
-        if only is not None:
-            out.append((target, only))
-    return out
 
 
 def _single_key(target: str, keys: set[str]) -> str | None:

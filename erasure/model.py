@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -102,7 +102,7 @@ class Gap(BaseModel):
 
     kind: GapKind
     detail: str
-    dataset: str | None = None  # dataset name, when the gap belongs to one
+    dataset: DatasetRef | None = None  # when the gap belongs to one dataset
 
 
 class CycleKind(StrEnum):
@@ -114,7 +114,10 @@ class Cycle(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: CycleKind
-    datasets: list[str]  # dataset names in the strongly connected component, sorted
+    datasets: list[DatasetRef]  # the strongly connected component, sorted
+
+    def names(self) -> str:
+        return " -> ".join(ref.name for ref in self.datasets)
 
 
 class Action(StrEnum):
@@ -140,6 +143,17 @@ class SubjectRef(BaseModel):
     __str__ = __repr__
 
 
+@dataclass(frozen=True)
+class Identity:
+    """One normalised identifier value of the subject (never logged or serialised)."""
+
+    type: str
+    value: str
+
+    def __repr__(self) -> str:
+        return f"Identity(type={self.type!r}, value=<redacted>)"
+
+
 class SubjectSummary(BaseModel):
     """The subject as documents show it: type and keyed hash, never the value."""
 
@@ -151,7 +165,7 @@ class SubjectSummary(BaseModel):
 class RootHit(BaseModel):
     """A dataset where the subject was found, how, and how many rows."""
 
-    dataset: dict[str, str]
+    dataset: DatasetRef
     identifier_type: str
     columns: list[str]
     rows: int
@@ -162,14 +176,14 @@ class RootHit(BaseModel):
 class SearchedColumns(BaseModel):
     """A dataset's columns a subject was looked for in."""
 
-    dataset: dict[str, str]  # {"namespace", "name"}
+    dataset: DatasetRef
     columns: list[str]
 
 
 class NearMissCount(BaseModel):
     """Rows of one column that match the identifier only loosely: counted, never shown."""
 
-    dataset: dict[str, str]
+    dataset: DatasetRef
     column: str
     kind: str  # erasure.matching.NearMiss: same_local_part_other_domain | one_character_different
     rows: int
@@ -190,13 +204,40 @@ NOT_FOUND_RULE = "not_found"
 
 
 class PlanItem(BaseModel):
-    dataset: dict[str, str]  # {"namespace", "name"}
+    """One artefact's decision: the action, the rule that fired and the numbers behind it."""
+
+    dataset: DatasetRef
     kind: str
     action: Action
     rule: str  # the decision-table row that fired, e.g. "2a"
     reason: str
-    evidence: dict[str, Any] = Field(default_factory=dict)
-    upstreams: list[str] = Field(default_factory=list)  # in-closure upstream dataset names
+    evidence: dict[str, Any] = Field(default_factory=dict)  # as the rule measured it
+    upstreams: list[DatasetRef] = Field(default_factory=list)  # in-closure upstreams
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_upstreams(cls, data: Any) -> Any:
+        # Plans stored before upstreams were identities name them only: same namespace.
+        if isinstance(data, dict) and isinstance(data.get("dataset"), dict):
+            namespace = data["dataset"].get("namespace", "")
+            data = {
+                **data,
+                "upstreams": [
+                    {"namespace": namespace, "name": u} if isinstance(u, str) else u
+                    for u in data.get("upstreams") or []
+                ],
+            }
+        return data
+
+
+class Evidence(BaseModel):
+    """What one action did, as the action log and the completion record keep it.
+
+    `reopened`: verify found the subject again after this action was first done; the first
+    act's evidence is kept under it when the action is done again.
+    """
+
+    reopened: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Plan(BaseModel):
@@ -211,3 +252,32 @@ class Plan(BaseModel):
     truncated: bool = False
     lineage_snapshot: str  # content hash of the edges the plan was computed on
     created_at: datetime
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_datasets(cls, data: Any) -> Any:
+        # Plans stored before gaps and cycles named datasets by identity name them only:
+        # the identity is the plan item's of that name.
+        if not isinstance(data, dict):
+            return data
+        refs: dict[str, Any] = {}
+        for item in data.get("items") or []:
+            if isinstance(item, dict) and isinstance(item.get("dataset"), dict):
+                refs.setdefault(item["dataset"].get("name"), item["dataset"])
+
+        def ref(name: Any) -> Any:
+            if not isinstance(name, str):
+                return name
+            return refs.get(name, {"namespace": "", "name": name})
+
+        gaps = [
+            {**g, "dataset": ref(g.get("dataset"))} if isinstance(g, dict) else g
+            for g in data.get("gaps") or []
+        ]
+        cycles = [
+            {**c, "datasets": [ref(d) for d in c.get("datasets") or []]}
+            if isinstance(c, dict)
+            else c
+            for c in data.get("cycles") or []
+        ]
+        return {**data, "gaps": gaps, "cycles": cycles}

@@ -13,11 +13,12 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from erasure.catalog import Catalog, DatasetKind, DatasetSpec
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, RebuildFailed
 from erasure.kanon import measure_k
 from erasure.lineage.graph import Closure, coverage
-from erasure.lineage.sources import CatalogLineage
-from erasure.locate import Located, Location, delete_statement
+from erasure.lineage.openlineage import RunEvent
+from erasure.lineage.sources import CatalogLineage, build_lineage
+from erasure.locate import Located, Location, delete_statement, locate, normalise_subject
 from erasure.model import (
     NOT_FOUND_RULE,
     SHARED_ROW_RULE,
@@ -28,9 +29,11 @@ from erasure.model import (
     GapKind,
     Plan,
     PlanItem,
+    SubjectRef,
     SubjectSearch,
     SubjectSummary,
 )
+from erasure.pseudonym import Pepper, subject_hash
 from erasure.warehouse import Warehouse
 
 # Gap kinds that leave a dataset's derivation unknown: the dataset escalates (rule 1).
@@ -59,8 +62,49 @@ class _Context:
     warehouse: Warehouse
     location: Location
     closure: Closure
-    gaps_by_dataset: dict[str, list[Gap]]
+    gaps_by_dataset: dict[DatasetRef, list[Gap]]
     today: date
+
+
+def summarise_subject(
+    catalog: Catalog, subject: SubjectRef, pepper: Pepper | None
+) -> SubjectSummary:
+    """The subject as documents may show it: type, and the keyed hash when a pepper is at hand."""
+    identity = normalise_subject(catalog, subject)
+    if pepper is None:
+        return SubjectSummary(type=subject.type)
+    return SubjectSummary(
+        type=subject.type,
+        hash=subject_hash(pepper, identity.type, identity.value),
+        pepper_version=pepper.version,
+    )
+
+
+def make_plan(
+    catalog: Catalog,
+    subject: SubjectRef,
+    *,
+    pepper: Pepper | None = None,
+    warehouse: Warehouse | None = None,
+    location: Location | None = None,
+    events: Sequence[RunEvent] = (),
+    max_nodes: int = DEFAULT_MAX_NODES,
+    now: datetime | None = None,
+) -> Plan:
+    """Locate the subject, build the lineage the catalog names, and decide every artefact
+    (the CLI's `plan` and `demo`, and every request's plan step)."""
+    summary = summarise_subject(catalog, subject, pepper)
+    own = warehouse is None
+    warehouse = warehouse or Warehouse(catalog)
+    try:
+        location = location or locate(catalog, warehouse, subject)
+        lineage = build_lineage(catalog, warehouse, events)
+        return plan_erasure(
+            catalog, warehouse, location, lineage, summary, max_nodes=max_nodes, now=now
+        )
+    finally:
+        if own:
+            warehouse.dispose()
 
 
 def plan_erasure(
@@ -76,7 +120,7 @@ def plan_erasure(
 ) -> Plan:
     """Classify every artefact of the forward closure from the located roots."""
     now = now or datetime.now(UTC)
-    roots = [catalog.by_name(name).ref for name in sorted(location.located)]
+    roots = sorted(location.located)
     closure = lineage.graph.forward_closure(
         roots,
         max_nodes=max_nodes,
@@ -93,32 +137,32 @@ def plan_erasure(
             gaps.extend(
                 Gap(
                     kind=GapKind.ERROR_CYCLE,
-                    dataset=name,
-                    detail=f"cycle without a materialised node: {' -> '.join(cycle.datasets)}",
+                    dataset=ref,
+                    detail=f"cycle without a materialised node: {cycle.names()}",
                 )
-                for name in cycle.datasets
+                for ref in cycle.datasets
             )
     if closure.truncated:
         gaps.extend(
             Gap(
                 kind=GapKind.TRUNCATED,
-                dataset=ref.name,
+                dataset=ref,
                 detail=f"closure bounded at {max_nodes} datasets / depth {max_depth}; "
                 "downstream of this dataset was not walked",
             )
             for ref in closure.truncated_at
         )
     walked = _closure_datasets(closure, roots)
-    in_closure = {ref.name for ref in walked}
+    in_closure = set(walked)
     # No lineage reaches a dataset whose producer never reported: the walk cannot rule it
     # out, so every plan carries it until its producer reports or the DPO rules on it.
     unseen = [
-        catalog.by_name(g.dataset).ref
+        g.dataset
         for g in gaps
         if g.kind is GapKind.NO_EVENTS and g.dataset is not None and g.dataset not in in_closure
     ]
-    in_plan = in_closure | {ref.name for ref in unseen}
-    by_dataset: dict[str, list[Gap]] = {}
+    in_plan = in_closure | set(unseen)
+    by_dataset: dict[DatasetRef, list[Gap]] = {}
     for gap in gaps:
         if gap.dataset is not None:
             by_dataset.setdefault(gap.dataset, []).append(gap)
@@ -149,7 +193,7 @@ def _closure_datasets(closure: Closure, roots: Sequence[DatasetRef]) -> list[Dat
 
 def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
     ds = ctx.catalog.dataset(ref)
-    upstreams = sorted(u.name for u in ctx.closure.upstreams.get(ref, set()))
+    upstreams = sorted(ctx.closure.upstreams.get(ref, set()), key=lambda u: (u.name, u.namespace))
     if ds is None:
         return _item(
             ref,
@@ -160,10 +204,10 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
             {"gap": GapKind.UNCATALOGUED.value},
             upstreams,
         )
-    located = ctx.location.located.get(ds.name)
+    located = ctx.location.located.get(ds.ref)
     blocking = [
         g
-        for g in ctx.gaps_by_dataset.get(ds.name, [])
+        for g in ctx.gaps_by_dataset.get(ds.ref, [])
         if g.kind in _BLOCKING_GAPS | {GapKind.TRUNCATED, GapKind.ERROR_CYCLE}
     ]
     if blocking and located is None:
@@ -187,7 +231,7 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
             Action.REBUILD,
             "5",
             "a view is recomputed from its cleaned sources on every read",
-            {"method": "view", "upstreams_first": upstreams},
+            {"method": "view", "upstreams_first": [u.name for u in upstreams]},
             upstreams,
         )
     if ds.rebuild is not None:
@@ -202,7 +246,7 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
             Action.REBUILD,
             "5",
             "rebuildable: re-materialise from the cleaned upstreams, after them",
-            {**method, "upstreams_first": upstreams},
+            {**method, "upstreams_first": [u.name for u in upstreams]},
             upstreams,
         )
     if ds.aggregate is not None:
@@ -220,7 +264,7 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
 
 
 def _decide_root(
-    warehouse: Warehouse, ds: DatasetSpec, located: Located, upstreams: list[str]
+    warehouse: Warehouse, ds: DatasetSpec, located: Located, upstreams: list[DatasetRef]
 ) -> PlanItem:
     if located.shared_referrers > 0:
         return _item(
@@ -255,7 +299,7 @@ def _decide_root(
     )
 
 
-def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[str]) -> PlanItem:
+def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[DatasetRef]) -> PlanItem:
     expires = (
         (ctx.today + timedelta(days=ds.retention_days)).isoformat()
         if ds.retention_days is not None
@@ -284,7 +328,7 @@ def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[str]) -> P
     )
 
 
-def _decide_aggregate(ctx: _Context, ds: DatasetSpec, upstreams: list[str]) -> PlanItem:
+def _decide_aggregate(ctx: _Context, ds: DatasetSpec, upstreams: list[DatasetRef]) -> PlanItem:
     assert ds.aggregate is not None
     k = ctx.catalog.k_for(ds)
     if ds.aggregate.count_column is None:
@@ -329,10 +373,10 @@ def _item(
     rule: str,
     reason: str,
     evidence: dict[str, Any],
-    upstreams: list[str],
+    upstreams: list[DatasetRef],
 ) -> PlanItem:
     return PlanItem(
-        dataset=ref.as_dict(),
+        dataset=ref,
         kind=str(kind.value if isinstance(kind, DatasetKind) else kind),
         action=action,
         rule=rule,
@@ -346,7 +390,7 @@ def _not_found_item(search: SubjectSearch) -> PlanItem:
     """Found nowhere is a question, not a completion: a typo or another spelling leaves the
     subject's rows in place, so the DPO confirms the subject is not held (or resubmits)."""
     places = ", ".join(
-        f"{s.dataset['name']} ({', '.join(s.columns)})" for s in search.searched
+        f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched
     ) or "no dataset (none holds this identifier type)"
     near = sum(m.rows for m in search.near_misses)
     return _item(
@@ -377,18 +421,110 @@ def _order(
     items: list[PlanItem], closure: Closure, warehouse: Warehouse, catalog: Catalog
 ) -> list[PlanItem]:
     """Erasures children-first (foreign keys), rebuilds in lineage order, then the rest."""
-    topo = {ref.name: i for i, ref in enumerate(closure.datasets)}
+    topo = {ref: i for i, ref in enumerate(closure.datasets)}
+    erasures = [i for i in items if i.action is Action.ERASE_ROWS]
     erase_rank = _foreign_key_rank(
-        [catalog.by_name(i.dataset["name"]) for i in items if i.action is Action.ERASE_ROWS],
-        warehouse,
+        [ds for i in erasures if (ds := catalog.dataset(i.dataset)) is not None], warehouse
     )
 
-    def key(item: PlanItem) -> tuple[int, int, str]:
-        name = item.dataset["name"]
-        rank = erase_rank.get(name, 0) if item.action is Action.ERASE_ROWS else topo.get(name, -1)
-        return _ACTION_ORDER[item.action], rank, name
+    def key(item: PlanItem) -> tuple[int, int, str, str]:
+        ref = item.dataset
+        if item.action is Action.ERASE_ROWS:
+            rank = erase_rank.get(ref.name, 0)
+        else:
+            rank = topo.get(ref, -1)
+        return _ACTION_ORDER[item.action], rank, ref.name, ref.namespace
 
     return sorted(items, key=key)
+
+
+# ---------------------------------------------------------------------------------------------
+# The order the act step keeps (the plan's order, decided above): one function for it
+
+
+def must_precede(plan: Plan, item: PlanItem) -> list[PlanItem]:
+    """The plan items that must be done before `item` acts.
+
+    An erasure waits for the tombstone (else the nightly CRM sync loads the rows again) and
+    for the erasures before it (children before parents); a rebuild for the erasures and
+    rebuilds of its upstreams, and inside a feedback cycle for the members before it (they
+    read each other's previous output, so no lineage order exists between them); a k check
+    for every erasure.
+    """
+    position = {(i.dataset, i.action): n for n, i in enumerate(plan.items)}
+    mine = position[(item.dataset, item.action)]
+    if item.action is Action.ERASE_ROWS:
+        return [
+            i
+            for i in plan.items
+            if i.action is Action.INSERT_TOMBSTONE
+            or (i.action is Action.ERASE_ROWS and position[(i.dataset, i.action)] < mine)
+        ]
+    if item.action is Action.REBUILD:
+        loop = feedback_cycles(plan).get(item.dataset, frozenset())
+        return [
+            i
+            for i in plan.items
+            if i.action in (Action.ERASE_ROWS, Action.REBUILD)
+            and i is not item
+            and (
+                position[(i.dataset, i.action)] < mine
+                if i.dataset in loop
+                else i.dataset in item.upstreams
+            )
+        ]
+    if item.action is Action.AGGREGATE_OK:
+        return [i for i in plan.items if i.action is Action.ERASE_ROWS]
+    return []
+
+
+def rebuild_order(plan: Plan) -> list[DatasetRef]:
+    """The plan's rebuild items in lineage order, checked: every upstream comes first.
+
+    The order above puts them so; this refuses a plan that does not, so no artefact is
+    rebuilt from an upstream still holding the subject. Members of one *feedback* cycle read
+    each other's previous output, so no order puts them after one another: they are exempt,
+    and every member must instead be emptied (`empty_before_rebuild`) before the first of
+    them is rebuilt, or the loop would carry the subject's data back in; a member neither
+    erased nor rebuilt (it escalated) leaves the loop unclean, and the plan is refused.
+    """
+    items = [i for i in plan.items if i.action is Action.REBUILD]
+    rebuilt = {i.dataset for i in items}
+    cycle_of = feedback_cycles(plan)
+    erased = {i.dataset for i in plan.items if i.action is Action.ERASE_ROWS}
+    for members in set(cycle_of.values()):
+        stuck = sorted(r.name for r in members - rebuilt - erased)
+        if stuck and members & rebuilt:
+            raise RebuildFailed(
+                f"feedback cycle {' -> '.join(sorted(r.name for r in members))}: member(s) "
+                f"{', '.join(stuck)} are neither erased nor rebuilt, so the loop would carry "
+                "the subject back into the rebuilt ones; resolve their escalation, then re-plan"
+            )
+    done: set[DatasetRef] = set()
+    order: list[DatasetRef] = []
+    for item in items:
+        same_cycle = cycle_of.get(item.dataset, frozenset())
+        late = [u.name for u in item.upstreams if u in rebuilt and u not in done | same_cycle]
+        if late:
+            raise RebuildFailed(
+                f"plan orders rebuild of {item.dataset.name!r} before its upstream(s) "
+                f"{', '.join(late)}: it would be rebuilt from data still holding the subject; "
+                "re-plan"
+            )
+        done.add(item.dataset)
+        order.append(item.dataset)
+    return order
+
+
+def feedback_cycles(plan: Plan) -> dict[DatasetRef, frozenset[DatasetRef]]:
+    """Each dataset in a feedback cycle -> all members of its cycle."""
+    cycle_of: dict[DatasetRef, frozenset[DatasetRef]] = {}
+    for cycle in plan.cycles:
+        if cycle.kind is CycleKind.FEEDBACK:
+            members = frozenset(cycle.datasets)
+            for ref in members:
+                cycle_of[ref] = cycle_of.get(ref, frozenset()) | members
+    return cycle_of
 
 
 def _foreign_key_rank(datasets: list[DatasetSpec], warehouse: Warehouse) -> dict[str, int]:

@@ -23,22 +23,22 @@ def render_plan(plan: Plan) -> str:
         "",
         "Where the subject was found",
     ]
-    width = max((len(r.dataset["name"]) for r in plan.roots), default=10)
+    width = max((len(r.dataset.name) for r in plan.roots), default=10)
     for root in plan.roots:
         shared = (
             f", shared with {root.shared_referrers} other row(s)" if root.shared_referrers else ""
         )
         out.append(
-            f"  {root.dataset['name']:<{width}}  {root.rows:>4} row(s)  by {root.identifier_type}"
+            f"  {root.dataset.name:<{width}}  {root.rows:>4} row(s)  by {root.identifier_type}"
             f" ({root.via}){shared}"
         )
     if not plan.roots:
         out.append("  nowhere: no catalogued dataset holds this identifier")
     out += ["", "Plan (in execution order)"]
-    width = max((len(i.dataset["name"]) for i in plan.items), default=10)
+    width = max((len(i.dataset.name) for i in plan.items), default=10)
     for n, item in enumerate(plan.items, start=1):
         out.append(
-            f"  {n:>2}. {item.action.value:<16} {item.dataset['name']:<{width}}  "
+            f"  {n:>2}. {item.action.value:<16} {item.dataset.name:<{width}}  "
             f"[rule {item.rule}] {item.reason}"
         )
         detail = _evidence_line(item)
@@ -46,10 +46,13 @@ def render_plan(plan: Plan) -> str:
             out.append(f"      {'':<16} {'':<{width}}  {detail}")
     if plan.cycles:
         out += ["", "Cycles"]
-        out += [f"  {c.kind.value}: {' -> '.join(c.datasets)}" for c in plan.cycles]
+        out += [f"  {c.kind.value}: {c.names()}" for c in plan.cycles]
     if plan.gaps:
         out += ["", "Gaps (what the lineage does not know)"]
-        out += [f"  {g.kind.value:<19} {g.dataset or '-'}: {g.detail}" for g in plan.gaps]
+        out += [
+            f"  {g.kind.value:<19} {g.dataset.name if g.dataset else '-'}: {g.detail}"
+            for g in plan.gaps
+        ]
     return "\n".join(out)
 
 
@@ -62,7 +65,7 @@ def _evidence_line(item: PlanItem) -> str:
             f"version={e['table_version']}"
         )
     if item.action is Action.REBUILD and item.upstreams:
-        return "after: " + ", ".join(item.upstreams)
+        return "after: " + ", ".join(u.name for u in item.upstreams)
     if item.action is Action.ERASE_ROWS:
         return str(e.get("statement", ""))
     return ""

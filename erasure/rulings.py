@@ -18,8 +18,7 @@ is the DPO's decision each time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
@@ -35,9 +34,9 @@ from pydantic import (
     model_validator,
 )
 
-from erasure.errors import ErasureError, StoreError
+from erasure.errors import ErasureError
 from erasure.model import NOT_FOUND_RULE, SHARED_ROW_RULE, DatasetRef, PlanItem
-from erasure.store import Store
+from erasure.store import Store, store_errors
 from erasure.store.schema import requests, rulings
 
 log = logging.getLogger(__name__)
@@ -108,8 +107,7 @@ class Ruling(BaseModel):
 
     id: int | None = None  # assigned by `RulingBook.record`
     request_ref: str | None = Field(default=None, max_length=64)
-    dataset_namespace: str = Field(min_length=1, max_length=255)
-    dataset_name: str = Field(min_length=1, max_length=512)
+    dataset: DatasetRef
     option: RulingOption
     author_id: str = Field(min_length=1, max_length=255)
     author_name: str = Field(min_length=1, max_length=255)
@@ -119,10 +117,12 @@ class Ruling(BaseModel):
     standing_until: date | None = None
     decided_at: AwareDatetime = Field(default_factory=lambda: datetime.now(UTC))
 
-    @field_validator("dataset_name")
+    @field_validator("dataset")
     @classmethod
-    def _lower(cls, value: str) -> str:
-        return value.lower()  # as the catalog writes dataset names
+    def _lower(cls, value: DatasetRef) -> DatasetRef:
+        if not value.namespace or not value.name or len(value.qualified) > 767:
+            raise ValueError("dataset: name the dataset by its namespace and name")
+        return DatasetRef(value.namespace, value.name.lower())  # as the catalog writes names
 
     @field_validator("decided_at")
     @classmethod
@@ -137,15 +137,6 @@ class Ruling(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
-
-    @classmethod
-    def for_dataset(cls, dataset: DatasetRef, **fields: Any) -> Ruling:
-        """A ruling on `dataset` (namespace and name taken from the reference)."""
-        return cls(dataset_namespace=dataset.namespace, dataset_name=dataset.name, **fields)
-
-    @property
-    def dataset(self) -> DatasetRef:
-        return DatasetRef(self.dataset_namespace, self.dataset_name)
 
     @property
     def standing(self) -> bool:
@@ -242,7 +233,8 @@ class RulingBook:
         problems = ruling_problems(ruling)
         if problems:
             raise RulingError(f"the ruling cannot be recorded: {'; '.join(problems)}")
-        values = ruling.model_dump(exclude={"id"})
+        values = ruling.model_dump(exclude={"id", "dataset"})
+        values.update(dataset_namespace=ruling.dataset.namespace, dataset_name=ruling.dataset.name)
         with self._db("record the ruling"), self._engine.begin() as conn:
             if ruling.request_ref is not None:
                 known = conn.execute(
@@ -306,18 +298,11 @@ class RulingBook:
             row = conn.execute(sa.select(rulings).where(rulings.c.id == ruling_id)).one_or_none()
         return None if row is None else _ruling(row)
 
-    @contextmanager
-    def _db(self, verb: str) -> Iterator[None]:
-        try:
-            yield
-        except sa.exc.SQLAlchemyError as exc:
-            orig = getattr(exc, "orig", None) or exc
-            reason = str(orig).strip().splitlines()[0][:200] if str(orig).strip() else ""
-            raise StoreError(
-                f"could not {verb} in the erasure store at {self._store.url} "
-                f"({type(orig).__name__}: {reason}); check the store is reachable and migrated"
-            ) from None
+    def _db(self, verb: str) -> AbstractContextManager[None]:
+        return store_errors(self._store, verb)
 
 
 def _ruling(row: sa.Row[Any]) -> Ruling:
-    return Ruling.model_validate(dict(row._mapping), context={"stored": True})
+    values = dict(row._mapping)
+    dataset = DatasetRef(values.pop("dataset_namespace"), values.pop("dataset_name"))
+    return Ruling.model_validate({**values, "dataset": dataset}, context={"stored": True})

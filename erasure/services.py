@@ -22,7 +22,11 @@ from erasure.keys.keystore import SubjectKeyStore, keystore_from_settings
 from erasure.keys.pepper import PepperStore, would_orphan
 from erasure.keys.vault import connect, ensure_transit
 from erasure.pseudonym import Pepper
-from erasure.registry import RequestRegistry
+from erasure.registry.action_log import ActionLog
+from erasure.registry.plans import PlanBook
+from erasure.registry.registration import Registrar
+from erasure.registry.requests import RequestBook
+from erasure.registry.secrets import ParkedSecrets
 from erasure.rulings import RulingBook
 from erasure.store.database import Store, open_store
 from erasure.store.schema import requests
@@ -65,7 +69,11 @@ class Services:
     keystore: SubjectKeyStore
     cipher: EnvelopeCipher
     peppers: PepperStore
-    registry: RequestRegistry
+    requests: RequestBook
+    secrets: ParkedSecrets
+    plans: PlanBook
+    action_log: ActionLog
+    registrar: Registrar
     rulings: RulingBook
     suppression: SuppressionList
     ledger: RecordLedger
@@ -101,6 +109,8 @@ class Services:
         except BaseException:
             store.close()
             raise
+        requests_book = RequestBook(store)
+        secrets = ParkedSecrets(store, cipher, peppers)
         return cls(
             settings=settings,
             catalog=catalog,
@@ -110,18 +120,15 @@ class Services:
             keystore=keystore,
             cipher=cipher,
             peppers=peppers,
-            registry=RequestRegistry(store, keystore, cipher, peppers),
+            requests=requests_book,
+            secrets=secrets,
+            plans=PlanBook(store),
+            action_log=ActionLog(store),
+            registrar=Registrar(store, requests_book, secrets),
             rulings=RulingBook(store),
             suppression=SuppressionList(store),
             ledger=RecordLedger(store, TransitSigner(vault, settings.vault_transit_mount)),
         )
-
-    def pepper(self, version: int) -> Pepper:
-        """The pepper of `version` (a request hashes under the version it registered with)."""
-        for pepper in self.peppers.all_versions():
-            if pepper.version == version:
-                return pepper
-        raise ConfigError(f"pepper version {version} is not in Vault at {self.peppers.location}")
 
     def close(self) -> None:
         self.warehouse.dispose()

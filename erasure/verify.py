@@ -1,5 +1,7 @@
 """The second look (DESIGN section 1, step 6): count the subject again wherever the act step
-erased rows or rebuilt an artefact; every count must be 0.
+erased rows or rebuilt an artefact (every count must be 0), and check every other promise of
+the plan: each action done, each per-subject key gone, each tombstone present, nothing new
+found by a re-plan, the identifier gone from Airflow.
 
 It is independent of locate: it reuses none of locate's SQL predicates. Each checked dataset
 is read whole, one row per distinct combination of its identifying columns, and Python
@@ -13,7 +15,8 @@ through a reference, its key column against the parked key values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,9 +25,12 @@ from sqlalchemy.engine import Connection
 
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, VerificationFailed
-from erasure.locate import Identity
+from erasure.keys.keystore import SubjectKeyStore
 from erasure.matching import Matcher
-from erasure.model import Action, DatasetRef, Plan
+from erasure.model import Action, DatasetRef, Evidence, Identity, Plan, PlanItem
+from erasure.pseudonym import Pepper, subject_hash
+from erasure.registry.action_log import ActionStatus
+from erasure.suppression import SuppressionList
 from erasure.warehouse import Warehouse
 
 _CHECKED = (Action.ERASE_ROWS, Action.REBUILD)
@@ -32,6 +38,115 @@ _SCAN_BATCH = 10_000
 
 # Whether one stored value is the subject's.
 _Test = Callable[[object], bool]
+
+
+class Check(BaseModel):
+    """One check of the second look: what was looked at, how, what was found, and whether
+    that is what the plan promised."""
+
+    target: str
+    check: str
+    result: str
+    passed: bool
+
+
+class VerificationEvidence(Evidence):
+    passed: bool
+    checked_at: datetime
+    checks: list[Check]
+    replan_version: int
+
+    def failures(self) -> list[str]:
+        return [f"{c.target} ({c.check}: {c.result})" for c in self.checks if not c.passed]
+
+
+def second_look(
+    *,
+    catalog: Catalog,
+    warehouse: Warehouse,
+    plan: Plan,
+    replan: Plan,
+    identities: Sequence[Identity],
+    reference_keys: Mapping[str, Iterable[str]],
+    status_of: Callable[[PlanItem], ActionStatus | None],
+    ruled: Callable[[DatasetRef], bool],
+    keystore: SubjectKeyStore,
+    key_hashes: Sequence[str],
+    suppression: SuppressionList,
+    pepper: Pepper,
+    scrubbed: bool | None,
+) -> tuple[list[Check], list[Recount]]:
+    """Every check of the second look, and the recounts (which ones found the subject)."""
+    recounts = recount(catalog, warehouse, identities, reference_keys, plan, check=False)
+    checks = [
+        Check(target=r.dataset, check="recount", result=f"{r.found} row(s) of the subject",
+              passed=r.ok)
+        for r in recounts
+    ]  # fmt: skip
+    for item in plan.items:
+        status = status_of(item)
+        checks.append(
+            Check(
+                target=item.dataset.name,
+                check=f"{item.action.value} done",
+                result=str(status),
+                passed=status is ActionStatus.DONE,
+            )
+        )
+    shredding = any(i.action is Action.CRYPTO_SHRED for i in plan.items)
+    for key_hash in key_hashes:
+        gone = not keystore.exists(key_hash)
+        checks.append(
+            Check(
+                target=keystore.key_id(key_hash),
+                check="key destroyed",
+                result="absent" if gone else "STILL PRESENT",
+                passed=gone or not shredding,
+            )
+        )
+    for identity in identities:
+        present = suppression.contains(
+            subject_hash(pepper, identity.type, identity.value), pepper.version
+        )
+        checks.append(
+            Check(
+                target=f"suppression_list/{identity.type}",
+                check="tombstone",
+                result="present" if present else "missing",
+                passed=present,
+            )
+        )
+    planned = {i.dataset for i in plan.items}
+    checks.extend(
+        Check(
+            target=i.dataset.name,
+            check="re-plan",
+            result="appeared since the plan: not handled",
+            passed=False,
+        )
+        for i in replan.items
+        if i.dataset not in planned
+    )
+    for root in replan.roots:
+        shared = root.shared_referrers > 0 and ruled(root.dataset)
+        checks.append(
+            Check(
+                target=root.dataset.name,
+                check="re-locate",
+                result=f"{root.rows} row(s) found",
+                passed=root.rows == 0 or shared,
+            )
+        )
+    if scrubbed is not None:
+        checks.append(
+            Check(
+                target="airflow metadata",
+                check="identifier scrubbed",
+                result="yes" if scrubbed else "NOT YET",
+                passed=scrubbed,
+            )
+        )
+    return checks, recounts
 
 
 class Recount(BaseModel):
@@ -69,10 +184,10 @@ def recount(
     for item in plan.items:
         if item.action not in _CHECKED:
             continue
-        ds = catalog.dataset(DatasetRef(item.dataset["namespace"], item.dataset["name"]))
+        ds = catalog.dataset(item.dataset)
         if ds is None:
             raise CatalogError(
-                f"plan item {item.dataset['name']!r} is not in the catalog: the plan was made "
+                f"plan item {item.dataset.name!r} is not in the catalog: the plan was made "
                 "with another catalog; re-plan"
             )
         recounts.append(
@@ -159,7 +274,7 @@ def _root_identifier_columns(catalog: Catalog, plan: Plan) -> dict[str, set[str]
     """Column name -> identifier types, from the holds_subject of the plan's roots."""
     by_column: dict[str, set[str]] = {}
     for root in plan.roots:
-        ds = catalog.dataset(DatasetRef(root.dataset["namespace"], root.dataset["name"]))
+        ds = catalog.dataset(root.dataset)
         if ds is None:
             continue
         for id_type, columns in ds.holds_subject.items():

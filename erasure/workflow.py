@@ -1,126 +1,58 @@
-"""The steps of an erasure (DESIGN section 1) as functions over models.
+"""The steps of an erasure (DESIGN section 1), the one door dags/, plugins/ and the CLI use.
 
-The CLI, the DAG and the plugin all go through here, so that none of them holds decisions.
-Every step is idempotent on the request reference: what is done is in the action log, and a
-retried step returns the recorded evidence instead of acting twice.
+Each step is a few lines over typed models: it checks it may run from where the request
+stands (`erasure.progress.enter`), runs its action once (`run_once`: a retried or cleared
+task returns the recorded evidence instead of acting twice) and moves the request on. What
+the actions do lives in `erasure.actions`, the second look in `erasure.verify`, the DPO's
+prompts in `erasure.prompts`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from erasure.actions.erase_rows import erase_rows, subject_rows
-from erasure.actions.rebuild import RunOutcome, empty_before_rebuild, rebuild
-from erasure.actions.transaction import describe_failure, statement_text, transaction
+from erasure.actions.aggregate import AggregateEvidence, confirm_k
+from erasure.actions.erase_rows import ErasureEvidence, erase_rows
+from erasure.actions.escalate import RulingEvidence, carry_out, cited_standing_ruling
+from erasure.actions.rebuild import RebuildEvidence, TriggerDag, empty_before_rebuild, rebuild
+from erasure.actions.shred import ShredEvidence, destroyed_by_others, key_hashes, shred_keys
+from erasure.actions.tombstone import TombstoneEvidence, insert_tombstones
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
-from erasure.catalog import Catalog
-from erasure.errors import ErasureError, RebuildFailed, VerificationFailed, describe_invalid
+from erasure.completion import completion_body
+from erasure.errors import RebuildFailed, VerificationFailed, describe_invalid
 from erasure.free_text import refuse_if_named
-from erasure.kanon import measure_k
 from erasure.lineage.event_store import EventStore
-from erasure.lineage.openlineage import RunEvent
-from erasure.lineage.sources import build_lineage
-from erasure.locate import Identity, Location, locate, normalise_subject, parked_location, relocate
-from erasure.matching import NearMiss
-from erasure.model import (
-    NOT_FOUND_RULE,
-    SHARED_ROW_RULE,
-    Action,
-    DatasetRef,
-    Plan,
-    PlanItem,
-    SubjectRef,
-    SubjectSearch,
-    SubjectSummary,
+from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
+from erasure.model import Action, DatasetRef, Identity, Plan, PlanItem, SubjectRef
+from erasure.planner import SUPPRESSION_LIST, make_plan, must_precede
+from erasure.progress import (
+    NotYet,
+    Step,
+    StepError,
+    UpstreamFailed,
+    advance,
+    done,
+    enter,
+    reopen,
+    run_once,
+    wait_for,
 )
-from erasure.planner import DEFAULT_MAX_NODES, SUPPRESSION_LIST, plan_erasure
-from erasure.pseudonym import Pepper, subject_hash
-from erasure.requests import (
-    SCRUBBED,
-    ActionRecord,
-    ActionStatus,
-    ErasureRequest,
-    ParkedSecret,
-    RegisteredRequest,
-    Registration,
-    RequestStatus,
-    dataset_label,
-)
-from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, RulingOption, options_for
+from erasure.registry.action_log import ActionStatus
+from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
+from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
 from erasure.services import Services
-from erasure.suppression import Tombstone
-from erasure.verify import recount
-from erasure.warehouse import Warehouse, split_name
+from erasure.submission import SCRUBBED, ErasureRequest
+from erasure.verify import VerificationEvidence, second_look
 
-log = logging.getLogger(__name__)
-
-TriggerDag = Callable[[str], RunOutcome]
+__all__ = ["NotYet", "StepError", "TriggerDag", "UpstreamFailed"]
 
 # The verification is logged like an action, so `complete` reads what `verify` found.
-_VERIFICATION = DatasetRef("erasure", "verification")
+VERIFICATION = DatasetRef("erasure", "verification")
 _VERIFY = "verify"
-
-
-class StepError(ErasureError):
-    """A step cannot run at all; the message says what must happen first."""
-
-
-class NotYet(StepError):
-    """A step must wait for others of the same run (lineage or foreign-key order): retry soon."""
-
-
-class UpstreamFailed(StepError):
-    """What a step waits for failed for good (or never finished): the step fails, naming it."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Planning without a request (CLI `plan`, `demo`)
-
-
-def summarise_subject(
-    catalog: Catalog, subject: SubjectRef, pepper: Pepper | None
-) -> SubjectSummary:
-    """The subject as documents may show it: type, and the keyed hash when a pepper is at hand."""
-    identity = normalise_subject(catalog, subject)
-    if pepper is None:
-        return SubjectSummary(type=subject.type)
-    return SubjectSummary(
-        type=subject.type,
-        hash=subject_hash(pepper, identity.type, identity.value),
-        pepper_version=pepper.version,
-    )
-
-
-def make_plan(
-    catalog: Catalog,
-    subject: SubjectRef,
-    *,
-    pepper: Pepper | None = None,
-    warehouse: Warehouse | None = None,
-    location: Location | None = None,
-    events: Sequence[RunEvent] = (),
-    max_nodes: int = DEFAULT_MAX_NODES,
-    now: datetime | None = None,
-) -> Plan:
-    """Locate the subject, build the lineage the catalog names, and decide every artefact."""
-    summary = summarise_subject(catalog, subject, pepper)
-    own = warehouse is None
-    warehouse = warehouse or Warehouse(catalog)
-    try:
-        location = location or locate(catalog, warehouse, subject)
-        lineage = build_lineage(catalog, warehouse, events)
-        return plan_erasure(
-            catalog, warehouse, location, lineage, summary, max_nodes=max_nodes, now=now
-        )
-    finally:
-        if own:
-            warehouse.dispose()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +68,7 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
     A cleared and rerun run finds its conf already scrubbed: it resumes the request it owns.
     """
     if conf.get("identifier") == SCRUBBED:
-        record = _request(svc, str(conf.get("request_ref")))
+        record = svc.requests.require(str(conf.get("request_ref")))
         return Registration(
             request_ref=record.request_ref,
             subject_hash=record.subject_hash,
@@ -146,20 +78,16 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
         )
     request = ErasureRequest.parse(conf)
     identity = normalise_subject(svc.catalog, request.subject)
-    notes = request.notes.get_secret_value() if request.notes is not None else None
-    refuse_if_named(svc.catalog, "request_ref", request.request_ref, [identity])
-    refuse_if_named(svc.catalog, "notes", notes, [identity])
-    if svc.registry.get(request.request_ref) is None:
-        expanded = locate(svc.catalog, svc.warehouse, request.subject).identities
-        refuse_if_named(svc.catalog, "request_ref", request.request_ref, expanded)
-        refuse_if_named(svc.catalog, "notes", notes, expanded)
-    registration = svc.registry.register(request, catalog=svc.catalog, run_id=run_id)
+    _refuse_naming(svc, request, [identity])
+    if svc.requests.get(request.request_ref) is None:
+        _refuse_naming(svc, request, locate(svc.catalog, svc.warehouse, request.subject).identities)
+    registration = svc.registrar.register(request, identity, catalog=svc.catalog, run_id=run_id)
     # Its owner's retry also writes the `received` record if the first attempt did not.
     if registration.created or (
         registration.owner_run_id == run_id
         and not any(r.kind is RecordKind.RECEIVED for r in svc.ledger.show(request.request_ref))
     ):
-        record = _request(svc, request.request_ref)
+        record = svc.requests.require(request.request_ref)
         svc.ledger.append(
             record.request_ref,
             record.subject_hash,
@@ -177,38 +105,53 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
     return registration
 
 
+def _refuse_naming(svc: Services, request: ErasureRequest, identities: Any) -> None:
+    notes = request.notes.get_secret_value() if request.notes is not None else None
+    refuse_if_named(svc.catalog, "request_ref", request.request_ref, identities)
+    refuse_if_named(svc.catalog, "notes", notes, identities)
+
+
 # ---------------------------------------------------------------------------------------------
 # 2-3. locate and plan
 
 
 def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Plan:
     """Locate the subject, pin what was found (encrypted), and fix the plan the run acts on."""
-    record = _request(svc, ref)
-    if 1 in svc.registry.plan_versions(ref):
-        plan = svc.registry.plan(ref, 1)
+    record = svc.requests.require(ref)
+    if 1 in svc.plans.versions(ref):
+        plan = svc.plans.get(ref, 1)
         if _before_acting(svc, record):  # a retry: finish what the first attempt began
             _after_plan(svc, record, plan, now)
         return plan
-    parked = svc.registry.unpark(ref)
+    enter(svc.requests, ref, Step.PLAN)
+    parked = svc.secrets.unpark(ref)
     subject = SubjectRef(type=record.identifier_type, value=parked.identifier)
     location = locate(svc.catalog, svc.warehouse, subject)
     identities, reference_keys = parked_location(location)
-    svc.registry.update_parked(
+    svc.secrets.update(
         ref, parked.model_copy(update={"identities": identities, "reference_keys": reference_keys})
     )
-    pepper = svc.pepper(record.pepper_version)
-    plan = make_plan(
+    plan = svc.plans.save(ref, _plan(svc, record, subject, location, now), 1)
+    _after_plan(svc, record, plan, now)
+    return plan
+
+
+def _plan(
+    svc: Services,
+    record: RegisteredRequest,
+    subject: SubjectRef,
+    location: Location,
+    now: datetime | None,
+) -> Plan:
+    return make_plan(
         svc.catalog,
         subject,
-        pepper=pepper,
+        pepper=svc.peppers.version(record.pepper_version),
         warehouse=svc.warehouse,
         location=location,
         events=EventStore(svc.store).events(),
         now=now,
     )
-    svc.registry.save_plan(ref, plan, 1)
-    _after_plan(svc, record, plan, now)
-    return plan
 
 
 def _before_acting(svc: Services, record: RegisteredRequest) -> bool:
@@ -216,22 +159,25 @@ def _before_acting(svc: Services, record: RegisteredRequest) -> bool:
     if record.status in (RequestStatus.REGISTERED, RequestStatus.PLANNED):
         return True
     return record.status is RequestStatus.FAILED and all(
-        a.action == Action.ESCALATE.value for a in svc.registry.actions(record.request_ref)
+        a.action == Action.ESCALATE.value for a in svc.action_log.list(record.request_ref)
     )
 
 
 def _after_plan(svc: Services, record: RegisteredRequest, plan: Plan, now: datetime | None) -> None:
     """What follows the saved plan; each part skips what an earlier attempt already did."""
     ref = record.request_ref
-    _advance(svc, ref, RequestStatus.PLANNED)
+    advance(svc.requests, ref, RequestStatus.PLANNED)
     if record.dry_run:
         # Changes nothing, cites no ruling, and keeps no identifier: the plan is the answer.
         if record.secrets_destroyed_at is None:
-            svc.registry.destroy_secrets(ref)
+            svc.secrets.destroy(ref)
         return
+    today = (now or datetime.now(UTC)).date()
     for item in plan.items:
-        if item.action is Action.ESCALATE and not _ruled(svc, ref, item.dataset):
-            _apply_standing_ruling(svc, ref, item, (now or datetime.now(UTC)).date())
+        if item.action is Action.ESCALATE and done(svc.action_log, ref, item) is None:
+            cited = cited_standing_ruling(svc.rulings, ref, item, today)
+            if cited is not None:
+                _carry_out(svc, ref, item, cited)
     pending = pending_escalations(svc, ref)
     if pending and not any(r.kind is RecordKind.ESCALATED for r in svc.ledger.show(ref)):
         svc.ledger.append(
@@ -247,141 +193,78 @@ def _after_plan(svc: Services, record: RegisteredRequest, plan: Plan, now: datet
         )
 
 
-def items_for(plan: Plan, action: Action) -> list[str]:
-    """Dataset names of the plan's items with `action`, in plan (execution) order."""
-    return [item.dataset["name"] for item in plan.items if item.action is action]
+def items_for(plan: Plan, action: Action) -> list[DatasetRef]:
+    """The datasets of the plan's items with `action`, in plan (execution) order."""
+    return [item.dataset for item in plan.items if item.action is action]
 
 
 def pending_escalations(svc: Services, ref: str) -> list[PlanItem]:
     """Escalated items no ruling (standing or the DPO's) has resolved yet."""
-    plan = svc.registry.plan(ref, 1)
+    plan = svc.plans.get(ref, 1)
     return [
         item
         for item in plan.items
-        if item.action is Action.ESCALATE
-        and svc.registry.action_status(ref, _ref(item), Action.ESCALATE) is not ActionStatus.DONE
+        if item.action is Action.ESCALATE and done(svc.action_log, ref, item) is None
     ]
-
-
-def escalation_prompt(item: PlanItem) -> dict[str, Any]:
-    """The subject, body and options of the DPO's prompt for one escalated item (no
-    identifier: datasets, counts and reasons only)."""
-    if item.rule == NOT_FOUND_RULE:
-        return _not_found_prompt(item)
-    lines = [
-        f"**Artefact** `{item.dataset['name']}` ({item.kind}, "
-        f"namespace `{item.dataset['namespace']}`)",
-        f"**Why it escalates** (rule {item.rule}): {item.reason}",
-    ]
-    if item.upstreams:
-        lines.append("**Derived from**: " + ", ".join(f"`{u}`" for u in item.upstreams))
-    for key, value in sorted(item.evidence.items()):
-        if key != "gaps":
-            lines.append(f"- {key}: {value}")
-    if item.rule == SHARED_ROW_RULE:
-        lines.append(
-            "Other people's rows point at this row: retain it under an exemption, or delete "
-            "this one row (they lose it too). The table itself is never deleted."
-        )
-    else:
-        lines.append(
-            "Choose what happens to this artefact and justify it; a standing ruling applies "
-            "to later requests for this dataset until the date you give (deletions never "
-            "stand)."
-        )
-    return {
-        "subject": f"{PROMPT_PREFIX}{item.dataset['name']}",
-        "body": "\n\n".join(lines),
-        "options": [OPTION_LABELS[o] for o in options_for(item)],
-    }
-
-
-def _not_found_prompt(item: PlanItem) -> dict[str, Any]:
-    search = SubjectSearch.model_validate(item.evidence)
-    lines = [
-        f"**The {search.identifier_type} of this request was found in no dataset.** It may "
-        "be mistyped or spelt differently from how the systems hold it (the value is not "
-        "shown here; it is parked encrypted).",
-        "**Searched**: "
-        + (
-            ", ".join(f"`{s.dataset['name']}` ({', '.join(s.columns)})" for s in search.searched)
-            or "no dataset holds this identifier type"
-        ),
-    ]
-    if search.near_misses:
-        lines.append("**Near misses** (rows that match it only loosely; counted, not shown):")
-        lines.extend(
-            f"- `{m.dataset['name']}.{m.column}`: {m.rows} row(s), "
-            + _NEAR_MISS_TEXT.get(m.kind, m.kind)
-            for m in search.near_misses
-        )
-    else:
-        lines.append("**Near misses**: none (no row matches it even loosely).")
-    lines.append(
-        "If the identifier is right, confirm the subject is not held and say how you know: "
-        "the completion record will state that the subject was not found. If it was "
-        "mistyped, submit the corrected identifier as a new request, then confirm here that "
-        "this one is not held, naming the new request's reference in the justification."
-    )
-    return {
-        "subject": NOT_FOUND_PROMPT,
-        "body": "\n\n".join(lines),
-        "options": [OPTION_LABELS[o] for o in options_for(item)],
-    }
-
-
-# Prompt subjects: one per escalated dataset, by name; the found-nowhere question.
-PROMPT_PREFIX = "Erasure: decide on "
-NOT_FOUND_PROMPT = "Erasure: subject found nowhere"
-_NEAR_MISS_TEXT = {
-    NearMiss.SAME_LOCAL_PART: "same local part at another domain",
-    NearMiss.ONE_EDIT: "one character different",
-}
 
 
 # ---------------------------------------------------------------------------------------------
-# 4. act
+# 4. act: one function per action; each runs once, in the plan's order
 
 
-def erase(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
-    """Delete the subject's rows from one root, children before parents."""
-    plan, item = _item(svc, ref, dataset, Action.ERASE_ROWS)
-    done = _done(svc, ref, item)
-    if done is not None:
-        return done
-    # Tombstoned first, or the nightly CRM sync loads the erased rows again.
-    stone = [i for i in plan.items if i.action is Action.INSERT_TOMBSTONE]
-    _wait_for(svc, ref, item, stone, "in place before rows are erased")
-    earlier = items_for(plan, Action.ERASE_ROWS)
-    _require_done(svc, ref, plan, item, earlier[: earlier.index(dataset)], "erased before it")
-    return _run(
-        svc, ref, item, lambda: erase_rows(svc.catalog, svc.warehouse, _relocate(svc, ref), dataset)
+def tombstone(svc: Services, ref: str) -> TombstoneEvidence:
+    """Suppress every identifier of the subject in future CRM syncs (hashes only)."""
+    record, _plan, item = _act(svc, ref, SUPPRESSION_LIST, Action.INSERT_TOMBSTONE)
+    pepper = svc.peppers.version(record.pepper_version)
+    return run_once(
+        svc.action_log,
+        ref,
+        item,
+        TombstoneEvidence,
+        lambda: insert_tombstones(svc.suppression, pepper, _identities(svc, ref), ref),
+    )
+
+
+def erase(svc: Services, ref: str, dataset: DatasetRef) -> ErasureEvidence:
+    """Delete the subject's rows from one root, after the tombstone, children before parents."""
+    _record, plan, item = _act(svc, ref, dataset, Action.ERASE_ROWS)
+    _wait(svc, ref, plan, item, "in place before these rows are erased")
+    return run_once(
+        svc.action_log,
+        ref,
+        item,
+        ErasureEvidence,
+        lambda: erase_rows(svc.catalog, svc.warehouse, _relocate(svc, ref), dataset),
+    )
+
+
+def shred(svc: Services, ref: str, dataset: DatasetRef) -> ShredEvidence:
+    """Destroy every per-subject key of the subject's identifiers, and prove each is gone."""
+    _record, _plan, item = _act(svc, ref, dataset, Action.CRYPTO_SHRED)
+    return run_once(
+        svc.action_log,
+        ref,
+        item,
+        ShredEvidence,
+        lambda: shred_keys(
+            svc.cipher,
+            dataset,
+            _identities(svc, ref),
+            svc.peppers.all_versions(),
+            destroyed_by_others(svc.action_log.list(ref), dataset),
+            snapshot_retention_days=svc.settings.vault_snapshot_retention_days,
+        ),
     )
 
 
 def rebuild_artefact(
-    svc: Services, ref: str, dataset: str, trigger_dag: TriggerDag | None
-) -> dict[str, Any]:
+    svc: Services, ref: str, dataset: DatasetRef, trigger_dag: TriggerDag | None
+) -> RebuildEvidence:
     """Re-materialise one derived artefact after every upstream the plan touches."""
-    plan, item = _item(svc, ref, dataset, Action.REBUILD)
-    done = _done(svc, ref, item)
-    if done is not None:
-        return done
-    # Upstreams first; inside a feedback cycle, the members in plan order instead.
-    position = {i.dataset["name"]: n for n, i in enumerate(plan.items)}
-    before = [
-        i.dataset["name"]
-        for i in plan.items
-        if i.action in (Action.ERASE_ROWS, Action.REBUILD)
-        and (
-            position[i.dataset["name"]] < position[dataset]
-            if _same_cycle(plan, i.dataset["name"], dataset)
-            else i.dataset["name"] in item.upstreams
-        )
-    ]
-    _require_done(svc, ref, plan, item, before, "done before it is rebuilt")
+    _record, plan, item = _act(svc, ref, dataset, Action.REBUILD)
+    _wait(svc, ref, plan, item, "done before it is rebuilt")
 
-    def act() -> BaseModel:
+    def act() -> RebuildEvidence:
         emptied = empty_before_rebuild(svc.catalog, svc.warehouse, plan, dataset)
         try:
             evidence = rebuild(svc.catalog, svc.warehouse, dataset, trigger_dag=trigger_dag)
@@ -389,118 +272,41 @@ def rebuild_artefact(
             if not emptied:
                 raise
             raise RebuildFailed(
-                f"{exc}. Its feedback loop ({', '.join(emptied)}) was emptied first and stays "
-                "empty for everyone until this rebuild succeeds: fix the cause and clear the task"
+                f"{exc}. Its feedback loop ({', '.join(r.name for r in emptied)}) was emptied "
+                "first and stays empty for everyone until this rebuild succeeds: fix the "
+                "cause and clear the task"
             ) from None
         return evidence.model_copy(
             update={"emptied_first": dataset in emptied or evidence.emptied_first}
         )
 
-    return _run(svc, ref, item, act)
+    return run_once(svc.action_log, ref, item, RebuildEvidence, act)
 
 
-def shred(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
-    """Destroy every per-subject key of the subject's identifiers, and prove each is gone."""
-    _plan, item = _item(svc, ref, dataset, Action.CRYPTO_SHRED)
-    done = _done(svc, ref, item)
-    if done is not None:
-        return done
-
-    def act() -> dict[str, Any]:
-        keys = []
-        earlier = _shredded_for_others(svc, ref, item)
-        for key_hash in _key_hashes(svc, ref):
-            if svc.keystore.exists(key_hash):
-                keys.append(svc.cipher.shred(key_hash).model_dump(mode="json"))
-            elif svc.keystore.key_id(key_hash) in earlier:
-                # The subject's key also sealed another dataset and went with it: cite that.
-                keys.append(earlier[svc.keystore.key_id(key_hash)])
-        now = datetime.now(UTC)
-        expiry = max(
-            (date.fromisoformat(k["snapshot_expiry_date"]) for k in keys),
-            default=now.date() + timedelta(days=svc.settings.vault_snapshot_retention_days),
-        )
-        return {
-            "dataset": dataset,
-            "keys": keys,
-            "keys_shredded": sum(1 for k in keys if not k["already_absent"]),
-            "identifiers_checked": len(_identities(svc, ref)),
-            "pepper_versions_checked": [p.version for p in _peppers(svc)],
-            "snapshot_expiry_date": expiry.isoformat(),
-            "shredded_at": now.isoformat(),
-        }
-
-    return _run(svc, ref, item, act)
-
-
-def _shredded_for_others(svc: Services, ref: str, item: PlanItem) -> dict[str, dict[str, Any]]:
-    """Keys this request's other crypto-shreds destroyed, by key id, as this shred cites them."""
-    cited: dict[str, dict[str, Any]] = {}
-    for action in svc.registry.actions(ref):
-        if (
-            action.action == Action.CRYPTO_SHRED.value
-            and action.status is ActionStatus.DONE
-            and action.dataset != dataset_label(_ref(item))
-        ):
-            for key in action.evidence.get("keys", []):
-                if not key["already_absent"]:
-                    cited[key["key_id"]] = {
-                        **key,
-                        "already_absent": True,
-                        "destroyed_with": action.dataset,
-                    }
-    return cited
-
-
-def confirm_aggregate(svc: Services, ref: str, dataset: str) -> dict[str, Any]:
+def confirm_aggregate(svc: Services, ref: str, dataset: DatasetRef) -> AggregateEvidence:
     """Measure k again once the roots are erased, and record the numbers."""
-    plan, item = _item(svc, ref, dataset, Action.AGGREGATE_OK)
-    done = _done(svc, ref, item)
-    if done is not None:
-        return done
-    erased = items_for(plan, Action.ERASE_ROWS)
-    _require_done(svc, ref, plan, item, erased, "erased before k is confirmed")
-    ds = svc.catalog.by_name(dataset)
-
-    def act() -> dict[str, Any]:
-        svc.warehouse.forget_tables()
-        measured = measure_k(svc.warehouse, ds, svc.catalog.k_for(ds))
-        if not measured.passes:
-            raise StepError(
-                f"aggregate {dataset!r} no longer passes k={measured.k} (smallest group "
-                f"{measured.min_group_size}): re-plan the request so the DPO decides on it"
-            )
-        return {"at_plan": item.evidence, "at_act": measured.model_dump()}
-
-    return _run(svc, ref, item, act)
-
-
-def rule(svc: Services, ref: str, dataset: str, answer: DpoAnswer) -> dict[str, Any]:
-    """Record the DPO's answer to one escalation and carry it out."""
-    _plan, item = _item(svc, ref, dataset, Action.ESCALATE)
-    done = _done(svc, ref, item)
-    if done is not None:
-        return done
-    dpo_roles = set(svc.settings.dpo_roles)
-    if svc.settings.require_dpo_role and not dpo_roles & set(answer.author_roles or ()):
-        raise StepError(
-            f"the answer on {dataset!r} was given by {answer.author_name}, who holds none of "
-            f"the roles {', '.join(sorted(dpo_roles))}: only a DPO rules. A DPO clears its "
-            "dpo_decides prompt and the tasks after it, and answers again"
-        )
-    allowed = options_for(item)
-    if answer.option not in allowed:
-        raise StepError(
-            f"the answer on {dataset!r} must choose one of: "
-            + "; ".join(OPTION_LABELS[o] for o in allowed)
-            + ": clear its dpo_decides prompt and the tasks after it, and answer again"
-        )
-    refuse_if_named(
-        svc.catalog, "justification", answer.justification, _identities(svc, ref)
+    _record, plan, item = _act(svc, ref, dataset, Action.AGGREGATE_OK)
+    _wait(svc, ref, plan, item, "erased before k is confirmed")
+    ds = svc.catalog.require(dataset)
+    return run_once(
+        svc.action_log,
+        ref,
+        item,
+        AggregateEvidence,
+        lambda: confirm_k(svc.catalog, svc.warehouse, ds, item.evidence),
     )
+
+
+def rule(svc: Services, ref: str, dataset: DatasetRef, answer: DpoAnswer) -> RulingEvidence:
+    """Record the DPO's answer to one escalation and carry it out."""
+    _record, _plan, item = _act(svc, ref, dataset, Action.ESCALATE)
+    finished = done(svc.action_log, ref, item)
+    if finished is not None:
+        return RulingEvidence.model_validate(finished.evidence)
+    _check_answer(svc, ref, item, answer)
     try:
-        ruling = Ruling.for_dataset(
-            _ref(item),
+        ruling = Ruling(
+            dataset=item.dataset,
             request_ref=ref,
             option=answer.option,
             author_id=answer.author_id,
@@ -513,36 +319,51 @@ def rule(svc: Services, ref: str, dataset: str, answer: DpoAnswer) -> dict[str, 
         )
     except ValidationError as exc:
         raise StepError(
-            f"the DPO's answer on {dataset!r} is incomplete ({describe_invalid(exc)}): clear "
-            "its dpo_decides prompt and the tasks after it, and answer again"
+            f"the DPO's answer on {dataset.name!r} is incomplete ({describe_invalid(exc)}): "
+            "clear its dpo_decides prompt and the tasks after it, and answer again"
         ) from None
     return _carry_out(svc, ref, item, ruling)
 
 
-def tombstone(svc: Services, ref: str) -> dict[str, Any]:
-    """Suppress every identifier of the subject in future CRM syncs (hashes only)."""
-    pepper = svc.pepper(_request(svc, ref).pepper_version)
-    _plan, item = _item(svc, ref, SUPPRESSION_LIST.name, Action.INSERT_TOMBSTONE)
-    done = _done(svc, ref, item)
-    if done is not None:
-        return done
+def _check_answer(svc: Services, ref: str, item: PlanItem, answer: DpoAnswer) -> None:
+    """Only a DPO rules, with an option this escalation offers, not naming the subject."""
+    again = "clear its dpo_decides prompt and the tasks after it, and answer again"
+    dpo_roles = set(svc.settings.dpo_roles)
+    if svc.settings.require_dpo_role and not dpo_roles & set(answer.author_roles or ()):
+        raise StepError(
+            f"the answer on {item.dataset.name!r} was given by {answer.author_name}, who holds "
+            f"none of the roles {', '.join(sorted(dpo_roles))}: only a DPO rules. A DPO {again}"
+        )
+    allowed = options_for(item)
+    if answer.option not in allowed:
+        raise StepError(
+            f"the answer on {item.dataset.name!r} must choose one of: "
+            + "; ".join(OPTION_LABELS[o] for o in allowed)
+            + f": {again}"
+        )
+    refuse_if_named(svc.catalog, "justification", answer.justification, _identities(svc, ref))
 
-    def act() -> dict[str, Any]:
-        stones = []
-        for identity in sorted(_identities(svc, ref), key=lambda i: (i.type, i.value)):
-            stone = Tombstone.for_subject(pepper, identity.type, identity.value, request_ref=ref)
-            new = svc.suppression.add(stone)
-            stones.append(
-                {
-                    "subject_hash": stone.subject_hash,
-                    "identifier_type": stone.identifier_type,
-                    "pepper_version": stone.pepper_version,
-                    "new": new,
-                }
-            )
-        return {"tombstones": stones}
 
-    return _run(svc, ref, item, act)
+def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> RulingEvidence:
+    record = svc.requests.require(ref)
+    return run_once(
+        svc.action_log,
+        ref,
+        item,
+        RulingEvidence,
+        lambda: carry_out(
+            ref=ref,
+            subject_hash=record.subject_hash,
+            item=item,
+            ruling=ruling,
+            rulings=svc.rulings,
+            ledger=svc.ledger,
+            actions=svc.action_log,
+            catalog=svc.catalog,
+            warehouse=svc.warehouse,
+            relocate=lambda: _relocate(svc, ref),
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -551,142 +372,56 @@ def tombstone(svc: Services, ref: str) -> dict[str, Any]:
 
 def verify(
     svc: Services, ref: str, *, require_scrubbed: bool = True, now: datetime | None = None
-) -> dict[str, Any]:
+) -> VerificationEvidence:
     """The second look: recount, keys gone, tombstones present, escalations ruled, re-plan."""
     now = now or datetime.now(UTC)
-    record = _request(svc, ref)
-    plan = svc.registry.plan(ref, 1)
-    if _request(svc, ref).status is RequestStatus.PLANNED:
-        _advance(svc, ref, RequestStatus.ACTING)  # a plan with nothing to act on but a tombstone
-    _advance(svc, ref, RequestStatus.VERIFYING)
-    parked = svc.registry.unpark(ref)
+    record = enter(svc.requests, ref, Step.VERIFY)
+    plan = svc.plans.get(ref, 1)
+    parked = svc.secrets.unpark(ref)
     subject = SubjectRef(type=record.identifier_type, value=parked.identifier)
-    checks: list[dict[str, Any]] = []
-    recounts = recount(
-        svc.catalog, svc.warehouse, parked.identities, parked.reference_keys, plan, check=False
-    )
-    for count in recounts:
-        checks.append(
-            _check(count.dataset, "recount", f"{count.found} row(s) of the subject", count.ok)
-        )
-        if not count.ok:
-            _reopen(svc, ref, plan, count.dataset, count.found)
-    for item in plan.items:
-        status = svc.registry.action_status(ref, _ref(item), item.action)
-        checks.append(
-            _check(
-                item.dataset["name"],
-                f"{item.action.value} done",
-                str(status),
-                status is ActionStatus.DONE,
-            )
-        )
-    for key_hash in _key_hashes(svc, ref):
-        gone = not svc.keystore.exists(key_hash)
-        checks.append(
-            _check(
-                svc.keystore.key_id(key_hash),
-                "key destroyed",
-                "absent" if gone else "STILL PRESENT",
-                gone or not items_for(plan, Action.CRYPTO_SHRED),
-            )
-        )
-    pepper = svc.pepper(record.pepper_version)
-    for identity in _identities(svc, ref):
-        hashed = subject_hash(pepper, identity.type, identity.value)
-        present = svc.suppression.contains(hashed, pepper.version)
-        checks.append(
-            _check(
-                f"suppression_list/{identity.type}",
-                "tombstone",
-                "present" if present else "missing",
-                present,
-            )
-        )
-    replan = make_plan(
-        svc.catalog,
-        subject,
-        pepper=pepper,
+    replan = _plan(svc, record, subject, _relocate(svc, ref), now)
+    checks, recounts = second_look(
+        catalog=svc.catalog,
         warehouse=svc.warehouse,
-        location=relocate(svc.catalog, svc.warehouse, *_parked_location(parked)),
-        events=EventStore(svc.store).events(),
-        now=now,
+        plan=plan,
+        replan=replan,
+        identities=parked.identities,
+        reference_keys=parked.reference_keys,
+        status_of=lambda item: svc.action_log.status(ref, item.dataset, item.action),
+        ruled=lambda dataset: svc.action_log.status(ref, dataset, Action.ESCALATE)
+        is ActionStatus.DONE,
+        keystore=svc.keystore,
+        key_hashes=key_hashes(svc.peppers.all_versions(), parked.identities),
+        suppression=svc.suppression,
+        pepper=svc.peppers.version(record.pepper_version),
+        scrubbed=(record.scrubbed_at is not None) if require_scrubbed else None,
     )
-    planned = {(i.dataset["namespace"], i.dataset["name"]) for i in plan.items}
-    for item in replan.items:
-        if (item.dataset["namespace"], item.dataset["name"]) not in planned:
-            checks.append(
-                _check(
-                    item.dataset["name"], "re-plan", "appeared since the plan: not handled", False
-                )
-            )
-    for root in replan.roots:
-        shared = root.shared_referrers > 0 and _ruled(svc, ref, root.dataset)
-        checks.append(
-            _check(
-                root.dataset["name"],
-                "re-locate",
-                f"{root.rows} row(s) found",
-                root.rows == 0 or shared,
-            )
-        )
-    version = max(svc.registry.plan_versions(ref)) + 1
-    svc.registry.save_plan(ref, replan, version)
-    if require_scrubbed:
-        scrubbed = _request(svc, ref).scrubbed_at is not None
-        checks.append(
-            _check(
-                "airflow metadata",
-                "identifier scrubbed",
-                "yes" if scrubbed else "NOT YET",
-                scrubbed,
-            )
-        )
-    passed = all(c["passed"] for c in checks)
-    result = {
-        "passed": passed,
-        "checked_at": now.isoformat(),
-        "checks": checks,
-        "replan_version": version,
-    }
-    status = ActionStatus.DONE if passed else ActionStatus.FAILED
-    svc.registry.record_action(ref, _VERIFICATION, _VERIFY, status, result)
-    if not passed:
-        failed = [f"{c['target']} ({c['check']}: {c['result']})" for c in checks if not c["passed"]]
-        reopened = [c["target"] for c in checks if c["check"] == "recount" and not c["passed"]]
+    found_again = {r.dataset: r.found for r in recounts if not r.ok}
+    for item in plan.items:
+        if item.dataset.name in found_again and item.action in (Action.ERASE_ROWS, Action.REBUILD):
+            reopen(svc.action_log, ref, item, found_again[item.dataset.name])
+    version = max(svc.plans.versions(ref)) + 1
+    svc.plans.save(ref, replan, version)
+    result = VerificationEvidence(
+        passed=all(c.passed for c in checks), checked_at=now, checks=checks, replan_version=version
+    )
+    status = ActionStatus.DONE if result.passed else ActionStatus.FAILED
+    svc.action_log.record(ref, VERIFICATION, _VERIFY, status, result)
+    if not result.passed:
+        failed = result.failures()
         raise VerificationFailed(
             f"request {ref}: verification failed on {len(failed)} check(s): "
             + "; ".join(failed[:10])
             + (
-                f". The subject was found again in {', '.join(reopened)}: their erase/rebuild "
-                "is reopened, so clearing those tasks (with downstream) acts on them again"
-                if reopened
+                f". The subject was found again in {', '.join(found_again)}: their "
+                "erase/rebuild is reopened, so clearing those tasks (with downstream) acts on "
+                "them again"
+                if found_again
                 else ""
             ),
             failed,
         )
     return result
-
-
-def _reopen(svc: Services, ref: str, plan: Plan, dataset: str, found: int) -> None:
-    """Mark a done erase/rebuild as failed again, keeping its evidence: a cleared task then
-    acts instead of returning what it did before the subject's rows came back."""
-    for item in plan.items:
-        if item.dataset["name"] != dataset or item.action not in (
-            Action.ERASE_ROWS,
-            Action.REBUILD,
-        ):
-            continue
-        earlier = _done(svc, ref, item)
-        if earlier is not None:
-            earlier.pop("already_done", None)
-            svc.registry.record_action(
-                ref,
-                _ref(item),
-                item.action,
-                ActionStatus.FAILED,
-                {"error": "found again by verify", "found": found, "earlier": earlier},
-            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -696,79 +431,43 @@ def _reopen(svc: Services, ref: str, plan: Plan, dataset: str, found: int) -> No
 def complete(svc: Services, ref: str, *, now: datetime | None = None) -> CompletionRecord:
     """Append the signed completion record, then destroy the request key (raw identifier)."""
     now = now or datetime.now(UTC)
-    record = _request(svc, ref)
+    record = svc.requests.require(ref)
     existing = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.COMPLETED]
     if existing:  # a retry after the record was written: finish what that attempt began
         if record.secrets_destroyed_at is None:
-            svc.registry.destroy_secrets(ref)
+            svc.secrets.destroy(ref)
         if existing[0].status is not None:
-            _resume_verified(svc, ref)
-            _advance(svc, ref, RequestStatus(existing[0].status.value))
+            if record.status is RequestStatus.FAILED:
+                enter(svc.requests, ref, Step.COMPLETE)
+            advance(svc.requests, ref, RequestStatus(existing[0].status.value))
         return existing[0]
     verification = _verification(svc, ref)
-    _resume_verified(svc, ref)
-    plan = svc.registry.plan(ref, 1)
-    actions = {(a.dataset, a.action): a for a in svc.registry.actions(ref)}
-    artefacts = []
-    for item in plan.items:
-        if item.action is Action.INSERT_TOMBSTONE:
-            continue
-        done = actions.get((dataset_label(_ref(item)), item.action.value))
-        artefacts.append(
-            {
-                "dataset": item.dataset["name"],
-                "namespace": item.dataset["namespace"],
-                "kind": item.kind,
-                "action": item.action.value,
-                "rule": item.rule,
-                "reason": item.reason,
-                "evidence": {**item.evidence, **(done.evidence if done else {})},
-                "upstreams": item.upstreams,
-            }
-        )
-    rulings = [r.model_dump(mode="json") for r in svc.rulings.for_request(ref)]
-    tomb = actions.get((dataset_label(SUPPRESSION_LIST), Action.INSERT_TOMBSTONE.value))
-    body = {
-        "artefacts": artefacts,
-        "rulings": rulings,
-        "roots": [r.model_dump(mode="json") for r in plan.roots],
-        "lineage": {
-            "snapshot_id": plan.lineage_snapshot,
-            "coverage": plan.coverage,
-            "gaps": [g.model_dump(mode="json") for g in plan.gaps],
-            "cycles": [c.model_dump(mode="json") for c in plan.cycles],
-        },
-        "verification": verification,
-        "timestamps": {
-            "received": datetime.combine(record.received_on, datetime.min.time(), UTC).isoformat(),
-            "due": datetime.combine(record.effective_due_on, datetime.min.time(), UTC).isoformat(),
-            "completed": now.isoformat(),
-        },
-        "tombstone": tomb.evidence if tomb else None,
-        "legal_ground": record.legal_ground.value,
-        "subject_found": bool(plan.roots),
-    }
-    exemptions = any(r.get("exemption") for r in rulings)
-    status = RecordStatus.COMPLETE_WITH_EXEMPTIONS if exemptions else RecordStatus.COMPLETE
+    enter(svc.requests, ref, Step.COMPLETE)
+    body = completion_body(
+        record,
+        svc.plans.get(ref, 1),
+        svc.action_log.list(ref),
+        svc.rulings.for_request(ref),
+        verification,
+        completed=now,
+    )
+    status = (
+        RecordStatus.COMPLETE_WITH_EXEMPTIONS
+        if any(r.exemption for r in body.rulings)
+        else RecordStatus.COMPLETE
+    )
     completed = svc.ledger.append(ref, record.subject_hash, RecordKind.COMPLETED, body, status)
-    svc.registry.destroy_secrets(ref)
-    _advance(svc, ref, RequestStatus(status.value))
+    svc.secrets.destroy(ref)
+    advance(svc.requests, ref, RequestStatus(status.value))
     return completed
-
-
-def _resume_verified(svc: Services, ref: str) -> None:
-    """A `complete` that failed for good left the request failed (the DAG's failure callback);
-    verify passed before it, so the cleared task completes from verifying again."""
-    if _request(svc, ref).status is RequestStatus.FAILED:
-        _advance(svc, ref, RequestStatus.VERIFYING)
 
 
 def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
     """Record that the request's own run failed (clearing the failed task resumes it)."""
-    record = svc.registry.get(ref)
+    record = svc.requests.get(ref)
     if record is None or record.closed or record.run_id != run_id:
         return  # not registered, done, or another submission's failure: not this request's
-    _advance(svc, ref, RequestStatus.FAILED)
+    advance(svc.requests, ref, RequestStatus.FAILED)
     svc.ledger.append(
         ref, record.subject_hash, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED
     )
@@ -782,10 +481,9 @@ def extend(svc: Services, ref: str, months: int, reason: str) -> date:
     """Extend the deadline by one or two months, once, with the reason; signed on record."""
     if months not in (1, 2):
         raise StepError("an extension is 1 or 2 months (Art. 12(3))")
-    record = _request(svc, ref)
-    if record.secrets_destroyed_at is None:
+    if svc.requests.require(ref).secrets_destroyed_at is None:
         refuse_if_named(svc.catalog, "reason", reason, _identities(svc, ref))
-    record = svc.registry.extend(ref, 1 if months == 1 else 2, reason)
+    record = svc.requests.extend(ref, 1 if months == 1 else 2, reason)
     assert record.extended_until is not None
     svc.ledger.append(
         ref,
@@ -801,375 +499,58 @@ def extend(svc: Services, ref: str, months: int, reason: str) -> date:
     return record.extended_until
 
 
-def deadlines(svc: Services, today: date, within_days: int) -> dict[str, Any]:
-    """Open requests due within `within_days`, and those already overdue."""
-    due = [r for r in svc.registry.due_within(today, within_days) if not r.dry_run]
-    overdue = [r.request_ref for r in due if r.effective_due_on < today]
-    lines = [
-        f"{r.request_ref}: {r.status.value}, due {r.effective_due_on.isoformat()}"
-        + (" (extended)" if r.extended_until else "")
-        + (
-            f" OVERDUE by {(today - r.effective_due_on).days} day(s)"
-            if r.effective_due_on < today
-            else f", {(r.effective_due_on - today).days} day(s) left"
-        )
-        for r in due
-    ]
-    return {
-        "due_soon": [r.request_ref for r in due if r.request_ref not in overdue],
-        "overdue": overdue,
-        "lines": lines,
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # internals
 
 
-def _request(svc: Services, ref: str) -> RegisteredRequest:
-    record = svc.registry.get(ref)
-    if record is None:
-        raise StepError(f"request {ref!r} is not registered: run the register step first")
-    return record
-
-
-def _advance(svc: Services, ref: str, status: RequestStatus) -> None:
-    if _request(svc, ref).status is not status:
-        svc.registry.set_status(ref, status)
-
-
-def _item(svc: Services, ref: str, dataset: str, action: Action) -> tuple[Plan, PlanItem]:
-    plan = svc.registry.plan(ref, 1)
-    for item in plan.items:
-        if item.dataset["name"] == dataset and item.action is action:
-            if _request(svc, ref).status in (RequestStatus.PLANNED, RequestStatus.FAILED):
-                _advance(svc, ref, RequestStatus.ACTING)
-            return plan, item
-    raise StepError(f"the plan of request {ref!r} has no {action.value} item for {dataset!r}")
-
-
-def _ref(item: PlanItem) -> DatasetRef:
-    return DatasetRef(item.dataset["namespace"], item.dataset["name"])
-
-
-def _logged(svc: Services, ref: str, item: PlanItem) -> ActionRecord | None:
-    """The item's entry in the request's action log, if it ever started."""
-    label = dataset_label(_ref(item))
-    return next(
-        (
-            a
-            for a in svc.registry.actions(ref)
-            if a.dataset == label and a.action == item.action.value
-        ),
-        None,
-    )
-
-
-def _done(svc: Services, ref: str, item: PlanItem) -> dict[str, Any] | None:
-    """The recorded evidence if this action already succeeded (a retry does not act twice)."""
-    record = _logged(svc, ref, item)
-    if record is None or record.status is not ActionStatus.DONE:
-        return None
-    return {**record.evidence, "already_done": True}
-
-
-def _run(
-    svc: Services, ref: str, item: PlanItem, act: Callable[[], BaseModel | dict[str, Any]]
-) -> dict[str, Any]:
-    reopened = _reopened(svc, ref, item)
-    svc.registry.record_action(ref, _ref(item), item.action, ActionStatus.PENDING)
-    try:
-        result = act()
-    except Exception as exc:
-        svc.registry.record_action(
-            ref,
-            _ref(item),
-            item.action,
-            ActionStatus.FAILED,
-            {"error": type(exc).__name__, **reopened, **_kept_progress(svc, ref, item)},
+def _act(
+    svc: Services, ref: str, dataset: DatasetRef, action: Action
+) -> tuple[RegisteredRequest, Plan, PlanItem]:
+    """The request, its plan and the plan's item for (dataset, action), the act step entered."""
+    plan = svc.plans.get(ref, 1)
+    item = next((i for i in plan.items if i.dataset == dataset and i.action is action), None)
+    if item is None:
+        raise StepError(
+            f"the plan of request {ref!r} has no {action.value} item for {dataset.qualified!r}"
         )
-        raise
-    evidence = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-    evidence = {**evidence, **reopened}
-    svc.registry.record_action(ref, _ref(item), item.action, ActionStatus.DONE, evidence)
-    log.info("request %s: %s %s done", ref, item.action.value, item.dataset["name"])
-    return evidence
+    record = svc.requests.require(ref)
+    if done(svc.action_log, ref, item) is None:
+        record = enter(svc.requests, ref, Step.ACT)
+    return record, plan, item
 
 
-def _progress(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
-    """What an earlier attempt of this action already did and logged (see _save_progress)."""
-    record = _logged(svc, ref, item)
-    return dict(record.evidence.get("progress") or {}) if record is not None else {}
-
-
-def _kept_progress(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
-    progress = _progress(svc, ref, item)
-    return {"progress": progress} if progress else {}
-
-
-def _save_progress(svc: Services, ref: str, item: PlanItem, done: dict[str, Any]) -> None:
-    """Log an effect inside an action before the action finishes, so a retry skips it."""
-    svc.registry.record_action(
-        ref,
-        _ref(item),
-        item.action,
-        ActionStatus.PENDING,
-        {"progress": {**_progress(svc, ref, item), **done}},
-        new_attempt=False,
-    )
-
-
-def _reopened(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
-    """What verify found undone, with the first act's evidence: kept on record when redone."""
-    record = _logged(svc, ref, item)
-    if record is None:
-        return {}
-    if "reopened" in record.evidence:  # a redo that failed: still the same finding
-        return {"reopened": record.evidence["reopened"]}
-    return {"reopened": record.evidence} if "earlier" in record.evidence else {}
-
-
-def _require_done(
-    svc: Services, ref: str, plan: Plan, waiting: PlanItem, names: list[str], what: str
-) -> None:
-    needed = [
-        i
-        for i in plan.items
-        if i.dataset["name"] in names and i.action in (Action.ERASE_ROWS, Action.REBUILD)
-    ]
-    _wait_for(svc, ref, waiting, needed, what)
-
-
-def _wait_for(
-    svc: Services, ref: str, waiting: PlanItem, needed: Sequence[PlanItem], what: str
-) -> None:
-    """NotYet while `needed` are not all done; UpstreamFailed, naming them, once one failed
-    and was not retried within the grace, or once `waiting` waited past the timeout."""
-    logged = {(a.dataset, a.action): a for a in svc.registry.actions(ref)}
-    now = datetime.now(UTC)
-    grace = timedelta(seconds=svc.settings.upstream_retry_grace_seconds)
-    missing, failed = [], []
-    for item in needed:
-        record = logged.get((dataset_label(_ref(item)), item.action.value))
-        if record is not None and record.status is ActionStatus.DONE:
-            continue
-        label = f"{item.action.value} {item.dataset['name']}"
-        if (
-            record is not None
-            and record.status is ActionStatus.FAILED
-            and now - _as_datetime(record.updated_at) > grace
-        ):
-            failed.append(label)
-        else:
-            missing.append(label)
-    if failed:
-        raise UpstreamFailed(
-            f"request {ref}: {', '.join(failed)} failed and was not retried: it must be "
-            f"{what}. Fix its cause and clear it with its downstream tasks"
-        )
-    own = logged.get((dataset_label(_ref(waiting)), waiting.action.value))
-    if not missing:
+def _wait(svc: Services, ref: str, plan: Plan, item: PlanItem, what: str) -> None:
+    """NotYet until what must precede `item` (the planner says) is done; bounded."""
+    if done(svc.action_log, ref, item) is not None:
         return
-    since = _as_datetime(
-        own.evidence.get("waiting_since", now)
-        if own is not None and own.status is ActionStatus.WAITING
-        else now
-    )
-    timeout = svc.settings.upstream_wait_timeout_seconds
-    if (now - since).total_seconds() > timeout:
-        raise UpstreamFailed(
-            f"request {ref}: {', '.join(missing)} did not finish within {timeout} s: it must "
-            f"be {what}. Look at why it is stuck (a lost worker?), then clear this task"
-        )
-    earlier = dict(own.evidence) if own is not None else {}  # e.g. what verify reopened
-    svc.registry.record_action(
+    wait_for(
+        svc.action_log,
         ref,
-        _ref(waiting),
-        waiting.action,
-        ActionStatus.WAITING,
-        {**earlier, "waiting_for": missing, "waiting_since": since.isoformat()},
-        new_attempt=False,
+        item,
+        must_precede(plan, item),
+        what,
+        grace=timedelta(seconds=svc.settings.upstream_retry_grace_seconds),
+        timeout=timedelta(seconds=svc.settings.upstream_wait_timeout_seconds),
     )
-    raise NotYet(f"request {ref}: {', '.join(missing)} must be {what}; waiting for it")
-
-
-def _same_cycle(plan: Plan, a: str, b: str) -> bool:
-    return any(a in c.datasets and b in c.datasets for c in plan.cycles)
-
-
-def _parked_location(parked: ParkedSecret) -> tuple[list[Identity], dict[str, list[str]]]:
-    return list(parked.identities), dict(parked.reference_keys)
 
 
 def _relocate(svc: Services, ref: str) -> Location:
     """The subject's rows as pinned at plan time, found again without walking deleted rows."""
-    parked = svc.registry.unpark(ref)
+    parked = svc.secrets.unpark(ref)
     if not parked.identities:
         raise StepError(f"request {ref!r} has not been planned: run the plan step first")
     svc.warehouse.forget_tables()
-    return relocate(svc.catalog, svc.warehouse, *_parked_location(parked))
+    return relocate(svc.catalog, svc.warehouse, parked.identities, parked.reference_keys)
 
 
 def _identities(svc: Services, ref: str) -> list[Identity]:
-    return list(svc.registry.unpark(ref).identities)
+    return list(svc.secrets.unpark(ref).identities)
 
 
-def _peppers(svc: Services) -> list[Pepper]:
-    """Every pepper version: per-subject keys were written under whichever was current."""
-    return svc.peppers.all_versions()
-
-
-def _key_hashes(svc: Services, ref: str) -> list[str]:
-    """The names the subject's per-subject keys may have, under every pepper version."""
-    identities = _identities(svc, ref)
-    return sorted(
-        {subject_hash(p, i.type, i.value) for p in _peppers(svc) for i in identities}
-    )
-
-
-def _apply_standing_ruling(svc: Services, ref: str, item: PlanItem, today: date) -> None:
-    standing = svc.rulings.standing_for(_ref(item), today)
-    if standing is None:
-        return
-    cited = standing.model_copy(
-        update={
-            "id": None,
-            "request_ref": ref,
-            "standing_until": None,
-            "decided_at": datetime.now(UTC),
-            "justification": f"standing ruling #{standing.id} of request {standing.request_ref} "
-            f"(until {standing.standing_until}): {standing.justification}",
-        }
-    )
-    _carry_out(svc, ref, item, cited)
-
-
-def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> dict[str, Any]:
-    """Record a ruling and do what it says: 'delete the artefact' empties a derived table,
-    'delete this row' deletes the one shared row of a root. A retry deletes nothing twice:
-    what was deleted is logged as progress before the ruling's record is appended."""
-
-    def act() -> dict[str, Any]:
-        recorded = _recorded(svc, ref, ruling) or svc.rulings.record(ruling)
-        evidence: dict[str, Any] = {"ruling": recorded.model_dump(mode="json")}
-        if recorded.option in (RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW):
-            done = _progress(svc, ref, item).get("deletion")
-            if done is None:
-                if recorded.option is RulingOption.DELETE_ARTEFACT:
-                    done = _delete_artefact(svc, item)
-                else:
-                    done = _delete_shared_row(svc, ref, item)
-                _save_progress(svc, ref, item, {"deletion": done})
-            evidence["deletion"] = done
-        if recorded.option is RulingOption.NOT_HELD:
-            evidence["subject_found"] = False
-        record = _request(svc, ref)
-        svc.ledger.append(
-            ref,
-            record.subject_hash,
-            RecordKind.DECIDED,
-            {"dataset": item.dataset, "rule": item.rule, **evidence},
-        )
-        return evidence
-
-    return _run(svc, ref, item, act)
-
-
-def _recorded(svc: Services, ref: str, ruling: Ruling) -> Ruling | None:
-    """The same ruling if an earlier attempt at carrying it out already recorded it."""
-    same = {"id", "decided_at"}  # a cited standing ruling is re-dated on each attempt
-    for earlier in svc.rulings.for_request(ref):
-        if earlier.model_dump(exclude=same) == ruling.model_dump(exclude=same):
-            return earlier
-    return None
-
-
-def _delete_artefact(svc: Services, item: PlanItem) -> dict[str, Any]:
-    ds = svc.catalog.dataset(_ref(item))
-    if ds is not None and (
-        ds.holds_subject
-        or any(r.dataset == ds.name for d in svc.catalog.datasets for r in d.references)
-    ):
+def _verification(svc: Services, ref: str) -> VerificationEvidence:
+    record = svc.action_log.get(ref, VERIFICATION, _VERIFY)
+    if record is None or record.status is not ActionStatus.DONE:
         raise StepError(
-            f"{ds.name!r} is a root table (it holds people's rows or is referenced by them): "
-            "it is never deleted as a whole; rule on the subject's rows instead"
+            f"request {ref}: not verified; nothing is reported complete before verify passes"
         )
-    if ds is None or ds.connection is None or svc.warehouse.table(ds) is None:
-        return {
-            "done_by": "the artefact's owner",
-            "rows_deleted": None,
-            "detail": "not a table this system can reach: the owner deletes it",
-        }
-    schema, name = split_name(ds.name)
-    table = sa.table(name, schema=schema)
-    with svc.warehouse.connect(ds) as conn:
-        try:
-            with transaction(conn):
-                deleted = conn.execute(sa.delete(table)).rowcount
-        except sa.exc.DBAPIError as exc:
-            raise StepError(
-                f"deleting artefact {ds.name!r} failed ({describe_failure(exc)})"
-            ) from None
-    return {"done_by": "erasure", "rows_deleted": deleted, "statement": f"DELETE FROM {ds.name}"}
-
-
-def _delete_shared_row(svc: Services, ref: str, item: PlanItem) -> dict[str, Any]:
-    """Delete the row(s) of a root the subject points at and others share (rule 2a)."""
-    located = _relocate(svc, ref).located.get(item.dataset["name"])
-    others = item.evidence.get("other_referrers", 0)
-    if located is None:
-        return {"done_by": "erasure", "rows_deleted": 0, "other_referrers": others}
-    table = svc.warehouse.table(located.dataset)
-    assert table is not None  # relocate found rows in it
-    predicate = subject_rows(table, located)
-    statement = sa.delete(table).where(predicate)
-    with svc.warehouse.connect(located.dataset) as conn:
-        try:
-            with transaction(conn):
-                deleted = conn.execute(statement).rowcount
-        except sa.exc.DBAPIError as exc:
-            raise StepError(
-                f"deleting the shared row of {located.dataset.name!r} failed "
-                f"({describe_failure(exc)}): if a foreign key refused it, the {others} other "
-                "row(s) pointing at it must be re-pointed by their owner first, or retain it "
-                "under an exemption (clear dpo_decides and answer again)"
-            ) from None
-        sql = statement_text(statement, conn.dialect)
-    return {
-        "done_by": "erasure",
-        "rows_deleted": max(deleted, 0),
-        "other_referrers": others,
-        "statement": sql,
-    }
-
-
-def _ruled(svc: Services, ref: str, dataset: Mapping[str, str]) -> bool:
-    status = svc.registry.action_status(
-        ref, DatasetRef(dataset["namespace"], dataset["name"]), Action.ESCALATE
-    )
-    return status is ActionStatus.DONE
-
-
-def _verification(svc: Services, ref: str) -> dict[str, Any]:
-    for record in svc.registry.actions(ref):
-        if (
-            record.dataset == dataset_label(_VERIFICATION)
-            and record.action == _VERIFY
-            and record.status is ActionStatus.DONE
-        ):
-            return record.evidence
-    raise StepError(
-        f"request {ref}: not verified; nothing is reported complete before verify passes"
-    )
-
-
-def _check(target: str, check: str, result: str, passed: bool) -> dict[str, Any]:
-    return {"target": target, "check": check, "result": result, "passed": bool(passed)}
-
-
-def _as_datetime(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, str):
-        return _as_datetime(datetime.fromisoformat(value))
-    return datetime.now(UTC)
+    return VerificationEvidence.model_validate(record.evidence)

@@ -10,19 +10,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.visitors import replacement_traverse
 
 from erasure.actions.transaction import describe_failure, statement_text, transaction
 from erasure.catalog import Catalog, DatasetSpec
-from erasure.errors import CatalogError, EraseFailed, EraseRefused, WarehouseError
+from erasure.errors import EraseFailed, EraseRefused, WarehouseError
 from erasure.locate import Located, Location
-from erasure.model import Action, DatasetRef, Plan, PlanItem
+from erasure.model import DatasetRef, Evidence
 from erasure.warehouse import Warehouse
 
 
-class ErasureEvidence(BaseModel):
+class ErasureEvidence(Evidence):
     """What one `erase_rows` did, for the completion record (counts and SQL, no values)."""
 
     dataset: str
@@ -35,11 +34,11 @@ class ErasureEvidence(BaseModel):
 
 
 def erase_rows(
-    catalog: Catalog, warehouse: Warehouse, location: Location, dataset_name: str
+    catalog: Catalog, warehouse: Warehouse, location: Location, dataset: DatasetRef
 ) -> ErasureEvidence:
     """Delete the located subject's rows of one dataset in one transaction; idempotent."""
-    ds = catalog.by_name(dataset_name)
-    located = location.located.get(ds.name)
+    ds = catalog.require(dataset)
+    located = location.located.get(ds.ref)
     _check_erasable(catalog, ds, located)
     if located is None:
         # locate() read the warehouse and found none of the subject's rows here: a retry
@@ -92,17 +91,6 @@ def erase_rows(
     )
 
 
-def erase_all(
-    catalog: Catalog, warehouse: Warehouse, location: Location, plan: Plan
-) -> list[ErasureEvidence]:
-    """Run the plan's `erase_rows` items in the plan's order (referencing tables first)."""
-    return [
-        erase_rows(catalog, warehouse, location, _dataset_of(catalog, item).name)
-        for item in plan.items
-        if item.action is Action.ERASE_ROWS
-    ]
-
-
 def subject_rows(table: sa.Table, located: Located) -> sa.ColumnElement[bool]:
     """The located predicate, re-pointed at `table` (the same table, perhaps re-reflected).
 
@@ -147,16 +135,6 @@ def _check_erasable(catalog: Catalog, ds: DatasetSpec, located: Located | None) 
             "nor is referenced by a dataset that does: it is no root; only erase_rows items "
             "of the plan are erased"
         )
-
-
-def _dataset_of(catalog: Catalog, item: PlanItem) -> DatasetSpec:
-    ds = catalog.dataset(DatasetRef(item.dataset["namespace"], item.dataset["name"]))
-    if ds is None:
-        raise CatalogError(
-            f"plan item {item.dataset['name']!r} is not in the catalog: the plan was made "
-            "with another catalog; re-plan"
-        )
-    return ds
 
 
 def _count(conn: Connection, table: sa.Table, predicate: sa.ColumnElement[bool]) -> int:

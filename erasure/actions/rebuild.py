@@ -21,7 +21,8 @@ from sqlglot import exp
 from erasure.actions.transaction import describe_failure, transaction
 from erasure.catalog import Catalog, DatasetKind, DatasetSpec
 from erasure.errors import CatalogError, RebuildFailed
-from erasure.model import Action, CycleKind, Plan
+from erasure.model import DatasetRef, Evidence, Plan
+from erasure.planner import feedback_cycles, rebuild_order
 from erasure.warehouse import Warehouse, split_name
 
 
@@ -41,7 +42,7 @@ class RunOutcome(BaseModel):
 TriggerDag = Callable[[str], RunOutcome]
 
 
-class RebuildEvidence(BaseModel):
+class RebuildEvidence(Evidence):
     """What one rebuild did, for the completion record."""
 
     dataset: str
@@ -59,12 +60,12 @@ class RebuildEvidence(BaseModel):
 def rebuild(
     catalog: Catalog,
     warehouse: Warehouse,
-    dataset_name: str,
+    dataset: DatasetRef,
     *,
     trigger_dag: TriggerDag | None,
 ) -> RebuildEvidence:
     """Re-materialise one artefact by its catalog method; raises RebuildFailed on failure."""
-    ds = catalog.by_name(dataset_name)
+    ds = catalog.require(dataset)
     if ds.kind is DatasetKind.VIEW:
         return RebuildEvidence(
             dataset=ds.name,
@@ -82,63 +83,25 @@ def rebuild(
     return _rebuild_by_sql(warehouse, ds, ds.rebuild.sql or [])
 
 
-def rebuild_order(plan: Plan) -> list[str]:
-    """The plan's rebuild items in lineage order, checked: every upstream comes first.
-
-    The planner already orders them topologically; this refuses a plan that does not, so no
-    artefact is rebuilt from an upstream still holding the subject. Members of one *feedback*
-    cycle (`plan.cycles`, kind "feedback") read each other's previous output, so no order puts
-    them after one another: they are exempt from the check, and every member must instead be
-    emptied (`empty_before_rebuild`, `DELETE FROM`) before the first of them is rebuilt, or
-    the loop would carry the subject's data back in. `rebuild_all` does both.
-    """
-    items = [i for i in plan.items if i.action is Action.REBUILD]
-    rebuilt = {i.dataset["name"] for i in items}
-    cycle_of = _feedback_cycles(plan)
-    erased = {i.dataset["name"] for i in plan.items if i.action is Action.ERASE_ROWS}
-    for members in set(cycle_of.values()):
-        stuck = sorted(members - rebuilt - erased)
-        if stuck and members & rebuilt:
-            raise RebuildFailed(
-                f"feedback cycle {' -> '.join(sorted(members))}: member(s) {', '.join(stuck)} "
-                "are neither erased nor rebuilt, so the loop would carry the subject back into "
-                "the rebuilt ones; resolve their escalation, then re-plan"
-            )
-    done: set[str] = set()
-    order: list[str] = []
-    for item in items:
-        name = item.dataset["name"]
-        same_cycle = cycle_of.get(name, frozenset())
-        late = [u for u in item.upstreams if u in rebuilt and u not in done | same_cycle]
-        if late:
-            raise RebuildFailed(
-                f"plan orders rebuild of {name!r} before its upstream(s) {', '.join(late)}: "
-                "it would be rebuilt from data still holding the subject; re-plan"
-            )
-        done.add(name)
-        order.append(name)
-    return order
-
-
 def empty_before_rebuild(
-    catalog: Catalog, warehouse: Warehouse, plan: Plan, name: str
-) -> list[str]:
-    """Empty `name`'s feedback cycle if `name` is the first of its members to be rebuilt.
+    catalog: Catalog, warehouse: Warehouse, plan: Plan, dataset: DatasetRef
+) -> list[DatasetRef]:
+    """Empty `dataset`'s feedback cycle if it is the first of its members to be rebuilt.
 
     The later members are rebuilt from what the earlier ones have just written: emptying the
     cycle again for each of them would throw that away (and with it everyone's rows).
     """
-    members = _feedback_cycles(plan).get(name)
+    members = feedback_cycles(plan).get(dataset)
     if members is None:
         return []
-    order = [n for n in rebuild_order(plan) if n in members]
-    return _empty(catalog, warehouse, order) if order[0] == name else []
+    order = [r for r in rebuild_order(plan) if r in members]
+    return _empty(catalog, warehouse, order) if order[0] == dataset else []
 
 
-def _empty(catalog: Catalog, warehouse: Warehouse, names: list[str]) -> list[str]:
-    emptied: list[str] = []
-    for name in names:
-        ds = catalog.by_name(name)
+def _empty(catalog: Catalog, warehouse: Warehouse, refs: list[DatasetRef]) -> list[DatasetRef]:
+    emptied: list[DatasetRef] = []
+    for ref in refs:
+        ds = catalog.require(ref)
         if not ds.materialised or ds.connection is None or warehouse.table(ds) is None:
             continue  # a view or a missing table holds nothing to carry back
         with warehouse.connect(ds) as conn:
@@ -150,25 +113,8 @@ def _empty(catalog: Catalog, warehouse: Warehouse, names: list[str]) -> list[str
                     f"dataset {ds.name!r}: emptying it before its feedback cycle is rebuilt "
                     f"failed ({describe_failure(exc)}); nothing was rebuilt, retry"
                 ) from None
-        emptied.append(name)
+        emptied.append(ref)
     return emptied
-
-
-def rebuild_all(
-    catalog: Catalog,
-    warehouse: Warehouse,
-    plan: Plan,
-    *,
-    trigger_dag: TriggerDag | None,
-) -> list[RebuildEvidence]:
-    """Rebuild every rebuild item in checked lineage order, each as a rebuild task does."""
-    emptied: set[str] = set()
-    evidence = []
-    for name in rebuild_order(plan):
-        emptied.update(empty_before_rebuild(catalog, warehouse, plan, name))
-        done = rebuild(catalog, warehouse, name, trigger_dag=trigger_dag)
-        evidence.append(done.model_copy(update={"emptied_first": name in emptied}))
-    return evidence
 
 
 def _rebuild_by_sql(
@@ -237,17 +183,6 @@ def _rebuild_by_dag(
         detail=f"re-materialised by DAG {dag_id!r}, run {outcome.run_id!r} succeeded",
         rebuilt_at=datetime.now(UTC),
     )
-
-
-def _feedback_cycles(plan: Plan) -> dict[str, frozenset[str]]:
-    """Each dataset in a feedback cycle -> all members of its cycle."""
-    cycle_of: dict[str, frozenset[str]] = {}
-    for cycle in plan.cycles:
-        if cycle.kind is CycleKind.FEEDBACK:
-            members = frozenset(cycle.datasets)
-            for name in members:
-                cycle_of[name] = cycle_of.get(name, frozenset()) | members
-    return cycle_of
 
 
 def _creates_without_dropping(name: str, statements: list[str], dialect: str) -> bool:

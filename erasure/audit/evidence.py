@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -65,6 +66,12 @@ class DpoRuling(BaseModel):
     )
     standing_until: date | None = None
     cites: str | None = None  # the request whose standing ruling this one applies
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset_name(cls, value: Any) -> Any:
+        # A ruling names its dataset by identity ({namespace, name}); older ones by name.
+        return value.get("name") if isinstance(value, dict) else value
 
 
 class LineageEvidence(BaseModel):

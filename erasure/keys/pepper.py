@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import secrets
-from typing import Any
+from typing import Any, Protocol
 
 import hvac
 import hvac.exceptions
@@ -22,6 +22,14 @@ from erasure.pseudonym import Pepper
 PEPPER_BYTES = 32
 # KV v2 keeps 10 versions unless told otherwise, and would silently destroy old peppers.
 _MAX_VERSIONS = 100_000
+
+
+class PepperSource(Protocol):
+    """Where peppers come from (PepperStore; tests pass fixed ones)."""
+
+    def current(self) -> Pepper: ...
+
+    def all_versions(self) -> list[Pepper]: ...
 
 
 class PepperMissing(VaultError):
@@ -88,6 +96,16 @@ class PepperStore:
                     "`erasure keys init`"
                 ) from None
             raise
+
+    def version(self, number: int) -> Pepper:
+        """Pepper version `number` (a request hashes under the version it registered with)."""
+        for pepper in self.all_versions():
+            if pepper.version == number:
+                return pepper
+        raise VaultError(
+            f"pepper version {number} is not in Vault at {self.location}: restore it (a pepper "
+            "is never deleted; tombstones and request keys depend on it)"
+        )
 
     def rotate(self) -> Pepper:
         """Add a new pepper version and return it; older versions stay readable."""

@@ -489,8 +489,8 @@ class InMemoryLineageGraph:
         for component in walk.components:
             members = [refs[i] for i in component]
             kind = CycleKind.FEEDBACK if any(map(is_materialised, members)) else CycleKind.ERROR
-            cycles.append(Cycle(kind=kind, datasets=sorted(r.name for r in members)))
-        cycles.sort(key=lambda c: c.datasets)
+            cycles.append(Cycle(kind=kind, datasets=sorted(members, key=_name_key)))
+        cycles.sort(key=lambda c: [_name_key(r) for r in c.datasets])
         truncated_at = sorted((refs[i] for i in walk.frontier), key=_name_key)
         return Closure(
             roots=roots,
@@ -586,7 +586,7 @@ def coverage(
             gaps.append(
                 Gap(
                     kind=GapKind.TABLE_ONLY_LINEAGE,
-                    dataset=ds.name,
+                    dataset=ds,
                     detail=(
                         f"only table-level lineage (from {', '.join(producers)}): "
                         f"origin of {len(columns)} column(s) unknown"
@@ -594,7 +594,7 @@ def coverage(
                 )
             )
     share = known_total / total if total else 1.0
-    return share, sorted(gaps, key=lambda g: g.dataset or "")
+    return share, sorted(gaps, key=lambda g: _name_key(g.dataset) if g.dataset else ("", ""))
 
 
 # -- the two walk engines: same result, different cost profile -------------------------------

@@ -483,7 +483,7 @@ def _edges_for_output(
             kind=GapKind.TABLE_ONLY_LINEAGE,
             detail=f"job {producer} wrote {output.qualified} but {problem}; "
             "only table-level lineage is known",
-            dataset=output.name,
+            dataset=output,
         )
     edges = [
         LineageEdge(

@@ -14,7 +14,7 @@ from erasure.errors import ErasureError
 from erasure.lineage.graph import InMemoryLineageGraph
 from erasure.lineage.openlineage import RunEvent, edges_from_events, read_event_file
 from erasure.lineage.sql import sql_lineage, to_lineage_edges
-from erasure.model import FieldRef, Gap, GapKind, LineageEdge
+from erasure.model import DatasetRef, FieldRef, Gap, GapKind, LineageEdge
 from erasure.warehouse import Warehouse
 
 
@@ -82,7 +82,7 @@ def build_lineage(
             gaps.append(
                 Gap(
                     kind=GapKind.OPAQUE_PRODUCER,
-                    dataset=ds.name,
+                    dataset=ds.ref,
                     detail=f"produced by {ds.producer.name}, which does not expose column lineage",
                 )
             )
@@ -91,7 +91,7 @@ def build_lineage(
             gaps.append(
                 Gap(
                     kind=GapKind.NO_EVENTS,
-                    dataset=ds.name,
+                    dataset=ds.ref,
                     detail=f"produced by {producer}, which never reported a run, and no SQL "
                     "declares its inputs: whether it derives from the subject is unknown",
                 )
@@ -128,7 +128,13 @@ def _add_sql(
     edges = to_lineage_edges(lineage, namespace=namespace, producer=producer)
     graph.add_edges(_canonical(catalog, edges))
     for text in lineage.gaps:
-        gaps.append(Gap(kind=_gap_kind(text), dataset=target, detail=f"{producer}: {text}"))
+        gaps.append(
+            Gap(
+                kind=_gap_kind(text),
+                dataset=catalog.canonical(DatasetRef(namespace, target)),
+                detail=f"{producer}: {text}",
+            )
+        )
 
 
 def _gap_kind(text: str) -> GapKind:
@@ -198,7 +204,7 @@ def _dialect(catalog: Catalog, warehouse: Warehouse | None, ds: DatasetSpec) -> 
 
 
 def _unique(gaps: list[Gap]) -> list[Gap]:
-    seen: dict[tuple[str, str | None, str], Gap] = {}
+    seen: dict[tuple[str, DatasetRef | None, str], Gap] = {}
     for gap in gaps:
         seen.setdefault((gap.kind, gap.dataset, gap.detail), gap)
     return list(seen.values())

@@ -128,12 +128,14 @@ action_log = sa.Table(
         sa.ForeignKey("requests.request_ref", ondelete="CASCADE"),
         primary_key=True,
     ),
-    sa.Column("dataset", sa.String(DATASET_LENGTH), primary_key=True),
+    sa.Column("dataset", sa.String(DATASET_LENGTH), primary_key=True),  # namespace/name
     sa.Column("action", sa.String(64), primary_key=True),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("evidence_json", sa.Text, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("dataset_namespace", sa.String(255), nullable=True),
+    sa.Column("dataset_name", sa.String(512), nullable=True),
     comment="What each action of a request did: how a retried task knows what is done.",
 )
 

@@ -8,16 +8,15 @@ build is not cached, so the next request tries again.
 from __future__ import annotations
 
 import threading
-from typing import Any, cast
 
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import DEFAULT_KEY_NAME, RecordSigner, TransitSigner
 from erasure.config import Settings
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
-from erasure.keys.envelope import EnvelopeCipher
-from erasure.keys.keystore import SubjectKeyStore
 from erasure.lineage.event_store import EventStore
-from erasure.registry import PepperSource, RequestRegistry
+from erasure.registry.action_log import ActionLog
+from erasure.registry.plans import PlanBook
+from erasure.registry.requests import RequestBook
 from erasure.store.database import Store, open_store
 from erasure_api.settings import ApiSettings
 
@@ -94,13 +93,15 @@ class ErasureBackend:
         """The completion records; `signed` adds the signer (verify, export)."""
         return RecordLedger(self.store(), self.signer() if signed else None)
 
-    def registry(self) -> RequestRegistry:
-        """The request registry, read side only: no key store, cipher or pepper behind it."""
-        no_keys = _NoKeyAccess()
-        keystore = cast("SubjectKeyStore", no_keys)
-        return RequestRegistry(
-            self.store(), keystore, EnvelopeCipher(keystore), cast("PepperSource", no_keys)
-        )
+    def requests(self) -> RequestBook:
+        """The registered requests (read, and marked scrubbed): no key access behind them."""
+        return RequestBook(self.store())
+
+    def plans(self) -> PlanBook:
+        return PlanBook(self.store())
+
+    def action_log(self) -> ActionLog:
+        return ActionLog(self.store())
 
     def events(self) -> EventStore:
         return EventStore(self.store())
@@ -116,19 +117,3 @@ class ErasureBackend:
             if self._store is not None:
                 self._store.close()
                 self._store = None
-
-
-class _NoKeyAccess:
-    """Stands in for the key store and peppers of the registry the API uses.
-
-    The API lists requests, reads plans and marks requests scrubbed; it never registers,
-    unparks or destroys, so it holds no access to subject keys or peppers at all.
-    """
-
-    kind = "none"
-
-    def __getattr__(self, name: str) -> Any:
-        raise ErasureError(
-            f"the erasure HTTP API has no access to subject keys or peppers (asked for {name}): "
-            "registering, unparking and destroying requests is the erasure DAG's work"
-        )

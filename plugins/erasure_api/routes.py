@@ -26,8 +26,8 @@ from erasure.audit.records import REQUEST_REF, CompletionRecord, RecordError, Re
 from erasure.errors import LineageError
 from erasure.lineage.openlineage import event_id, parse_event
 from erasure.model import Cycle, Gap, Plan
-from erasure.registry import RequestRegistry
-from erasure.requests import ActionRecord, ActionStatus, RegisteredRequest, RequestStatus
+from erasure.registry.action_log import ActionRecord, ActionStatus
+from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
 from erasure_api.auth import DiscarderDep, LineageWriterDep, ReaderDep, ScrubberDep, backend_of
 from erasure_api.backend import ErasureBackend, Unavailable
 from erasure_api.scrub import ERASURE_DAG_ID, discard_run, scrub_request
@@ -208,33 +208,32 @@ def list_requests(
 ) -> list[RequestSummary]:
     """Every request (or those in `status`), oldest received first."""
     today = datetime.now(UTC).date()
-    return [_summary(r, today) for r in backend.registry().list(status)]
+    return [_summary(r, today) for r in backend.requests().list(status)]
 
 
 @router.get("/requests/{ref}")
 def get_request(ref: str, caller: ReaderDep, backend: BackendDep) -> RequestDetail:
     """One request: its dates and status, its latest plan and its action log."""
-    registry = backend.registry()
-    record = _registered(registry, ref)
-    versions = registry.plan_versions(ref)
-    plan = registry.plan(ref, 1) if versions else None  # the plan acted on; later ones re-check
+    record = _registered(backend.requests(), ref)
+    versions = backend.plans().versions(ref)
+    plan = backend.plans().get(ref, 1) if versions else None  # acted on; later ones re-check
     return RequestDetail(
         **_summary(record, datetime.now(UTC).date()).model_dump(),
         extension_reason=record.extension_reason,
         plan_versions=versions,
         plan=_plan_summary(plan, versions[-1]) if plan is not None else None,
-        actions=[_action(a) for a in registry.actions(ref)],
+        actions=[_action(a) for a in backend.action_log().list(ref)],
     )
 
 
 @router.post("/requests/{ref}/scrub")
 def scrub(ref: str, caller: ScrubberDep, backend: BackendDep, session: SessionDep) -> ScrubResponse:
     """Remove the request's raw identifier from Airflow's metadata DB; idempotent."""
-    registry = backend.registry()
-    _registered(registry, ref)
+    requests = backend.requests()
+    _registered(requests, ref)
     result = scrub_request(session, ref)
     _commit_scrub(session)  # Airflow's rows first: the store only says "scrubbed" once they are
-    record = registry.mark_scrubbed(ref, datetime.now(UTC))
+    record = requests.mark_scrubbed(ref, datetime.now(UTC))
     log.info(
         "request %s scrubbed from Airflow's metadata DB by %s (%s): %d run(s), %d audit row(s)",
         ref,
@@ -260,7 +259,7 @@ def discard(
     if run is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no {ERASURE_DAG_ID} run {run_id}")
     ref = (run.conf or {}).get("request_ref")
-    owned = backend.registry().get(ref) if isinstance(ref, str) and REQUEST_REF.match(ref) else None
+    owned = backend.requests().get(ref) if isinstance(ref, str) and REQUEST_REF.match(ref) else None
     if owned is not None and owned.run_id == run_id:
         raise HTTPException(
             status.HTTP_409_CONFLICT,
@@ -289,8 +288,8 @@ def _commit_scrub(session: Session) -> None:
         session.execute(sa.text("PRAGMA wal_checkpoint(TRUNCATE)"))
 
 
-def _registered(registry: RequestRegistry, ref: str) -> RegisteredRequest:
-    found = registry.get(ref) if REQUEST_REF.match(ref) else None
+def _registered(requests: RequestBook, ref: str) -> RegisteredRequest:
+    found = requests.get(ref) if REQUEST_REF.match(ref) else None
     if found is None:
         # A malformed ref is not echoed: it may be an identifier typed in the wrong place.
         shown = ref if REQUEST_REF.match(ref) else "with that reference"
@@ -319,10 +318,6 @@ def _summary(r: RegisteredRequest, today: date) -> RequestSummary:
     )
 
 
-def _dataset(ref: dict[str, str]) -> str:
-    return f"{ref.get('namespace', '')}/{ref.get('name', '')}"
-
-
 def _plan_summary(plan: Plan, version: int) -> PlanSummary:
     counts: dict[str, int] = {}
     for item in plan.items:
@@ -335,7 +330,7 @@ def _plan_summary(plan: Plan, version: int) -> PlanSummary:
         truncated=plan.truncated,
         roots=[
             RootSummary(
-                dataset=_dataset(root.dataset),
+                dataset=root.dataset.qualified,
                 identifier_type=root.identifier_type,
                 rows=root.rows,
                 via=root.via,
@@ -345,7 +340,7 @@ def _plan_summary(plan: Plan, version: int) -> PlanSummary:
         ],
         items=[
             PlanItemSummary(
-                dataset=_dataset(item.dataset),
+                dataset=item.dataset.qualified,
                 kind=item.kind,
                 action=item.action.value,
                 rule=item.rule,
@@ -361,7 +356,7 @@ def _plan_summary(plan: Plan, version: int) -> PlanSummary:
 
 def _action(a: ActionRecord) -> ActionSummary:
     return ActionSummary(
-        dataset=a.dataset,
+        dataset=a.dataset.qualified,
         action=a.action,
         status=a.status,
         attempts=a.attempts,

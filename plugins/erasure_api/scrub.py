@@ -31,7 +31,7 @@ from airflow.models.log import Log
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
-from erasure.requests import SCRUBBED
+from erasure.submission import SCRUBBED
 
 ERASURE_DAG_ID = "gdpr_erasure"
 PARKED = SCRUBBED

@@ -33,8 +33,8 @@ from websockets.sync.client import ClientConnection, connect
 from demo.runner import load_decisions
 from erasure.catalog import load_catalog
 from erasure.demo.seed import DEMO_SUBJECT
+from erasure.prompts import PROMPT_PREFIX
 from erasure.warehouse import Warehouse
-from erasure.workflow import PROMPT_PREFIX
 from tests.e2e.conftest import AirflowApi, erasure_conf
 from up.stack import REPO, Stack
 

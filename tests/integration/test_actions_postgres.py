@@ -9,16 +9,24 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from erasure.actions.erase_rows import erase_all
-from erasure.actions.rebuild import RebuildFailed, rebuild, rebuild_all, rebuild_order
+from erasure.actions.rebuild import RebuildFailed, rebuild
 from erasure.catalog import Catalog, RebuildSpec
 from erasure.demo.seed import build_demo
 from erasure.locate import locate, parked_location
-from erasure.model import Action
+from erasure.model import Action, DatasetRef
+from erasure.planner import make_plan, rebuild_order
 from erasure.verify import recount
 from erasure.warehouse import Warehouse
-from erasure.workflow import make_plan
-from tests.unit.actions.support import assert_no_subject_values, count, demo_subject, demo_trigger
+from tests.unit.actions.support import (
+    assert_no_subject_values,
+    count,
+    demo_subject,
+    demo_trigger,
+    erase_all,
+    rebuild_all,
+)
+
+LTV = DatasetRef("warehouse", "marts.customer_ltv")
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -79,7 +87,7 @@ def test_erase_rebuild_verify_on_postgres(estate: tuple[Catalog, Warehouse]) -> 
     rebuilt = rebuild_all(
         catalog, warehouse, plan, trigger_dag=demo_trigger(catalog, warehouse, runs)
     )
-    assert [r.dataset for r in rebuilt] == order
+    assert [r.dataset for r in rebuilt] == [ref.name for ref in order]
     sql_rebuilt = [r.dataset for r in rebuilt if r.method == "sql"]
     assert sql_rebuilt == [
         "marts.customer_ltv",
@@ -91,7 +99,7 @@ def test_erase_rebuild_verify_on_postgres(estate: tuple[Catalog, Warehouse]) -> 
 
     recounts = recount(catalog, warehouse, *parked_location(location), plan)
     assert {r.dataset for r in recounts} == {
-        i.dataset["name"] for i in plan.items if i.action in (Action.ERASE_ROWS, Action.REBUILD)
+        i.dataset.name for i in plan.items if i.action in (Action.ERASE_ROWS, Action.REBUILD)
     }
     assert all(r.ok and r.found == 0 for r in recounts)
 
@@ -122,7 +130,7 @@ def test_failed_rebuild_keeps_the_old_table_and_a_retry_succeeds(
     ltv_rows = count(warehouse, "marts.customer_ltv")
 
     with pytest.raises(RebuildFailed, match="statement 2 of 2") as failed:
-        rebuild(broken, broken_warehouse, "marts.customer_ltv", trigger_dag=None)
+        rebuild(broken, broken_warehouse, LTV, trigger_dag=None)
 
     assert "22012" in str(failed.value)  # SQLSTATE division_by_zero, and no driver text
     assert_no_subject_values(str(failed.value))
@@ -130,7 +138,7 @@ def test_failed_rebuild_keeps_the_old_table_and_a_retry_succeeds(
     assert count(warehouse, "marts.customer_ltv", "customer_id = 'C0001'") == 1
     broken_warehouse.dispose()
 
-    retried = rebuild(catalog, warehouse, "marts.customer_ltv", trigger_dag=None)
+    retried = rebuild(catalog, warehouse, LTV, trigger_dag=None)
 
     assert retried.rows_after == ltv_rows - 1
     assert count(warehouse, "marts.customer_ltv", "customer_id = 'C0001'") == 0

@@ -124,7 +124,7 @@ def test_gdpr_erasure_and_its_rebuilds_use_the_airflow_connection(
     for mart in ("customer_ltv", "customer_segments"):  # rebuilt by the rematerialisation DAG
         assert count(database, f"SELECT COUNT(*) FROM marts.{mart}") == customers - 1, mart
     with Services.open(settings, resolve=postgres_url) as svc:
-        assert svc.registry.get("CONN-PG-1").status.value == "complete_with_exemptions"  # type: ignore[union-attr]
+        assert svc.requests.get("CONN-PG-1").status.value == "complete_with_exemptions"  # type: ignore[union-attr]
         assert svc.warehouse.engine("warehouse").dialect.name == "postgresql"
 
 

@@ -13,15 +13,17 @@ import pytest
 import sqlalchemy as sa
 
 from erasure import workflow
+from erasure.actions.escalate import DeletionRefused
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.demo.embedded import open_demo
 from erasure.free_text import NamesSubject
 from erasure.keys.pepper import PepperMissing, PepperStore
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
+from erasure.prompts import escalation_prompt
 from erasure.services import Services
 from erasure.workflow import StepError, UpstreamFailed
-from tests.integration.workflow_support import CONF, answer, run_request
+from tests.integration.workflow_support import CONF, answer, item_named, run_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
@@ -138,7 +140,7 @@ def test_a_reference_naming_the_subject_is_refused_before_anything_is_kept(
     ):
         with pytest.raises(NamesSubject, match="request_ref contains the subject's customer_id"):
             workflow.register(svc, request(ref, id_type, identifier), f"erasure-{ref}")
-    assert svc.registry.list() == []
+    assert svc.requests.list() == []
     assert svc.ledger.list() == []
     with pytest.raises(NamesSubject, match="notes contains the subject's email"):
         workflow.register(
@@ -147,7 +149,7 @@ def test_a_reference_naming_the_subject_is_refused_before_anything_is_kept(
              "notes": "asked by LOAD.TEST@example.org on the phone"},
             "erasure-DSR-LOAD-0021",
         )  # fmt: skip
-    assert svc.registry.list() == []
+    assert svc.requests.list() == []
 
 
 def test_a_justification_naming_the_subject_is_refused_when_the_dpo_enters_it(
@@ -160,12 +162,12 @@ def test_a_justification_naming_the_subject_is_refused_when_the_dpo_enters_it(
         "Accept as non-personal", justification="cache of alice.smith@example.com expires"
     )
     with pytest.raises(NamesSubject, match="justification contains the subject's email"):
-        workflow.rule(svc, ref, "recs.customer_recommendations", named)
+        workflow.rule(svc, ref, item_named(svc, ref, "recs.customer_recommendations"), named)
     assert [r.kind for r in svc.ledger.show(ref)] == [RecordKind.RECEIVED, RecordKind.ESCALATED]
     workflow.rule(
         svc,
         ref,
-        "recs.customer_recommendations",
+        item_named(svc, ref, "recs.customer_recommendations"),
         answer("Accept as non-personal", justification="cache keyed by product, 24 h"),
     )
     assert svc.rulings.for_request(ref)[0].justification == "cache keyed by product, 24 h"
@@ -178,24 +180,24 @@ def test_a_shared_row_is_retained_or_deleted_alone_and_a_deletion_never_stands(
     workflow.register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     shared = next(i for i in workflow.pending_escalations(svc, ref) if i.rule == "2a")
-    assert workflow.escalation_prompt(shared)["options"] == [
+    assert escalation_prompt(shared).options == [
         "Retain under an Art. 17(3) exemption",
         "Delete this row",
     ]
     with pytest.raises(StepError, match="must choose one of"):
-        workflow.rule(svc, ref, "crm.addresses", answer("Delete the artefact", justification="x"))
+        workflow.rule(svc, ref, shared.dataset, answer("Delete the artefact", justification="x"))
     addresses = count(svc, "SELECT COUNT(*) FROM crm.addresses")
     # Bob's row still points at the household address: the database refuses, nothing goes.
-    with pytest.raises(StepError, match="1 other row"):
+    with pytest.raises(DeletionRefused, match="1 other row"):
         workflow.rule(
-            svc, ref, "crm.addresses", answer("Delete this row", justification="moved out")
+            svc, ref, shared.dataset, answer("Delete this row", justification="moved out")
         )
     assert count(svc, "SELECT COUNT(*) FROM crm.addresses") == addresses
     with pytest.raises(StepError, match="cannot stand"):
         workflow.rule(
             svc,
             ref,
-            "agg.customers_by_postcode",
+            item_named(svc, ref, "agg.customers_by_postcode"),
             answer(
                 "Delete the artefact",
                 justification="small groups identify people",
@@ -212,20 +214,20 @@ def test_a_wait_on_a_failed_upstream_ends_naming_it(svc: Services) -> None:
     first, second = workflow.items_for(plan, Action.ERASE_ROWS)[:2]
     with pytest.raises(workflow.NotYet):
         workflow.erase(svc, ref, second)  # crm.customers waits for crm.orders
-    orders = next(i for i in plan.items if i.dataset["name"] == first)
-    svc.registry.record_action(
-        ref, workflow._ref(orders), Action.ERASE_ROWS, "failed", {"error": "EraseFailed"}
+    orders = next(i for i in plan.items if i.dataset == first)
+    svc.action_log.record(
+        ref, orders.dataset, Action.ERASE_ROWS, "failed", {"error": "EraseFailed"}
     )
     svc.settings = svc.settings.model_copy(update={"upstream_retry_grace_seconds": 0})
-    with pytest.raises(UpstreamFailed, match=f"erase_rows {first} failed and was not retried"):
+    with pytest.raises(UpstreamFailed, match=f"erase_rows {first.name} failed and was not retried"):
         workflow.erase(svc, ref, second)
     # Still pending after the timeout (a lost worker): the wait ends too.
-    svc.registry.record_action(ref, workflow._ref(orders), Action.ERASE_ROWS, "pending")
+    svc.action_log.record(ref, orders.dataset, Action.ERASE_ROWS, "pending")
     svc.settings = svc.settings.model_copy(update={"upstream_wait_timeout_seconds": 1})
-    waiting = next(i for i in plan.items if i.dataset["name"] == second)
+    waiting = next(i for i in plan.items if i.dataset == second)
     since = (datetime.now(UTC) - timedelta(seconds=5)).isoformat()
-    svc.registry.record_action(
-        ref, workflow._ref(waiting), Action.ERASE_ROWS, "waiting", {"waiting_since": since}
+    svc.action_log.record(
+        ref, waiting.dataset, Action.ERASE_ROWS, "waiting", {"waiting_since": since}
     )
     with pytest.raises(UpstreamFailed, match="did not finish within 1 s"):
         workflow.erase(svc, ref, second)
@@ -239,9 +241,9 @@ def test_keys_written_under_an_older_pepper_are_shredded_and_verified(tmp_path: 
         with Services.open(settings) as svc:
             svc.peppers.rotate()
             record = run_request(svc, request("DSR-PEPPER", "email", "alice.smith@example.com"))
-            actions = svc.registry.actions("DSR-PEPPER")
+            actions = svc.action_log.list("DSR-PEPPER")
             shred = next(a for a in actions if a.action == "crypto_shred")
-            assert svc.registry.get("DSR-PEPPER").pepper_version == 2  # type: ignore[union-attr]
+            assert svc.requests.get("DSR-PEPPER").pepper_version == 2  # type: ignore[union-attr]
             assert shred.evidence["keys_shredded"] == 1
             assert shred.evidence["pepper_versions_checked"] == [1, 2]
             destroyed = [
@@ -271,14 +273,14 @@ def test_only_a_dpo_rules(svc: Services) -> None:
     for roles in (None, frozenset({"User", "Op"})):
         with pytest.raises(StepError, match="only a DPO rules"):
             workflow.rule(
-                svc, ref, "recs.customer_recommendations",
+                svc, ref, item_named(svc, ref, "recs.customer_recommendations"),
                 ruling.model_copy(update={"author_roles": roles}),
             )  # fmt: skip
     assert svc.rulings.for_request(ref) == []
     workflow.rule(
         svc,
         ref,
-        "recs.customer_recommendations",
+        item_named(svc, ref, "recs.customer_recommendations"),
         ruling.model_copy(update={"author_roles": frozenset({"DPO"})}),
     )
     assert len(svc.rulings.for_request(ref)) == 1

@@ -79,8 +79,8 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
     assert str(run.state) == "success"
     with Services.open(settings) as svc:
         engine = svc.warehouse.engine("warehouse")
-        plan = svc.registry.plan(ref, 1)
-        assert svc.registry.get(ref).status.value == "complete_with_exemptions"  # type: ignore[union-attr]
+        plan = svc.plans.get(ref, 1)
+        assert svc.requests.get(ref).status.value == "complete_with_exemptions"  # type: ignore[union-attr]
         assert count(engine, "SELECT COUNT(*) FROM crm.customers") == customers - 1
         assert count(engine, "SELECT COUNT(*) FROM ops.stock_levels") == stock
         for mart in ("customer_ltv", "customer_segments", "segment_history"):  # rebuilt, not lost
@@ -95,8 +95,8 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
             count(engine, "SELECT COUNT(*) FROM marts.customer_ltv WHERE customer_id = 'C0001'")
             == 0
         )
-        assert items_for(plan, Action.CRYPTO_SHRED) == ["archive.customer_events"]
-        shredded = next(a for a in svc.registry.actions(ref) if a.action == "crypto_shred")
+        assert [r.name for r in items_for(plan, Action.CRYPTO_SHRED)] == ["archive.customer_events"]
+        shredded = next(a for a in svc.action_log.list(ref) if a.action == "crypto_shred")
         assert shredded.evidence["keys_shredded"] == 1
         assert svc.suppression.count() == 4  # email, alternate email, customer id, phone
         assert svc.ledger.verify().ok
@@ -129,12 +129,12 @@ def test_failed_rebuild_resumes_without_double_effect(estate: Any, airflow_db: P
     first = run_erasure(conf("DAG-RESUME-1"), load_decisions(), logical_date=when)
     assert str(first.state) == "failed"
     with Services.open(estate) as svc:
-        assert svc.registry.get("DAG-RESUME-1").status.value != "complete"  # type: ignore[union-attr]
+        assert svc.requests.get("DAG-RESUME-1").status.value != "complete"  # type: ignore[union-attr]
         kinds = [r.kind.value for r in svc.ledger.show("DAG-RESUME-1")]
         assert "failed" in kinds and "completed" not in kinds
         erased = {
             a.dataset: a.evidence
-            for a in svc.registry.actions("DAG-RESUME-1")
+            for a in svc.action_log.list("DAG-RESUME-1")
             if a.action == "erase_rows"
         }
     sql.write_text(good)
@@ -144,7 +144,7 @@ def test_failed_rebuild_resumes_without_double_effect(estate: Any, airflow_db: P
     with Services.open(estate) as svc:
         again = {
             a.dataset: a.evidence
-            for a in svc.registry.actions("DAG-RESUME-1")
+            for a in svc.action_log.list("DAG-RESUME-1")
             if a.action == "erase_rows"
         }
         assert again == erased  # recorded once, not erased twice
@@ -160,7 +160,7 @@ def test_second_submission_of_a_reference_does_nothing_new(estate: Any, airflow_
     second = run_erasure(conf("DAG-TWICE-1"), load_decisions())
     assert str(second.state) == "success"
     with Services.open(estate) as svc:
-        assert len(svc.registry.list()) == 1
+        assert len(svc.requests.list()) == 1
         assert len(svc.ledger.show("DAG-TWICE-1")) == records
 
 
@@ -177,7 +177,7 @@ def test_a_rejected_submission_keeps_no_identifier(estate: Any, airflow_db: Path
     assert kept["identifier"] == kept["notes"] == "[removed: submission rejected]"
     assert tables_holding(airflow_db, typo) == []
     with Services.open(estate) as svc:
-        assert svc.registry.get("DAG-TYPO-1") is None  # nothing registered, nothing parked
+        assert svc.requests.get("DAG-TYPO-1") is None  # nothing registered, nothing parked
         assert svc.ledger.show("DAG-TYPO-1") == []
 
 
@@ -211,7 +211,7 @@ def test_a_one_character_customer_id_completes_through_the_dag(
     )
     assert str(run.state) == "success"
     with Services.open(estate) as svc:
-        assert svc.registry.get("DAG-SHORT-ONE").status.value.startswith("complete")  # type: ignore[union-attr]
+        assert svc.requests.get("DAG-SHORT-ONE").status.value.startswith("complete")  # type: ignore[union-attr]
         engine = svc.warehouse.engine("warehouse")
         assert count(engine, "SELECT COUNT(*) FROM crm.customers WHERE id = '1'") == 0
         assert count(engine, "SELECT COUNT(*) FROM crm.orders WHERE customer_id = '1'") == 0

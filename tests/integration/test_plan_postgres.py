@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from erasure.demo.seed import DEMO_SUBJECT, build_demo
 from erasure.model import Action, Plan, SubjectRef
-from erasure.workflow import make_plan
+from erasure.planner import make_plan
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -19,10 +19,10 @@ SUBJECT = SubjectRef(type=DEMO_SUBJECT[0], value=SecretStr(DEMO_SUBJECT[1]))
 
 def summary(plan: Plan) -> dict[str, object]:
     return {
-        "roots": {(r.dataset["name"], r.rows, r.shared_referrers) for r in plan.roots},
-        "items": [(i.dataset["name"], i.action, i.rule) for i in plan.items],
+        "roots": {(r.dataset.name, r.rows, r.shared_referrers) for r in plan.roots},
+        "items": [(i.dataset.name, i.action, i.rule) for i in plan.items],
         "k": {
-            i.dataset["name"]: (i.evidence["min_group_size"], i.evidence["groups_below_k"])
+            i.dataset.name: (i.evidence["min_group_size"], i.evidence["groups_below_k"])
             for i in plan.items
             if "min_group_size" in i.evidence
         },
@@ -34,7 +34,7 @@ def test_demo_plan_is_identical_on_postgres_and_sqlite(tmp_path: Path, postgres_
     on_postgres = make_plan(build_demo(tmp_path / "pg", url=postgres_url), SUBJECT)
     on_sqlite = make_plan(build_demo(tmp_path / "lite"), SUBJECT)
     assert summary(on_postgres) == summary(on_sqlite)
-    items = {i.dataset["name"]: i for i in on_postgres.items}
+    items = {i.dataset.name: i for i in on_postgres.items}
     assert items["crm.customers"].action is Action.ERASE_ROWS
     assert items["crm.customers"].evidence["rows_before"] == 1
     assert items["crm.orders"].evidence["rows_before"] == 3

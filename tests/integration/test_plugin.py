@@ -29,16 +29,15 @@ from erasure.audit.records import RecordLedger
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.catalog import load_catalog
 from erasure.config import Settings
-from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
 from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.lineage.event_store import EventStore
-from erasure.model import Action, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
-from erasure.registry import RequestRegistry
-from erasure.requests import ErasureRequest
+from erasure.model import Action, DatasetRef, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
 from erasure.store import Store, open_store
+from erasure.submission import ErasureRequest
 from tests.unit.audit.support import record_request
+from tests.unit.registry_support import Books, books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "plugins"
@@ -189,22 +188,22 @@ def bearer(token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def registry(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> RequestRegistry:
+def registry(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> Books:
     vault = openbao.client()
     keystore = KvKeyStore(KvKeyStoreConfig(mount=env["ERASURE_VAULT_KV_MOUNT"]), vault)
     keystore.ensure_mount()
     peppers = PepperStore(vault, env["ERASURE_VAULT_KV_MOUNT"])
     peppers.initialise()  # a new deployment's first pepper
-    return RequestRegistry(store, keystore, EnvelopeCipher(keystore), peppers)
+    return books_for(store, keystore, peppers)
 
 
 @pytest.fixture(scope="module")
-def requests_registered(registry: RequestRegistry) -> dict[str, str]:
+def requests_registered(registry: Books) -> dict[str, str]:
     """Two requests as the DAG's register step leaves them; REF also planned and acting."""
     catalog = load_catalog(REPO / "erasure" / "demo" / "estate" / "catalog.yaml")
     hashes = {}
     for ref, identifier in ((REF, CANARY), (OTHER_REF, OTHER_CANARY)):
-        done = registry.register(
+        done = register(registry,
             ErasureRequest.parse(
                 {
                     "request_ref": ref,
@@ -219,10 +218,11 @@ def requests_registered(registry: RequestRegistry) -> dict[str, str]:
             run_id=f"erasure-{ref}",
         )
         hashes[ref] = done.subject_hash
-    registry.save_plan(REF, _plan(hashes[REF]), 1)
-    registry.set_status(REF, "planned")
-    registry.set_status(REF, "acting")
-    registry.record_action(REF, "warehouse/crm.customers", Action.ERASE_ROWS, "done", {"rows": 1})
+    registry.plans.save(REF, _plan(hashes[REF]), 1)
+    registry.requests.set_status(REF, "planned")
+    registry.requests.set_status(REF, "acting")
+    customers = DatasetRef("warehouse", "crm.customers")
+    registry.action_log.record(REF, customers, Action.ERASE_ROWS, "done", {"rows": 1})
     return hashes
 
 
@@ -265,7 +265,13 @@ def _plan(subject_hash: str) -> Plan:
             ),
         ],
         coverage=0.9,
-        gaps=[Gap(kind=GapKind.OPAQUE_PRODUCER, detail="python job", dataset="ml.churn_features")],
+        gaps=[
+            Gap(
+                kind=GapKind.OPAQUE_PRODUCER,
+                detail="python job",
+                dataset=DatasetRef("warehouse", "ml.churn_features"),
+            )
+        ],
         cycles=[],
         lineage_snapshot="sha256:" + "ab" * 32,
         created_at=datetime.now(UTC),
@@ -513,7 +519,7 @@ def test_requests_show_status_deadlines_and_plan_never_the_identifier(
 
 
 def test_scrub_removes_identifier_and_notes_from_dag_run_and_audit_log(
-    client: Any, tokens: dict[str, str], triggered: dict[str, str], registry: RequestRegistry
+    client: Any, tokens: dict[str, str], triggered: dict[str, str], registry: Books
 ) -> None:
     before = airflow_rows_containing(CANARY)
     assert any(h.startswith("dag_run") for h in before)  # Airflow did keep it in the conf
@@ -528,7 +534,7 @@ def test_scrub_removes_identifier_and_notes_from_dag_run_and_audit_log(
     assert result["runs"] == 1 and result["log_rows"] >= 2  # trigger row + the free-text row
     assert airflow_rows_containing(CANARY) == []
     assert [h for h in airflow_rows_containing(NOTE_CANARY) if REF in h] == []
-    record = registry.get(REF)
+    record = registry.requests.get(REF)
     assert record is not None and record.scrubbed_at is not None
     assert result["scrubbed_at"] is not None
 
@@ -545,11 +551,11 @@ def test_scrub_removes_identifier_and_notes_from_dag_run_and_audit_log(
     again = client.post(f"/erasure/api/v1/requests/{REF}/scrub", headers=bearer(tokens["boss"]))
     assert again.status_code == 200
     assert (again.json()["runs"], again.json()["log_rows"]) == (0, 0)
-    assert registry.get(REF).scrubbed_at == record.scrubbed_at  # type: ignore[union-attr]
+    assert registry.requests.get(REF).scrubbed_at == record.scrubbed_at  # type: ignore[union-attr]
 
 
 def test_the_erasure_task_scrubs_with_its_task_token(
-    client: Any, triggered: dict[str, str], registry: RequestRegistry
+    client: Any, triggered: dict[str, str], registry: Books
 ) -> None:
     wrong = client.post(
         f"/erasure/api/v1/requests/{OTHER_REF}/scrub",
@@ -572,7 +578,7 @@ def test_the_erasure_task_scrubs_with_its_task_token(
     assert response.json()["runs"] == 1
     assert airflow_rows_containing(OTHER_CANARY) == []
     assert airflow_rows_containing(NOTE_CANARY) == []
-    assert registry.get(OTHER_REF).scrubbed_at is not None  # type: ignore[union-attr]
+    assert registry.requests.get(OTHER_REF).scrubbed_at is not None  # type: ignore[union-attr]
 
 
 def test_scrub_of_an_unknown_request_is_404(client: Any, tokens: dict[str, str]) -> None:

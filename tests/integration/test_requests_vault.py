@@ -15,8 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from erasure.catalog import Catalog
-from erasure.errors import DecryptionError
-from erasure.keys.envelope import EnvelopeCipher
+from erasure.errors import DecryptionError, RequestError
 from erasure.keys.keystore import (
     KvKeyStore,
     KvKeyStoreConfig,
@@ -28,11 +27,19 @@ from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, ensure_kv_v2
 from erasure.locate import locate, parked_location, relocate
 from erasure.model import Action, DatasetRef
-from erasure.registry import RequestRegistry
-from erasure.requests import ErasureRequest, RequestError, RequestStatus, request_key_hash
+from erasure.registry.requests import RequestStatus
+from erasure.registry.secrets import request_key_hash
 from erasure.rulings import Ruling, RulingBook, RulingOption
 from erasure.store import Store, open_store
+from erasure.submission import ErasureRequest
 from tests.unit.estate import make_estate
+from tests.unit.registry_support import Books, books_for, register
+
+
+def W(name: str) -> DatasetRef:
+    """A dataset of the test estate (namespace w) by name."""
+    return DatasetRef("w", name)
+
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
@@ -116,9 +123,9 @@ def catalog(tmp_path: Path) -> Catalog:
     return catalog
 
 
-def registry_for(store: Store, keystore: SubjectKeyStore, peppers: PepperStore) -> RequestRegistry:
+def registry_for(store: Store, keystore: SubjectKeyStore, peppers: PepperStore) -> Books:
     """A registry as a fresh task process builds it: no cache shared with other instances."""
-    return RequestRegistry(store, keystore, EnvelopeCipher(keystore), peppers)
+    return books_for(store, keystore, peppers)
 
 
 def submit(ref: str = REF, identifier: str = CANARY, **fields: object) -> ErasureRequest:
@@ -179,11 +186,11 @@ def test_park_unpark_destroy_in_vault(
     catalog: Catalog,
 ) -> None:
     registry = registry_for(store, keystore, peppers)
-    done = registry.register(submit(), catalog=catalog, run_id=f"erasure-{REF}")
+    done = register(registry, submit(), catalog=catalog, run_id=f"erasure-{REF}")
     key_hash = request_key_hash(peppers.current(), REF)
     assert done.created and keystore.exists(key_hash)
 
-    parked = registry_for(store, keystore, peppers).unpark(REF)
+    parked = registry_for(store, keystore, peppers).secrets.unpark(REF)
     assert parked.identifier.get_secret_value() == CANARY
     assert parked.notes is not None and CANARY.strip() in parked.notes.get_secret_value()
 
@@ -194,13 +201,13 @@ def test_park_unpark_destroy_in_vault(
         assert REF.lower() not in text.lower()
         assert_no_canary(text)
 
-    shred = registry.destroy_secrets(REF)
+    shred = registry.secrets.destroy(REF)
     assert not shred.already_absent and shred.key_id == keystore.key_id(key_hash)
     assert not keystore.exists(key_hash)
     assert all(key_hash not in name for name in keystore.list_key_names())
     with pytest.raises(RequestError, match="no longer holds the identifier"):
-        registry_for(store, keystore, peppers).unpark(REF)
-    assert registry.destroy_secrets(REF).already_absent  # idempotent
+        registry_for(store, keystore, peppers).secrets.unpark(REF)
+    assert registry.secrets.destroy(REF).already_absent  # idempotent
     assert_no_canary(dump_store(store))
 
 
@@ -208,24 +215,24 @@ def test_unpark_fails_to_decrypt_when_the_key_is_gone_from_vault(
     kv: KvKeyStore, peppers: PepperStore, store: Store, catalog: Catalog
 ) -> None:
     registry = registry_for(store, kv, peppers)
-    registry.register(submit(), catalog=catalog, run_id=f"erasure-{REF}")
+    register(registry, submit(), catalog=catalog, run_id=f"erasure-{REF}")
     kv.shred(request_key_hash(peppers.current(), REF))  # as if destroy crashed mid-way
     with pytest.raises(DecryptionError, match="shredded or never created"):
-        registry.unpark(REF)
+        registry.secrets.unpark(REF)
     # The retried destroy finishes the job and records it.
-    assert registry.destroy_secrets(REF).already_absent
-    record = registry.get(REF)
+    assert registry.secrets.destroy(REF).already_absent
+    record = registry.requests.get(REF)
     assert record is not None and record.secrets_destroyed_at is not None
 
 
 def test_register_is_idempotent_and_survives_a_pepper_rotation(
     kv: KvKeyStore, peppers: PepperStore, store: Store, catalog: Catalog
 ) -> None:
-    first = registry_for(store, kv, peppers).register(submit(), catalog=catalog, run_id="run-a")
+    first = register(registry_for(store, kv, peppers), submit(), catalog=catalog, run_id="run-a")
     old_key = request_key_hash(peppers.current(), REF)
     peppers.rotate()
 
-    again = registry_for(store, kv, peppers).register(submit(), catalog=catalog, run_id="run-b")
+    again = register(registry_for(store, kv, peppers), submit(), catalog=catalog, run_id="run-b")
     assert (again.created, again.owner_run_id, again.status) == (
         False,
         "run-a",
@@ -234,8 +241,8 @@ def test_register_is_idempotent_and_survives_a_pepper_rotation(
     assert again.subject_hash == first.subject_hash
     assert kv.list_key_names() == [f"subjects/{old_key}"]  # no second key was made
     later = registry_for(store, kv, peppers)
-    assert later.unpark(REF).identifier.get_secret_value() == CANARY
-    assert not later.destroy_secrets(REF).already_absent
+    assert later.secrets.unpark(REF).identifier.get_secret_value() == CANARY
+    assert not later.secrets.destroy(REF).already_absent
     assert kv.list_key_names() == []
 
 
@@ -245,23 +252,23 @@ def test_relocate_from_the_parked_secret_after_the_customer_row_is_deleted(
     (tmp_path / "estate").mkdir()
     catalog, warehouse = make_estate(tmp_path / "estate", CATALOG, ROWS)
     plan_task = registry_for(store, kv, peppers)
-    plan_task.register(submit(), catalog=catalog, run_id=f"erasure-{REF}")
-    parked = plan_task.unpark(REF)
+    register(plan_task, submit(), catalog=catalog, run_id=f"erasure-{REF}")
+    parked = plan_task.secrets.unpark(REF)
     identities, reference_keys = parked_location(locate(catalog, warehouse, submit().subject))
-    plan_task.update_parked(
+    plan_task.secrets.update(
         REF, parked.model_copy(update={"identities": identities, "reference_keys": reference_keys})
     )
     with warehouse.engine("warehouse").begin() as conn:
         conn.execute(sa.text("DELETE FROM crm.customers WHERE id = 'C-900'"))
 
     # A retried act task, in a new process: only the parked secret knows the customer id.
-    retried = registry_for(store, kv, peppers).unpark(REF)
+    retried = registry_for(store, kv, peppers).secrets.unpark(REF)
     found = relocate(catalog, warehouse, retried.identities, retried.reference_keys)
-    assert {name: hit.rows for name, hit in found.located.items()} == {
+    assert {ref.name: hit.rows for ref, hit in found.located.items()} == {
         "crm.orders": 2,
         "crm.addresses": 1,
     }
-    assert found.located["crm.addresses"].shared_referrers == 0
+    assert found.located[W("crm.addresses")].shared_referrers == 0
 
 
 @pytest.mark.postgres
@@ -275,30 +282,30 @@ def test_the_registry_on_postgres(
     admin.dispose()
     with open_store(f"{postgres_url}?options=-csearch_path%3D{schema}") as store:
         registry = registry_for(store, kv, peppers)
-        assert registry.register(submit(), catalog=catalog, run_id="run-a").created
-        assert not registry.register(submit(), catalog=catalog, run_id="run-b").created
-        registry.register(
+        assert register(registry, submit(), catalog=catalog, run_id="run-a").created
+        assert not register(registry, submit(), catalog=catalog, run_id="run-b").created
+        register(registry,
             submit("DSR-2026-0043", identifier="someone@example.org"),
             catalog=catalog,
             run_id="run-c",
         )
-        registry.extend(REF, 2, "restoring three backups", today=date(2026, 1, 20))
-        assert [r.request_ref for r in registry.due_within(date(2026, 2, 1), 5)] == [
+        registry.requests.extend(REF, 2, "restoring three backups", today=date(2026, 1, 20))
+        assert [r.request_ref for r in registry.requests.due_within(date(2026, 2, 1), 5)] == [
             "DSR-2026-0043"
         ]
-        assert registry.get(REF).extended_until == date(2026, 4, 4)  # type: ignore[union-attr]
+        assert registry.requests.get(REF).extended_until == date(2026, 4, 4)  # type: ignore[union-attr]
 
         orders = DatasetRef("w", "crm.orders")
-        registry.record_action(REF, orders, Action.ERASE_ROWS, "pending")
-        registry.record_action(REF, orders, Action.ERASE_ROWS, "done", {"rows_deleted": 2})
-        assert registry.actions(REF)[0].evidence == {"rows_deleted": 2}
+        registry.action_log.record(REF, orders, Action.ERASE_ROWS, "pending")
+        registry.action_log.record(REF, orders, Action.ERASE_ROWS, "done", {"rows_deleted": 2})
+        assert registry.action_log.list(REF)[0].evidence == {"rows_deleted": 2}
         for status in ("planned", "acting", "awaiting_dpo"):
-            registry.set_status(REF, status)
+            registry.requests.set_status(REF, status)
 
         book = RulingBook(store)
         standing = book.record(
-            Ruling.for_dataset(
-                DatasetRef("w", "ml.churn"),
+            Ruling(
+                dataset=DatasetRef("w", "ml.churn"),
                 request_ref=REF,
                 option=RulingOption.RETAIN_EXEMPTION,
                 exemption="d",
@@ -310,9 +317,9 @@ def test_the_registry_on_postgres(
         )
         assert book.standing_for(DatasetRef("w", "ml.churn"), date(2030, 1, 1)) == standing
 
-        registry.destroy_secrets(REF)
+        registry.secrets.destroy(REF)
         with pytest.raises(RequestError, match="destroyed"):
-            registry.unpark(REF)
+            registry.secrets.unpark(REF)
         dumped = dump_store(store)
     assert REF in dumped  # the dump does see the store's rows
     assert_no_canary(dumped)

@@ -12,10 +12,13 @@ import pytest
 from erasure import workflow
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.crm_ingest import ingest_crm_export
+from erasure.deadlines import deadline_report
 from erasure.demo.embedded import open_demo
 from erasure.errors import ErasureError, StoreError, VaultError, VerificationFailed
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
+from erasure.planner import SUBJECT_SEARCH
+from erasure.prompts import escalation_prompt
 from erasure.rulings import Ruling, RulingOption
 from erasure.services import Services
 from erasure.suppression import identifier_columns
@@ -27,6 +30,7 @@ from tests.integration.workflow_support import (
     act,
     down_once,
     failure_callback,
+    item_named,
     rows,
     trigger,
 )
@@ -52,7 +56,7 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
 
     plan = workflow.plan_request(svc, "REQ-2026-0001")
     assert workflow.plan_request(svc, "REQ-2026-0001") == plan  # the plan acted on is fixed
-    assert {workflow.items_for(plan, a)[0] for a in (Action.ERASE_ROWS,)} == {"crm.orders"}
+    assert {workflow.items_for(plan, a)[0].name for a in (Action.ERASE_ROWS,)} == {"crm.orders"}
     with pytest.raises(VerificationFailed, match="erase_rows done"):
         workflow.verify(svc, "REQ-2026-0001", require_scrubbed=False)
     with pytest.raises(ErasureError, match="not verified"):
@@ -62,9 +66,9 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     with pytest.raises(VerificationFailed, match="identifier scrubbed"):
         workflow.verify(svc, "REQ-2026-0001")  # Airflow still holds the identifier
     act(svc, "REQ-2026-0001")  # a retried run acts on nothing twice
-    svc.registry.mark_scrubbed("REQ-2026-0001", datetime.now(UTC))
+    svc.requests.mark_scrubbed("REQ-2026-0001", datetime.now(UTC))
     result = workflow.verify(svc, "REQ-2026-0001")
-    assert result["passed"], [c for c in result["checks"] if not c["passed"]]
+    assert result.passed, result.failures()
     record = workflow.complete(svc, "REQ-2026-0001")
     assert record.kind is RecordKind.COMPLETED
     assert record.status is RecordStatus.COMPLETE_WITH_EXEMPTIONS
@@ -84,7 +88,7 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     assert rows(demo / "warehouse.agg.db", "SELECT COUNT(*) FROM customers_by_postcode") == 0
     # The request key is destroyed: the system no longer holds the identifier at all.
     with pytest.raises(ErasureError):
-        svc.registry.unpark("REQ-2026-0001")
+        svc.secrets.unpark("REQ-2026-0001")
     assert svc.ledger.verify().ok
     # A later request for the embeddings cites the standing ruling instead of asking again.
     assert (
@@ -116,18 +120,18 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
         (Action.INSERT_TOMBSTONE, "tombstone"),
     ]
     [question] = workflow.pending_escalations(svc, "REQ-2026-0002")
-    prompt = workflow.escalation_prompt(question)
-    assert prompt["options"] == ["Confirm the subject is not held"]
+    prompt = escalation_prompt(question)
+    assert prompt.options == ["Confirm the subject is not held"]
     assert "crm.customers (email, alt_email)" in question.reason
     # Alice's address at another domain: counted as a near miss, never shown.
-    assert "`crm.customers.email`: 1 row(s), same local part at another domain" in prompt["body"]
-    assert "alice" not in prompt["body"].lower()
+    assert "`crm.customers.email`: 1 row(s), same local part at another domain" in prompt.body
+    assert "alice" not in prompt.body.lower()
     workflow.tombstone(svc, "REQ-2026-0002")
-    svc.registry.mark_scrubbed("REQ-2026-0002", datetime.now(UTC))
+    svc.requests.mark_scrubbed("REQ-2026-0002", datetime.now(UTC))
     with pytest.raises(VerificationFailed, match="subject_search"):
         workflow.verify(svc, "REQ-2026-0002")  # not complete while the DPO has not answered
-    workflow.rule(svc, "REQ-2026-0002", "subject_search", NOT_HELD)
-    assert workflow.verify(svc, "REQ-2026-0002")["passed"]
+    workflow.rule(svc, "REQ-2026-0002", SUBJECT_SEARCH, NOT_HELD)
+    assert workflow.verify(svc, "REQ-2026-0002").passed
     record = workflow.complete(svc, "REQ-2026-0002")
     assert record.status is RecordStatus.COMPLETE
     assert record.body["subject_found"] is False
@@ -141,20 +145,20 @@ def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) 
     workflow.register(svc, conf, "erasure-REQ-2026-0003")
     plan = workflow.plan_request(svc, "REQ-2026-0003")
     assert Action.ERASE_ROWS in {i.action for i in plan.items}
-    assert svc.registry.actions("REQ-2026-0003") == []  # no ruling cited, nothing done
+    assert svc.action_log.list("REQ-2026-0003") == []  # no ruling cited, nothing done
     with pytest.raises(ErasureError):
-        svc.registry.unpark("REQ-2026-0003")
+        svc.secrets.unpark("REQ-2026-0003")
     kinds = [r.kind for r in svc.ledger.show("REQ-2026-0003")]
     assert kinds == [RecordKind.RECEIVED]
-    assert workflow.deadlines(svc, date(2027, 6, 1), 7)["overdue"] == []
+    assert deadline_report(svc.requests, date(2027, 6, 1), 7).overdue == []
 
 
 def test_a_failure_is_recorded_only_for_the_run_that_owns_the_request(svc: Services) -> None:
     workflow.register(svc, {**CONF, "request_ref": "REQ-2026-0004"}, "erasure-REQ-2026-0004")
     workflow.fail(svc, "REQ-2026-0004", "a resubmission failed", "manual__someone-else")
-    assert svc.registry.get("REQ-2026-0004").status.value == "registered"  # type: ignore[union-attr]
+    assert svc.requests.get("REQ-2026-0004").status.value == "registered"  # type: ignore[union-attr]
     workflow.fail(svc, "REQ-2026-0004", "register failed", "erasure-REQ-2026-0004")
-    assert svc.registry.get("REQ-2026-0004").status.value == "failed"  # type: ignore[union-attr]
+    assert svc.requests.get("REQ-2026-0004").status.value == "failed"  # type: ignore[union-attr]
     assert svc.ledger.show("REQ-2026-0004")[-1].kind is RecordKind.FAILED
 
 
@@ -193,16 +197,16 @@ def test_the_nightly_crm_sync_while_the_dpo_decides_brings_nobody_back(
     nightly_crm_sync(svc)  # 02:00, the prompts still open
 
     for item in workflow.pending_escalations(svc, ref):
-        workflow.rule(svc, ref, item.dataset["name"], ANSWERS[item.dataset["name"]])
+        workflow.rule(svc, ref, item.dataset, ANSWERS[item.dataset.name])
     for name in workflow.items_for(plan, Action.AGGREGATE_OK):
         workflow.confirm_aggregate(svc, ref, name)
-    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
-    assert workflow.verify(svc, ref)["passed"]
+    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
+    assert workflow.verify(svc, ref).passed
     crm = tmp_path / "demo" / "warehouse.crm.db"
     assert rows(crm, "SELECT COUNT(*) FROM customers WHERE id = 'C0001'") == 0
 
 
-@pytest.mark.parametrize("outage", [("ledger", "append"), ("registry", "destroy_secrets")])
+@pytest.mark.parametrize("outage", [("ledger", "append"), ("secrets", "destroy")])
 def test_a_completion_that_failed_for_good_completes_once_cleared(
     svc: Services, outage: tuple[str, str]
 ) -> None:
@@ -213,23 +217,23 @@ def test_a_completion_that_failed_for_good_completes_once_cleared(
     workflow.register(svc, conf, run_id)
     workflow.plan_request(svc, ref)
     workflow.tombstone(svc, ref)
-    workflow.rule(svc, ref, "subject_search", NOT_HELD)
-    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
+    workflow.rule(svc, ref, item_named(svc, ref, "subject_search"), NOT_HELD)
+    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
     workflow.verify(svc, ref)
     down_once(getattr(svc, outage[0]), outage[1])
     with pytest.raises(VaultError):
         workflow.complete(svc, ref)
     failure_callback(svc, ref, run_id)
-    assert svc.registry.get(ref).status.value == "failed"  # type: ignore[union-attr]
+    assert svc.requests.get(ref).status.value == "failed"  # type: ignore[union-attr]
 
     record = workflow.complete(svc, ref)  # the DPO clears the failed task
 
     assert record.status is RecordStatus.COMPLETE
-    assert svc.registry.get(ref).status.value == "complete"  # type: ignore[union-attr]
+    assert svc.requests.get(ref).status.value == "complete"  # type: ignore[union-attr]
     kinds = [r.kind for r in svc.ledger.show(ref)]
     assert kinds.count(RecordKind.COMPLETED) == 1
     with pytest.raises(ErasureError):
-        svc.registry.unpark(ref)
+        svc.secrets.unpark(ref)
 
 
 def test_a_dry_run_interrupted_before_its_identifier_was_destroyed_destroys_it_once_cleared(
@@ -237,7 +241,7 @@ def test_a_dry_run_interrupted_before_its_identifier_was_destroyed_destroys_it_o
 ) -> None:
     ref, run_id = "REQ-2026-0006", "erasure-REQ-2026-0006"
     workflow.register(svc, {**CONF, "request_ref": ref, "dry_run": True}, run_id)
-    down_once(svc.registry, "destroy_secrets")
+    down_once(svc.secrets, "destroy")
     with pytest.raises(VaultError):
         workflow.plan_request(svc, ref)
     failure_callback(svc, ref, run_id)
@@ -245,8 +249,8 @@ def test_a_dry_run_interrupted_before_its_identifier_was_destroyed_destroys_it_o
     workflow.plan_request(svc, ref)  # the DPO clears the failed plan task
 
     with pytest.raises(ErasureError):
-        svc.registry.unpark(ref)  # a dry run keeps no identifier
-    assert svc.registry.get(ref).status.value == "planned"  # type: ignore[union-attr]
+        svc.secrets.unpark(ref)  # a dry run keeps no identifier
+    assert svc.requests.get(ref).status.value == "planned"  # type: ignore[union-attr]
 
 
 def test_a_plan_interrupted_before_citing_a_standing_ruling_cites_it_once_cleared(
@@ -254,8 +258,8 @@ def test_a_plan_interrupted_before_citing_a_standing_ruling_cites_it_once_cleare
 ) -> None:
     embeddings = svc.catalog.by_name("ml.customer_embeddings").ref
     svc.rulings.record(
-        Ruling.for_dataset(
-            embeddings,
+        Ruling(
+            dataset=embeddings,
             request_ref=None,
             option=RulingOption.REBUILD_BY_DATE,
             scheduled_by=date(2099, 1, 1),
@@ -275,7 +279,7 @@ def test_a_plan_interrupted_before_citing_a_standing_ruling_cites_it_once_cleare
 
     workflow.plan_request(svc, ref)  # the DPO clears the failed plan task
 
-    pending = [i.dataset["name"] for i in workflow.pending_escalations(svc, ref)]
+    pending = [i.dataset.name for i in workflow.pending_escalations(svc, ref)]
     assert "ml.customer_embeddings" not in pending  # the DPO is not asked again
     assert "crm.addresses" in pending
     kinds = [r.kind for r in svc.ledger.show(ref)]
@@ -307,11 +311,11 @@ def test_a_ruling_interrupted_before_it_was_signed_is_recorded_once(svc: Service
     name = "recs.customer_recommendations"
     down_once(svc.ledger, "append")
     with pytest.raises(VaultError):
-        workflow.rule(svc, ref, name, ANSWERS[name])
+        workflow.rule(svc, ref, item_named(svc, ref, name), ANSWERS[name])
 
-    workflow.rule(svc, ref, name, ANSWERS[name])  # record_rulings' retry
+    workflow.rule(svc, ref, item_named(svc, ref, name), ANSWERS[name])  # record_rulings' retry
 
-    ruled = [r.dataset_name for r in svc.rulings.for_request(ref)]
+    ruled = [r.dataset.name for r in svc.rulings.for_request(ref)]
     assert ruled.count(name) == 1  # the completion record lists the DPO's decision once
     decided = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.DECIDED]
     assert len(decided) == 1
@@ -326,7 +330,7 @@ def test_rows_found_again_by_verify_are_erased_again_once_cleared(
     workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     act(svc, ref)
-    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
+    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
     with sqlite3.connect(tmp_path / "demo" / "warehouse.crm.db") as conn:
         conn.execute("INSERT INTO orders VALUES (99001, 'C0001', 1, 12.5, '2026-12-01', '2026-12')")
 
@@ -336,12 +340,13 @@ def test_rows_found_again_by_verify_are_erased_again_once_cleared(
     with pytest.raises(ErasureError, match="not verified"):
         workflow.complete(svc, ref)
 
-    redone = workflow.erase(svc, ref, "crm.orders")  # the cleared erase_rows task
+    orders = item_named(svc, ref, "crm.orders")
+    redone = workflow.erase(svc, ref, orders)  # the cleared erase_rows task
 
-    assert redone["rows_deleted"] == 1 and redone["already_done"] is False
-    assert redone["reopened"]["found"] == 1
-    assert redone["reopened"]["earlier"]["rows_deleted"] == 3  # the first act stays on record
-    assert workflow.verify(svc, ref)["passed"]
+    assert redone.rows_deleted == 1 and redone.already_done is False
+    assert redone.reopened is not None and redone.reopened["found"] == 1
+    assert redone.reopened["earlier"]["rows_deleted"] == 3  # the first act stays on record
+    assert workflow.verify(svc, ref).passed
     record = workflow.complete(svc, ref)
     orders = next(a for a in record.body["artefacts"] if a["dataset"] == "crm.orders")
     assert orders["evidence"]["reopened"]["earlier"]["rows_deleted"] == 3
@@ -383,20 +388,20 @@ def test_a_key_that_sealed_two_datasets_is_cited_by_the_second_shred(
         ref = "REQ-2026-0012"
         workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
         plan = workflow.plan_request(svc, ref)
-        assert workflow.items_for(plan, Action.CRYPTO_SHRED) == [
+        assert [r.name for r in workflow.items_for(plan, Action.CRYPTO_SHRED)] == [
             "archive.customer_events",
             "archive.events_replica",
         ]
 
-        first = workflow.shred(svc, ref, "archive.customer_events")
-        second = workflow.shred(svc, ref, "archive.events_replica")
+        first = workflow.shred(svc, ref, item_named(svc, ref, "archive.customer_events"))
+        second = workflow.shred(svc, ref, item_named(svc, ref, "archive.events_replica"))
 
-    assert first["keys_shredded"] == 1 and second["keys_shredded"] == 0
-    [destroyed] = first["keys"]
-    [cited] = second["keys"]
+    assert first.keys_shredded == 1 and second.keys_shredded == 0
+    [destroyed] = first.keys
+    [cited] = second.keys
     assert cited["key_id"] == destroyed["key_id"] and cited["already_absent"] is True
     assert cited["destroyed_with"] == "warehouse/archive.customer_events"
-    assert second["snapshot_expiry_date"] == first["snapshot_expiry_date"]
+    assert second.snapshot_expiry_date == first.snapshot_expiry_date
 
 
 def test_a_loop_rebuild_that_fails_says_the_loop_is_empty_and_a_clear_refills_it(
@@ -409,18 +414,19 @@ def test_a_loop_rebuild_that_fails_says_the_loop_is_empty_and_a_clear_refills_it
     workflow.tombstone(svc, ref)
     for name in workflow.items_for(plan, Action.ERASE_ROWS):
         workflow.erase(svc, ref, name)
-    workflow.rebuild_artefact(svc, ref, "marts.customer_ltv", trigger(svc))
+    workflow.rebuild_artefact(svc, ref, item_named(svc, ref, "marts.customer_ltv"), trigger(svc))
     with sqlite3.connect(marts) as conn:  # the loop's upstream goes missing (an outage)
         conn.execute("ALTER TABLE customer_ltv RENAME TO customer_ltv_away")
 
     with pytest.raises(ErasureError, match=r"feedback loop \(marts\.customer_segments, marts"):
-        workflow.rebuild_artefact(svc, ref, "marts.customer_segments", trigger(svc))
+        segments = item_named(svc, ref, "marts.customer_segments")
+        workflow.rebuild_artefact(svc, ref, segments, trigger(svc))
     assert rows(marts, "SELECT COUNT(*) FROM segment_history") == 0  # as the error says
 
     with sqlite3.connect(marts) as conn:
         conn.execute("ALTER TABLE customer_ltv_away RENAME TO customer_ltv")
     for name in ("marts.customer_segments", "marts.segment_history"):  # the cleared tasks
-        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
+        workflow.rebuild_artefact(svc, ref, item_named(svc, ref, name), trigger(svc))
     others = rows(marts, "SELECT COUNT(*) FROM customer_ltv")
     assert rows(marts, "SELECT COUNT(*) FROM customer_segments") == others
     assert rows(marts, "SELECT COUNT(*) FROM segment_history") == others

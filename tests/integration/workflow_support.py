@@ -15,7 +15,7 @@ from erasure.actions.rebuild import RunOutcome
 from erasure.demo.rematerialise import rematerialise
 from erasure.demo.seed import DEMO_SUBJECT
 from erasure.errors import ErasureError, VaultError
-from erasure.model import Action
+from erasure.model import Action, DatasetRef
 from erasure.rulings import DpoAnswer, option_for_label
 from erasure.services import Services
 
@@ -83,7 +83,7 @@ def trigger(svc: Services) -> workflow.TriggerDag:
 
 
 def act(svc: Services, ref: str) -> None:
-    plan = svc.registry.plan(ref, 1)
+    plan = svc.plans.get(ref, 1)
     workflow.tombstone(svc, ref)  # first: the nightly CRM sync must not bring anyone back
     for name in workflow.items_for(plan, Action.ERASE_ROWS):
         workflow.erase(svc, ref, name)
@@ -94,7 +94,7 @@ def act(svc: Services, ref: str) -> None:
     for name in workflow.items_for(plan, Action.AGGREGATE_OK):
         workflow.confirm_aggregate(svc, ref, name)
     for item in workflow.pending_escalations(svc, ref):
-        workflow.rule(svc, ref, item.dataset["name"], ANSWERS[item.dataset["name"]])
+        workflow.rule(svc, ref, item.dataset, ANSWERS[item.dataset.name])
 
 
 def down_once(owner: object, name: str, error: Exception | None = None) -> None:
@@ -127,7 +127,7 @@ def run_request(
     ref = str(conf["request_ref"])
     workflow.register(svc, conf, f"erasure-{ref}")
     workflow.plan_request(svc, ref)
-    plan = svc.registry.plan(ref, 1)
+    plan = svc.plans.get(ref, 1)
     workflow.tombstone(svc, ref)
     for name in workflow.items_for(plan, Action.ERASE_ROWS):
         workflow.erase(svc, ref, name)
@@ -139,7 +139,12 @@ def run_request(
         workflow.confirm_aggregate(svc, ref, name)
     given = {**ANSWERS, "subject_search": NOT_HELD, **(answers or {})}
     for item in workflow.pending_escalations(svc, ref):
-        workflow.rule(svc, ref, item.dataset["name"], given[item.dataset["name"]])
-    svc.registry.mark_scrubbed(ref, datetime.now(UTC))
+        workflow.rule(svc, ref, item.dataset, given[item.dataset.name])
+    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
     workflow.verify(svc, ref)
     return workflow.complete(svc, ref)
+
+
+def item_named(svc: Services, ref: str, name: str) -> DatasetRef:
+    """The dataset of the request's plan named `name` (how a person refers to it)."""
+    return next(i.dataset for i in svc.plans.get(ref, 1).items if i.dataset.name == name)

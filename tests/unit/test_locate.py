@@ -7,8 +7,14 @@ from pydantic import SecretStr
 
 from erasure.errors import SubjectError
 from erasure.locate import locate
-from erasure.model import SubjectRef
+from erasure.model import DatasetRef, SubjectRef
 from tests.unit.estate import make_estate
+
+
+def W(name: str) -> DatasetRef:
+    """A dataset of the test estate (namespace w) by name."""
+    return DatasetRef("w", name)
+
 
 CATALOG = """
 version: 1
@@ -60,33 +66,33 @@ def estate(tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_normalised_match_and_identity_expansion(estate) -> None:  # type: ignore[no-untyped-def]
     catalog, warehouse = estate
     found = locate(catalog, warehouse, subject("email", "alice@example.com"))
-    rows = {name: hit.rows for name, hit in found.located.items()}
+    rows = {ref.name: hit.rows for ref, hit in found.located.items()}
     # Alice's own row (by email, differently cased and padded) and Carol's row whose
     # alt_email is Alice's: both name the same person, so both customer ids expand to orders.
     assert rows == {"crm.customers": 2, "crm.orders": 3, "crm.newsletter": 1, "crm.addresses": 2}
-    assert found.located["crm.orders"].via == "identity:crm.customers.customer_id"
-    assert found.located["crm.customers"].via == "request"
+    assert found.located[W("crm.orders")].via == "identity:crm.customers.customer_id"
+    assert found.located[W("crm.customers")].via == "request"
     assert {i.type for i in found.identities} == {"email", "customer_id", "phone"}
 
 
 def test_reference_counts_other_referrers_and_expands_no_further(estate) -> None:  # type: ignore[no-untyped-def]
     catalog, warehouse = estate
     found = locate(catalog, warehouse, subject("customer_id", "C4"))
-    addresses = found.located["crm.addresses"]
+    addresses = found.located[W("crm.addresses")]
     assert (addresses.rows, addresses.shared_rows, addresses.shared_referrers) == (1, 0, 0)
     found = locate(catalog, warehouse, subject("customer_id", "C2"))
-    addresses = found.located["crm.addresses"]
+    addresses = found.located[W("crm.addresses")]
     # Bob's household address is also Alice's: one shared row, one other referrer.
     assert (addresses.rows, addresses.shared_rows, addresses.shared_referrers) == (1, 1, 1)
     assert addresses.via == "reference:crm.customers.address_id"
-    assert "crm.newsletter" not in found.located
+    assert W("crm.newsletter") not in found.located
 
 
 def test_phone_found_whatever_the_stored_format(estate) -> None:  # type: ignore[no-untyped-def]
     catalog, warehouse = estate
     found = locate(catalog, warehouse, subject("phone", "+447700900123"))
-    assert found.located["crm.customers"].rows == 1
-    assert found.located["crm.orders"].rows == 1
+    assert found.located[W("crm.customers")].rows == 1
+    assert found.located[W("crm.orders")].rows == 1
 
 
 def test_unknown_subject_is_found_nowhere(estate) -> None:  # type: ignore[no-untyped-def]

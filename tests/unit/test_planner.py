@@ -9,8 +9,8 @@ from pydantic import SecretStr
 from erasure.catalog import Catalog
 from erasure.lineage.openlineage import parse_event
 from erasure.model import Action, CycleKind, GapKind, Plan, SubjectRef
+from erasure.planner import make_plan
 from erasure.warehouse import Warehouse
-from erasure.workflow import make_plan
 from tests.unit.estate import make_estate
 
 CATALOG = """
@@ -111,7 +111,7 @@ def plan(estate: tuple[Catalog, Warehouse]) -> Plan:
 
 
 def decisions(plan: Plan) -> dict[str, tuple[Action, str]]:
-    return {i.dataset["name"]: (i.action, i.rule) for i in plan.items}
+    return {i.dataset.name: (i.action, i.rule) for i in plan.items}
 
 
 def test_every_row_of_the_decision_table(plan: Plan) -> None:
@@ -138,13 +138,13 @@ def test_every_row_of_the_decision_table(plan: Plan) -> None:
 
 
 def test_unrelated_data_stays_out(plan: Plan) -> None:
-    names = {i.dataset["name"] for i in plan.items}
+    names = {i.dataset.name for i in plan.items}
     assert "src.unrelated" not in names
     assert "src.catalogue" not in names
 
 
 def test_aggregates_carry_their_measured_numbers(plan: Plan) -> None:
-    items = {i.dataset["name"]: i for i in plan.items}
+    items = {i.dataset.name: i for i in plan.items}
     ok = items["d.agg_ok"].evidence
     assert (ok["k"], ok["min_group_size"], ok["groups"], ok["groups_below_k"]) == (3, 3, 2, 0)
     assert ok["quasi_identifiers"] == ["region"]
@@ -156,7 +156,7 @@ def test_aggregates_carry_their_measured_numbers(plan: Plan) -> None:
 
 
 def test_evidence_of_roots_shared_rows_and_immutable_copies(plan: Plan) -> None:
-    items = {i.dataset["name"]: i for i in plan.items}
+    items = {i.dataset.name: i for i in plan.items}
     assert items["src.people"].evidence["rows_before"] == 1
     assert items["src.people"].evidence["statement"].startswith("DELETE FROM src.people WHERE")
     assert items["src.homes"].evidence["other_referrers"] == 1
@@ -177,15 +177,15 @@ def test_execution_order(plan: Plan) -> None:
     ]
     ranks = [phases.index(i.action) for i in plan.items]
     assert ranks == sorted(ranks)
-    order = [i.dataset["name"] for i in plan.items]
+    order = [i.dataset.name for i in plan.items]
     assert order.index("d.rebuilt") < order.index("d.view")
 
 
 def test_cycles_gaps_and_coverage(plan: Plan) -> None:
-    assert [(c.kind, c.datasets) for c in plan.cycles] == [
+    assert [(c.kind, [r.name for r in c.datasets]) for c in plan.cycles] == [
         (CycleKind.ERROR, ["d.loop_a", "d.loop_b"])
     ]
-    kinds = {(g.kind, g.dataset) for g in plan.gaps}
+    kinds = {(g.kind, g.dataset.name if g.dataset else None) for g in plan.gaps}
     assert (GapKind.OPAQUE_PRODUCER, "d.opaque") in kinds
     assert (GapKind.ERROR_CYCLE, "d.loop_a") in kinds
     assert 0.0 < plan.coverage <= 1.0
@@ -195,10 +195,10 @@ def test_truncated_closure_escalates_its_frontier(estate: tuple[Catalog, Warehou
     catalog, warehouse = estate
     plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, max_nodes=4)
     assert plan.truncated
-    truncated = {g.dataset for g in plan.gaps if g.kind is GapKind.TRUNCATED}
+    truncated = {g.dataset.name for g in plan.gaps if g.kind is GapKind.TRUNCATED and g.dataset}
     assert truncated
     for item in plan.items:
-        if item.dataset["name"] in truncated and item.rule != "2":
+        if item.dataset.name in truncated and item.rule != "2":
             assert (item.action, item.rule) == (Action.ESCALATE, "1")
 
 
@@ -214,9 +214,11 @@ def test_a_producer_that_never_reported_escalates_until_it_does(
     """No lineage reaches d.dark: nothing shows it is free of the subject, so it escalates."""
     catalog, warehouse = estate
     silent = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW)
-    dark = next(i for i in silent.items if i.dataset["name"] == "d.dark")
+    dark = next(i for i in silent.items if i.dataset.name == "d.dark")
     assert "partner_export.py, which never reported a run" in dark.reason
-    assert (GapKind.NO_EVENTS, "d.dark") in {(g.kind, g.dataset) for g in silent.gaps}
+    assert (GapKind.NO_EVENTS, "d.dark") in {
+        (g.kind, g.dataset.name if g.dataset else None) for g in silent.gaps
+    }
 
     reported = parse_event(
         {
@@ -230,5 +232,5 @@ def test_a_producer_that_never_reported_escalates_until_it_does(
         }
     )
     plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, events=[reported])
-    assert "d.dark" not in {i.dataset["name"] for i in plan.items}  # it reads no subject data
+    assert "d.dark" not in {i.dataset.name for i in plan.items}  # it reads no subject data
     assert all(g.kind is not GapKind.NO_EVENTS for g in plan.gaps)

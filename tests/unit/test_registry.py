@@ -14,24 +14,17 @@ import sqlalchemy as sa
 from pydantic import BaseModel, SecretStr
 
 from erasure.catalog import Catalog
-from erasure.errors import DecryptionError, KeyNotFoundError, SubjectError
-from erasure.keys.envelope import EnvelopeCipher
+from erasure.errors import DecryptionError, KeyNotFoundError, RequestError, SubjectError
 from erasure.keys.keystore import DataKey, KeyInfo, ShredProof, ShredResult
-from erasure.locate import Identity
-from erasure.model import Action, DatasetRef, Plan, SubjectSummary
+from erasure.model import Action, DatasetRef, Identity, Plan, SubjectSummary
 from erasure.pseudonym import Pepper, normalise, subject_hash
-from erasure.registry import RequestRegistry
-from erasure.requests import (
-    ActionStatus,
-    ErasureRequest,
-    LegalGround,
-    ParkedSecret,
-    RequestError,
-    RequestStatus,
-    request_key_hash,
-)
+from erasure.registry.action_log import ActionStatus
+from erasure.registry.requests import RequestStatus
+from erasure.registry.secrets import ParkedSecret, request_key_hash
 from erasure.store import Store, metadata, open_store
 from erasure.store.schema import request_secrets, requests
+from erasure.submission import ErasureRequest, LegalGround
+from tests.unit.registry_support import Books, books_for, register
 
 CANARY = "  Zed.Canary+Registry@Example.COM "
 CANARY_NORMALISED = "zed.canary+registry@example.com"
@@ -129,8 +122,8 @@ def peppers() -> Peppers:
 
 
 @pytest.fixture
-def registry(store: Store, keys: MemoryKeyStore, peppers: Peppers) -> RequestRegistry:
-    return RequestRegistry(store, keys, EnvelopeCipher(keys), peppers)
+def registry(store: Store, keys: MemoryKeyStore, peppers: Peppers) -> Books:
+    return books_for(store, keys, peppers)
 
 
 @pytest.fixture
@@ -179,15 +172,15 @@ def dump_store(store: Store) -> str:
 
 
 def test_register_records_the_hash_parks_the_secret_and_starts_the_clock(
-    registry: RequestRegistry, catalog: Catalog, keys: MemoryKeyStore, store: Store
+    registry: Books, catalog: Catalog, keys: MemoryKeyStore, store: Store
 ) -> None:
-    done = registry.register(request(), catalog=catalog, run_id="erasure-REQ-1")
+    done = register(registry, request(), catalog=catalog, run_id="erasure-REQ-1")
 
     pepper = Pepper(version=1, secret=b"\x11" * 32)
     assert done.created and done.status is RequestStatus.REGISTERED
     assert done.owner_run_id == "erasure-REQ-1"
     assert done.subject_hash == subject_hash(pepper, "email", CANARY_NORMALISED)
-    record = registry.get("REQ-1")
+    record = registry.requests.get("REQ-1")
     assert record is not None
     assert (record.received_on, record.due_on) == (date(2026, 1, 10), date(2026, 2, 9))
     assert record.effective_due_on == date(2026, 2, 9)
@@ -199,11 +192,11 @@ def test_register_records_the_hash_parks_the_secret_and_starts_the_clock(
 
 
 def test_register_is_idempotent_on_request_ref(
-    registry: RequestRegistry, catalog: Catalog, keys: MemoryKeyStore, store: Store
+    registry: Books, catalog: Catalog, keys: MemoryKeyStore, store: Store
 ) -> None:
-    first = registry.register(request(), catalog=catalog, run_id="erasure-REQ-1")
-    registry.set_status("REQ-1", RequestStatus.PLANNED)
-    again = registry.register(request(), catalog=catalog, run_id="manual__2026-01-11")
+    first = register(registry, request(), catalog=catalog, run_id="erasure-REQ-1")
+    registry.requests.set_status("REQ-1", RequestStatus.PLANNED)
+    again = register(registry, request(), catalog=catalog, run_id="manual__2026-01-11")
 
     assert not again.created
     assert again.owner_run_id == "erasure-REQ-1"  # "already handled by run erasure-REQ-1"
@@ -215,53 +208,49 @@ def test_register_is_idempotent_on_request_ref(
 
 
 def test_a_ref_reused_for_another_subject_is_refused(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="erasure-REQ-1")
+    register(registry, request(), catalog=catalog, run_id="erasure-REQ-1")
     with pytest.raises(RequestError, match="already registered for another subject") as err:
-        registry.register(
+        register(registry,
             request(identifier="other.person@example.org"), catalog=catalog, run_id="r2"
         )
     assert "other.person" not in str(err.value)
     with pytest.raises(RequestError, match="another subject"):
-        registry.register(
+        register(registry,
             request(identifier_type="customer_id", identifier="C1"), catalog=catalog, run_id="r3"
         )
 
 
 def test_a_concurrent_registration_that_won_is_reported_not_duplicated(
-    registry: RequestRegistry, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+    registry: Books, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="erasure-REQ-1")
+    register(registry, request(), catalog=catalog, run_id="erasure-REQ-1")
     # The other run inserted between our look-up and our insert: the insert must not win.
-    monkeypatch.setattr(registry, "get", lambda ref: None)
-    again = registry.register(request(), catalog=catalog, run_id="erasure-REQ-1-retry")
+    monkeypatch.setattr(registry.requests, "get", lambda ref: None)
+    again = register(registry, request(), catalog=catalog, run_id="erasure-REQ-1-retry")
     assert (again.created, again.owner_run_id) == (False, "erasure-REQ-1")
 
 
 def test_unknown_type_and_malformed_identifier_are_refused_without_echo(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    with pytest.raises(RequestError, match="allowed: customer_id, email") as err:
-        registry.register(request(identifier_type="passport"), catalog=catalog, run_id="r")
+    # Refused where the identifier is normalised, before anything is registered.
+    with pytest.raises(SubjectError, match="allowed: customer_id, email") as err:
+        register(registry, request(identifier_type="passport"), catalog=catalog, run_id="r")
     assert "anary" not in str(err.value)
     with pytest.raises(SubjectError) as malformed:
-        registry.register(request(identifier="no-at-sign-SECRET"), catalog=catalog, run_id="r")
+        register(registry, request(identifier="no-at-sign-SECRET"), catalog=catalog, run_id="r")
     assert "SECRET" not in str(malformed.value)
-    assert registry.list() == []
+    assert registry.requests.list() == []
 
 
-def test_a_catalog_identifier_type_named_request_is_refused(registry: RequestRegistry) -> None:
+def test_a_catalog_identifier_type_named_request_is_refused(registry: Books) -> None:
     clash = Catalog.model_validate(
         {**CATALOG, "identifiers": {**CATALOG["identifiers"], "request": {"normalise": "strip"}}}
     )
     with pytest.raises(RequestError, match="reserved for request-scoped keys"):
-        registry.register(request(), catalog=clash, run_id="r")
-
-
-def test_the_cipher_must_use_the_registry_keystore(store: Store, peppers: Peppers) -> None:
-    with pytest.raises(RequestError, match="EnvelopeCipher"):
-        RequestRegistry(store, MemoryKeyStore(), EnvelopeCipher(MemoryKeyStore()), peppers)
+        register(registry, request(), catalog=clash, run_id="r")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,10 +258,10 @@ def test_the_cipher_must_use_the_registry_keystore(store: Store, peppers: Pepper
 
 
 def test_unpark_returns_identifier_notes_and_the_normalised_identity(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    registry.register(request(notes="her husband asked too"), catalog=catalog, run_id="r")
-    parked = registry.unpark("REQ-1")
+    register(registry, request(notes="her husband asked too"), catalog=catalog, run_id="r")
+    parked = registry.secrets.unpark("REQ-1")
     assert parked.identifier.get_secret_value() == CANARY
     assert parked.notes is not None and parked.notes.get_secret_value() == "her husband asked too"
     assert parked.identities == [Identity("email", CANARY_NORMALISED)]
@@ -280,19 +269,19 @@ def test_unpark_returns_identifier_notes_and_the_normalised_identity(
 
 
 def test_update_parked_keeps_the_expanded_identities_and_reference_keys(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
-    parked = registry.unpark("REQ-1")
+    register(registry, request(), catalog=catalog, run_id="r")
+    parked = registry.secrets.unpark("REQ-1")
     expanded = parked.model_copy(
         update={
             "identities": [*parked.identities, Identity("customer_id", "C7")],
             "reference_keys": {"crm.addresses": ["12", "3"]},
         }
     )
-    registry.update_parked("REQ-1", expanded)
+    registry.secrets.update("REQ-1", expanded)
 
-    again = registry.unpark("REQ-1")
+    again = registry.secrets.unpark("REQ-1")
     assert set(again.identities) == {
         Identity("email", CANARY_NORMALISED),
         Identity("customer_id", "C7"),
@@ -302,61 +291,61 @@ def test_update_parked_keeps_the_expanded_identities_and_reference_keys(
 
 
 def test_destroy_secrets_shreds_the_key_and_drops_the_blob_once(
-    registry: RequestRegistry, catalog: Catalog, keys: MemoryKeyStore, store: Store
+    registry: Books, catalog: Catalog, keys: MemoryKeyStore, store: Store
 ) -> None:
-    registry.register(request(notes=f"also known as {CANARY}"), catalog=catalog, run_id="r")
-    first = registry.destroy_secrets("REQ-1")
+    register(registry, request(notes=f"also known as {CANARY}"), catalog=catalog, run_id="r")
+    first = registry.secrets.destroy("REQ-1")
 
     assert not first.already_absent and keys.keys == {}
-    record = registry.get("REQ-1")
+    record = registry.requests.get("REQ-1")
     assert record is not None and record.secrets_destroyed_at == first.shredded_at
     with store.engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(request_secrets)).scalar() == 0
     with pytest.raises(RequestError, match="no longer holds the identifier"):
-        registry.unpark("REQ-1")
+        registry.secrets.unpark("REQ-1")
     with pytest.raises(RequestError, match="destroyed"):
-        registry.update_parked("REQ-1", ParkedSecret(identifier=SecretStr("x")))
+        registry.secrets.update("REQ-1", ParkedSecret(identifier=SecretStr("x")))
 
-    second = registry.destroy_secrets("REQ-1")  # idempotent
+    second = registry.secrets.destroy("REQ-1")  # idempotent
     assert second.already_absent
-    again = registry.get("REQ-1")
+    again = registry.requests.get("REQ-1")
     assert again is not None and again.secrets_destroyed_at == first.shredded_at
 
 
 def test_a_key_lost_behind_the_registry_makes_unpark_fail_to_decrypt(
-    registry: RequestRegistry, catalog: Catalog, keys: MemoryKeyStore
+    registry: Books, catalog: Catalog, keys: MemoryKeyStore
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
+    register(registry, request(), catalog=catalog, run_id="r")
     keys.keys.clear()  # e.g. a shred that crashed before the store recorded it
     with pytest.raises(DecryptionError, match="cannot be decrypted"):
-        registry.unpark("REQ-1")
+        registry.secrets.unpark("REQ-1")
 
 
 def test_the_request_key_survives_a_pepper_rotation(
-    registry: RequestRegistry, catalog: Catalog, peppers: Peppers, keys: MemoryKeyStore
+    registry: Books, catalog: Catalog, peppers: Peppers, keys: MemoryKeyStore
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
+    register(registry, request(), catalog=catalog, run_id="r")
     peppers.rotate()
-    fresh = RequestRegistry(registry._store, keys, EnvelopeCipher(keys), peppers)
+    fresh = books_for(registry.store, keys, peppers)
 
-    assert fresh.unpark("REQ-1").identifier.get_secret_value() == CANARY
-    assert not fresh.register(request(), catalog=catalog, run_id="r2").created
-    assert not fresh.destroy_secrets("REQ-1").already_absent
+    assert fresh.secrets.unpark("REQ-1").identifier.get_secret_value() == CANARY
+    assert not register(fresh, request(), catalog=catalog, run_id="r2").created
+    assert not fresh.secrets.destroy("REQ-1").already_absent
     assert keys.keys == {}
 
 
 def test_canary_is_nowhere_in_the_store_after_register_and_destroy(
-    registry: RequestRegistry, catalog: Catalog, store: Store
+    registry: Books, catalog: Catalog, store: Store
 ) -> None:
-    registry.register(request(notes=f"mail {CANARY} back"), catalog=catalog, run_id="r")
-    parked = registry.unpark("REQ-1")
-    registry.update_parked(
+    register(registry, request(notes=f"mail {CANARY} back"), catalog=catalog, run_id="r")
+    parked = registry.secrets.unpark("REQ-1")
+    registry.secrets.update(
         "REQ-1", parked.model_copy(update={"identities": [Identity("customer_id", "C-CANARY")]})
     )
-    registry.save_plan("REQ-1", plan_for(registry.get("REQ-1").subject_hash), 1)  # type: ignore[union-attr]
-    registry.record_action("REQ-1", DatasetRef("w", "crm.customers"), Action.ERASE_ROWS, "done")
+    registry.plans.save("REQ-1", plan_for(registry.requests.get("REQ-1").subject_hash), 1)  # type: ignore[union-attr]
+    registry.action_log.record("REQ-1", DatasetRef("w", "crm.customers"), Action.ERASE_ROWS, "done")
     sealed = dump_store(store)
-    registry.destroy_secrets("REQ-1")
+    registry.secrets.destroy("REQ-1")
     dumped = dump_store(store)
 
     for text in (sealed, dumped):
@@ -389,23 +378,23 @@ def test_the_database_refuses_an_identifier_as_ref_or_hash(store: Store) -> None
 # Plans and the action log
 
 
-def test_plans_are_immutable_and_versioned(registry: RequestRegistry, catalog: Catalog) -> None:
-    hashed = registry.register(request(), catalog=catalog, run_id="r").subject_hash
-    first = registry.save_plan("REQ-1", plan_for(hashed, "snap-1"), 1)
-    retried = registry.save_plan("REQ-1", plan_for(hashed, "snap-other"), 1)
+def test_plans_are_immutable_and_versioned(registry: Books, catalog: Catalog) -> None:
+    hashed = register(registry, request(), catalog=catalog, run_id="r").subject_hash
+    first = registry.plans.save("REQ-1", plan_for(hashed, "snap-1"), 1)
+    retried = registry.plans.save("REQ-1", plan_for(hashed, "snap-other"), 1)
 
-    assert retried == first and registry.plan("REQ-1").lineage_snapshot == "snap-1"
+    assert retried == first and registry.plans.get("REQ-1").lineage_snapshot == "snap-1"
     with pytest.raises(RequestError, match="no plan version 2"):
-        registry.save_plan("REQ-1", plan_for(hashed), 3)
-    registry.save_plan("REQ-1", plan_for(hashed, "snap-2"), 2)
-    assert registry.plan("REQ-1", 2).lineage_snapshot == "snap-2"
-    assert registry.plan_versions("REQ-1") == [1, 2]
+        registry.plans.save("REQ-1", plan_for(hashed), 3)
+    registry.plans.save("REQ-1", plan_for(hashed, "snap-2"), 2)
+    assert registry.plans.get("REQ-1", 2).lineage_snapshot == "snap-2"
+    assert registry.plans.versions("REQ-1") == [1, 2]
     with pytest.raises(RequestError, match="no plan version 5"):
-        registry.plan("REQ-1", 5)
+        registry.plans.get("REQ-1", 5)
     with pytest.raises(RequestError, match="another subject"):
-        registry.save_plan("REQ-1", plan_for("b" * 64), 3)
+        registry.plans.save("REQ-1", plan_for("b" * 64), 3)
     with pytest.raises(RequestError, match="no erasure request 'NOPE'"):
-        registry.plan("NOPE")
+        registry.plans.get("NOPE")
 
 
 class Evidence(BaseModel):
@@ -414,53 +403,54 @@ class Evidence(BaseModel):
 
 
 def test_the_action_log_tells_a_retry_what_is_done(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
+    register(registry, request(), catalog=catalog, run_id="r")
     orders = DatasetRef("warehouse", "crm.orders")
-    assert registry.action_status("REQ-1", orders, Action.ERASE_ROWS) is None
+    assert registry.action_log.status("REQ-1", orders, Action.ERASE_ROWS) is None
 
-    registry.record_action("REQ-1", orders, Action.ERASE_ROWS, ActionStatus.PENDING)
-    failed = registry.record_action(
+    registry.action_log.record("REQ-1", orders, Action.ERASE_ROWS, ActionStatus.PENDING)
+    failed = registry.action_log.record(
         "REQ-1", orders, Action.ERASE_ROWS, "failed", {"error": "lock timeout"}
     )
     assert (failed.status, failed.attempts) == (ActionStatus.FAILED, 1)
-    registry.record_action("REQ-1", orders, Action.ERASE_ROWS, "pending")
+    registry.action_log.record("REQ-1", orders, Action.ERASE_ROWS, "pending")
     when = datetime(2026, 1, 12, 9, 0, tzinfo=UTC)
-    done = registry.record_action(
+    done = registry.action_log.record(
         "REQ-1", orders, Action.ERASE_ROWS, "done", Evidence(rows_deleted=3, executed_at=when)
     )
 
-    assert (done.status, done.attempts, done.dataset) == (
+    assert (done.status, done.attempts, done.dataset.qualified) == (
         ActionStatus.DONE,
         2,
         "warehouse/crm.orders",
     )
     assert done.evidence == {"rows_deleted": 3, "executed_at": "2026-01-12T09:00:00Z"}
-    assert registry.action_status("REQ-1", orders, "erase_rows") is ActionStatus.DONE
+    assert registry.action_log.status("REQ-1", orders, "erase_rows") is ActionStatus.DONE
     # A later status without evidence keeps what was recorded.
-    kept = registry.record_action("REQ-1", orders, Action.ERASE_ROWS, "done")
+    kept = registry.action_log.record("REQ-1", orders, Action.ERASE_ROWS, "done")
     assert kept.evidence["rows_deleted"] == 3
-    registry.record_action("REQ-1", "erasure/suppression_list", Action.INSERT_TOMBSTONE, "done")
-    assert [(a.dataset, a.action) for a in registry.actions("REQ-1")] == [
+    tombstones = DatasetRef("erasure", "suppression_list")
+    registry.action_log.record("REQ-1", tombstones, Action.INSERT_TOMBSTONE, "done")
+    assert [(a.dataset.qualified, a.action) for a in registry.action_log.list("REQ-1")] == [
         ("erasure/suppression_list", "insert_tombstone"),
         ("warehouse/crm.orders", "erase_rows"),
     ]
 
 
 def test_the_action_log_refuses_unknown_requests_and_malformed_names(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
     orders = DatasetRef("warehouse", "crm.orders")
     with pytest.raises(RequestError, match="no erasure request"):
-        registry.record_action("REQ-1", orders, Action.ERASE_ROWS, "done")
-    registry.register(request(), catalog=catalog, run_id="r")
+        registry.action_log.record("REQ-1", orders, Action.ERASE_ROWS, "done")
+    register(registry, request(), catalog=catalog, run_id="r")
     with pytest.raises(RequestError, match="namespace/name"):
-        registry.record_action("REQ-1", "crm.orders", Action.ERASE_ROWS, "done")
+        registry.action_log.record("REQ-1", "crm.orders", Action.ERASE_ROWS, "done")  # type: ignore[arg-type]
     with pytest.raises(RequestError, match="pending, done, failed"):
-        registry.record_action("REQ-1", orders, Action.ERASE_ROWS, "finished")
+        registry.action_log.record("REQ-1", orders, Action.ERASE_ROWS, "finished")
     with pytest.raises(RequestError, match="lower-case name"):
-        registry.record_action("REQ-1", orders, "Erase Rows!", "done")
+        registry.action_log.record("REQ-1", orders, "Erase Rows!", "done")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,73 +458,74 @@ def test_the_action_log_refuses_unknown_requests_and_malformed_names(
 
 
 def test_status_moves_forward_and_completes_only_after_verifying(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
+    register(registry, request(), catalog=catalog, run_id="r")
     with pytest.raises(RequestError, match="cannot go from registered to complete"):
-        registry.set_status("REQ-1", RequestStatus.COMPLETE)
+        registry.requests.set_status("REQ-1", RequestStatus.COMPLETE)
     for status in ("planned", "acting", "failed", "acting", "verifying"):
-        assert registry.set_status("REQ-1", status).status == status
-    assert registry.set_status("REQ-1", "verifying").status is RequestStatus.VERIFYING  # no-op
-    registry.set_status("REQ-1", RequestStatus.COMPLETE_WITH_EXEMPTIONS)
+        assert registry.requests.set_status("REQ-1", status).status == status
+    again = registry.requests.set_status("REQ-1", "verifying")  # the same status: a no-op
+    assert again.status is RequestStatus.VERIFYING
+    registry.requests.set_status("REQ-1", RequestStatus.COMPLETE_WITH_EXEMPTIONS)
     with pytest.raises(RequestError, match="allowed next: nothing"):
-        registry.set_status("REQ-1", RequestStatus.ACTING)
+        registry.requests.set_status("REQ-1", RequestStatus.ACTING)
     with pytest.raises(RequestError, match="status must be one of"):
-        registry.set_status("REQ-1", "done")
+        registry.requests.set_status("REQ-1", "done")
 
 
 def test_a_failed_request_resumes_but_cannot_jump_to_complete(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
-    registry.set_status("REQ-1", "failed")
+    register(registry, request(), catalog=catalog, run_id="r")
+    registry.requests.set_status("REQ-1", "failed")
     with pytest.raises(RequestError, match="failed to complete"):
-        registry.set_status("REQ-1", "complete")
-    assert registry.set_status("REQ-1", "planned").status is RequestStatus.PLANNED
+        registry.requests.set_status("REQ-1", "complete")
+    assert registry.requests.set_status("REQ-1", "planned").status is RequestStatus.PLANNED
 
 
-def test_mark_scrubbed_keeps_the_first_time(registry: RequestRegistry, catalog: Catalog) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
+def test_mark_scrubbed_keeps_the_first_time(registry: Books, catalog: Catalog) -> None:
+    register(registry, request(), catalog=catalog, run_id="r")
     first = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
-    registry.mark_scrubbed("REQ-1", first)
-    assert registry.mark_scrubbed("REQ-1", first + timedelta(hours=1)).scrubbed_at == first
+    registry.requests.mark_scrubbed("REQ-1", first)
+    assert registry.requests.mark_scrubbed("REQ-1", first + timedelta(hours=1)).scrubbed_at == first
     with pytest.raises(RequestError, match="naive"):
-        registry.mark_scrubbed("REQ-1", datetime(2026, 1, 10))
+        registry.requests.mark_scrubbed("REQ-1", datetime(2026, 1, 10))
 
 
 def test_extension_is_once_at_most_two_months_with_a_reason_within_the_first_month(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")  # due 2026-02-09
+    register(registry, request(), catalog=catalog, run_id="r")  # due 2026-02-09
     today = date(2026, 2, 1)
     with pytest.raises(RequestError, match="1 or 2 months"):
-        registry.extend("REQ-1", 3, "complex", today=today)  # type: ignore[arg-type]
+        registry.requests.extend("REQ-1", 3, "complex", today=today)  # type: ignore[arg-type]
     with pytest.raises(RequestError, match="needs a reason"):
-        registry.extend("REQ-1", 2, "   ", today=today)
+        registry.requests.extend("REQ-1", 2, "   ", today=today)
     with pytest.raises(RequestError, match="within the first month"):
-        registry.extend("REQ-1", 1, "complex", today=date(2026, 2, 10))
+        registry.requests.extend("REQ-1", 1, "complex", today=date(2026, 2, 10))
 
-    extended = registry.extend("REQ-1", 2, "14 backups to restore and search", today=today)
+    extended = registry.requests.extend("REQ-1", 2, "14 backups to restore and search", today=today)
     assert extended.extended_until == date(2026, 4, 9)
     assert extended.effective_due_on == date(2026, 4, 9)
     assert extended.extension_reason == "14 backups to restore and search"
     with pytest.raises(RequestError, match="already extended until 2026-04-09"):
-        registry.extend("REQ-1", 1, "more", today=today)
+        registry.requests.extend("REQ-1", 1, "more", today=today)
 
 
-def test_a_closed_request_is_not_extended(registry: RequestRegistry, catalog: Catalog) -> None:
-    registry.register(request(), catalog=catalog, run_id="r")
+def test_a_closed_request_is_not_extended(registry: Books, catalog: Catalog) -> None:
+    register(registry, request(), catalog=catalog, run_id="r")
     for status in ("planned", "acting", "verifying", "complete"):
-        registry.set_status("REQ-1", status)
+        registry.requests.set_status("REQ-1", status)
     with pytest.raises(RequestError, match="is complete: nothing to extend"):
-        registry.extend("REQ-1", 1, "late", today=date(2026, 1, 20))
+        registry.requests.extend("REQ-1", 1, "late", today=date(2026, 1, 20))
 
 
 def test_due_within_lists_open_requests_by_effective_deadline(
-    registry: RequestRegistry, catalog: Catalog
+    registry: Books, catalog: Catalog
 ) -> None:
     def submit(ref: str, received: date) -> None:
-        registry.register(
+        register(registry,
             request(ref, identifier=f"{ref.lower()}@example.org", received_on=received),
             catalog=catalog,
             run_id=f"erasure-{ref}",
@@ -546,20 +537,20 @@ def test_due_within_lists_open_requests_by_effective_deadline(
     submit("LATER", date(2026, 2, 20))  # due 03-22
     submit("EXTENDED", date(2026, 2, 1))  # due 03-03, extended to 04-03
     submit("DONE", date(2026, 1, 2))  # due 02-01, but complete
-    registry.extend("EXTENDED", 1, "large estate", today=date(2026, 2, 15))
+    registry.requests.extend("EXTENDED", 1, "large estate", today=date(2026, 2, 15))
     for status in ("planned", "acting", "verifying", "complete"):
-        registry.set_status("DONE", status)
+        registry.requests.set_status("DONE", status)
 
-    assert [r.request_ref for r in registry.due_within(today, 7)] == ["OVERDUE", "SOON"]
-    assert [r.request_ref for r in registry.due_within(today, 40)] == [
+    assert [r.request_ref for r in registry.requests.due_within(today, 7)] == ["OVERDUE", "SOON"]
+    assert [r.request_ref for r in registry.requests.due_within(today, 40)] == [
         "OVERDUE",
         "SOON",
         "LATER",
         "EXTENDED",
     ]
-    assert [r.request_ref for r in registry.due_within(today, 0)] == ["OVERDUE"]
-    assert [r.request_ref for r in registry.list(RequestStatus.COMPLETE)] == ["DONE"]
-    assert [r.request_ref for r in registry.list()] == [
+    assert [r.request_ref for r in registry.requests.due_within(today, 0)] == ["OVERDUE"]
+    assert [r.request_ref for r in registry.requests.list(RequestStatus.COMPLETE)] == ["DONE"]
+    assert [r.request_ref for r in registry.requests.list()] == [
         "OVERDUE",
         "DONE",
         "EXTENDED",
@@ -567,12 +558,12 @@ def test_due_within_lists_open_requests_by_effective_deadline(
         "LATER",
     ]
     with pytest.raises(RequestError, match="0 or more"):
-        registry.due_within(today, -1)
+        registry.requests.due_within(today, -1)
 
 
-def test_unknown_refs(registry: RequestRegistry) -> None:
-    assert registry.get("NOPE") is None
-    for call in (registry.unpark, registry.destroy_secrets):
+def test_unknown_refs(registry: Books) -> None:
+    assert registry.requests.get("NOPE") is None
+    for call in (registry.secrets.unpark, registry.secrets.destroy):
         with pytest.raises(RequestError, match="no erasure request 'NOPE' is registered"):
             call("NOPE")
 

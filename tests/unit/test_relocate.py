@@ -12,9 +12,15 @@ from erasure.actions.erase_rows import erase_rows
 from erasure.catalog import Catalog
 from erasure.errors import CatalogError, SubjectError
 from erasure.locate import Identity, Location, locate, parked_location, relocate
-from erasure.model import SubjectRef
+from erasure.model import DatasetRef, SubjectRef
 from erasure.warehouse import Warehouse
 from tests.unit.estate import make_estate
+
+
+def W(name: str) -> DatasetRef:
+    """A dataset of the test estate (namespace w) by name."""
+    return DatasetRef("w", name)
+
 
 CATALOG = """
 version: 1
@@ -65,8 +71,8 @@ def subject(id_type: str, value: str) -> SubjectRef:
 def summary(location: Location) -> dict[str, tuple[int, int, int, list[str]]]:
     """What a plan and the act step see: rows, shared rows and referrers, columns."""
     return {
-        name: (hit.rows, hit.shared_rows, hit.shared_referrers, hit.columns)
-        for name, hit in sorted(location.located.items())
+        ref.name: (hit.rows, hit.shared_rows, hit.shared_referrers, hit.columns)
+        for ref, hit in sorted(location.located.items())
     }
 
 
@@ -89,7 +95,7 @@ def test_parked_location_keeps_every_identity_and_the_reference_keys(
         Identity("email", "carol@example.com"),
         Identity("phone", "+442079460958"),
     ]
-    assert reference_keys == {"crm.addresses": ["1", "3"]}
+    assert reference_keys == {"w/crm.addresses": ["1", "3"]}  # by identity, namespace/name
 
 
 def test_relocate_finds_what_locate_found_while_the_rows_are_there(
@@ -114,7 +120,7 @@ def test_after_the_customer_row_is_deleted_orders_and_address_are_still_found(
 
     # Without the customer row, a fresh locate by email no longer reaches orders or address.
     fresh = locate(catalog, warehouse, subject("email", "dan@example.com"))
-    assert set(fresh.located) == {"crm.newsletter"}
+    assert set(fresh.located) == {W("crm.newsletter")}
 
     again = relocate(catalog, warehouse, identities, reference_keys)
     assert summary(again) == {
@@ -122,12 +128,12 @@ def test_after_the_customer_row_is_deleted_orders_and_address_are_still_found(
         "crm.newsletter": (1, 0, 0, ["address"]),
         "crm.orders": (2, 0, 0, ["customer_id"]),
     }
-    assert again.located["crm.addresses"].via == "reference:crm.customers.address_id"
-    assert again.located["crm.orders"].via == "parked:customer_id"
+    assert again.located[W("crm.addresses")].via == "reference:crm.customers.address_id"
+    assert again.located[W("crm.orders")].via == "parked:customer_id"
     # The rebuilt predicates drive a retried erase exactly as the original ones would have.
-    evidence = erase_rows(catalog, warehouse, again, "crm.orders")
+    evidence = erase_rows(catalog, warehouse, again, catalog.by_name("crm.orders").ref)
     assert (evidence.rows_before, evidence.rows_deleted, evidence.rows_after) == (2, 2, 0)
-    assert "crm.orders" not in relocate(catalog, warehouse, identities, reference_keys).located
+    assert W("crm.orders") not in relocate(catalog, warehouse, identities, reference_keys).located
 
 
 def test_a_shared_address_stays_shared_after_the_subjects_row_is_gone(
@@ -139,7 +145,7 @@ def test_a_shared_address_stays_shared_after_the_subjects_row_is_gone(
     )
     run(warehouse, "DELETE FROM crm.customers WHERE id = 'C2'")
 
-    addresses = relocate(catalog, warehouse, identities, reference_keys).located["crm.addresses"]
+    addresses = relocate(catalog, warehouse, identities, reference_keys).located[W("crm.addresses")]
     # Alice still lives at Bob's address: one shared row, one other referrer, never deleted.
     assert (addresses.rows, addresses.shared_rows, addresses.shared_referrers) == (1, 1, 1)
 

@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from erasure.locate import Identity
-from erasure.requests import ErasureRequest, LegalGround, ParkedSecret, RequestError, add_months
+from erasure.errors import RequestError
+from erasure.model import Identity
+from erasure.registry.requests import add_months
+from erasure.registry.secrets import ParkedSecret
+from erasure.submission import ErasureRequest, LegalGround
 
 CANARY = "  Zed.Canary+Registry@Example.COM "
 

@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from erasure.actions.erase_rows import erase_all
-from erasure.actions.rebuild import rebuild_all
 from erasure.catalog import Catalog
 from erasure.demo.seed import build_demo
 from erasure.locate import Location, locate, parked_location
 from erasure.model import Action, Plan, SubjectRef
+from erasure.planner import make_plan
 from erasure.verify import VerificationFailed, recount
 from erasure.warehouse import Warehouse
-from erasure.workflow import make_plan
 from tests.unit.actions.support import (
     assert_no_subject_values,
     demo_subject,
     demo_trigger,
     enforce_foreign_keys,
+    erase_all,
+    rebuild_all,
 )
 
 
@@ -65,7 +65,7 @@ def test_after_the_act_step_every_erased_and_rebuilt_dataset_counts_zero(demo: D
     found = recount(demo.catalog, demo.warehouse, *parked_location(demo.location), demo.plan)
 
     checked = {
-        i.dataset["name"]
+        i.dataset.name
         for i in demo.plan.items
         if i.action in (Action.ERASE_ROWS, Action.REBUILD)
     }

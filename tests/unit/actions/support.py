@@ -8,10 +8,28 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from erasure.actions.rebuild import RunOutcome, TriggerDag
+from erasure.actions.erase_rows import ErasureEvidence, erase_rows
+from erasure.actions.rebuild import (
+    RebuildEvidence,
+    RunOutcome,
+    TriggerDag,
+    empty_before_rebuild,
+    rebuild,
+)
 from erasure.catalog import Catalog
 from erasure.demo.seed import DEMO_SUBJECT
-from erasure.model import Action, Cycle, CycleKind, Plan, PlanItem, SubjectRef, SubjectSummary
+from erasure.locate import Location
+from erasure.model import (
+    Action,
+    Cycle,
+    CycleKind,
+    DatasetRef,
+    Plan,
+    PlanItem,
+    SubjectRef,
+    SubjectSummary,
+)
+from erasure.planner import rebuild_order
 from erasure.warehouse import Warehouse
 
 # Everything that identifies the demo subject, in any form the estate stores or derives it.
@@ -102,7 +120,39 @@ def plan_of(items: list[PlanItem], feedback: list[list[str]] | None = None) -> P
         items=items,
         coverage=1.0,
         gaps=[],
-        cycles=[Cycle(kind=CycleKind.FEEDBACK, datasets=sorted(c)) for c in feedback or []],
+        cycles=[
+            Cycle(kind=CycleKind.FEEDBACK, datasets=[DatasetRef("warehouse", n) for n in sorted(c)])
+            for c in feedback or []
+        ],
         lineage_snapshot="test",
         created_at=datetime.now(UTC),
     )
+
+
+def erase_all(
+    catalog: Catalog, warehouse: Warehouse, location: Location, plan: Plan
+) -> list[ErasureEvidence]:
+    """Every erase_rows item of the plan, in its order, as the DAG's tasks run them."""
+    return [
+        erase_rows(catalog, warehouse, location, item.dataset)
+        for item in plan.items
+        if item.action is Action.ERASE_ROWS
+    ]
+
+
+def rebuild_all(
+    catalog: Catalog, warehouse: Warehouse, plan: Plan, *, trigger_dag: TriggerDag | None
+) -> list[RebuildEvidence]:
+    """Every rebuild item in checked lineage order, each as its rebuild task does: a feedback
+    loop emptied once, before its first member."""
+    emptied: set[DatasetRef] = set()
+    evidence = []
+    for ref in rebuild_order(plan):
+        emptied.update(empty_before_rebuild(catalog, warehouse, plan, ref))
+        done = rebuild(catalog, warehouse, ref, trigger_dag=trigger_dag)
+        evidence.append(done.model_copy(update={"emptied_first": ref in emptied}))
+    return evidence
+
+
+def names(refs: list[DatasetRef]) -> list[str]:
+    return [ref.name for ref in refs]

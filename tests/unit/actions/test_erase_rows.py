@@ -6,18 +6,19 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from erasure.actions.erase_rows import EraseFailed, EraseRefused, erase_all, erase_rows
+from erasure.actions.erase_rows import EraseFailed, EraseRefused, erase_rows
 from erasure.catalog import Catalog
 from erasure.demo.seed import build_demo
 from erasure.locate import locate
 from erasure.model import Action, SubjectRef
+from erasure.planner import make_plan
 from erasure.warehouse import Warehouse
-from erasure.workflow import make_plan
 from tests.unit.actions.support import (
     assert_no_subject_values,
     count,
     demo_subject,
     enforce_foreign_keys,
+    erase_all,
     item,
     plan_of,
 )
@@ -77,8 +78,8 @@ def test_deletes_only_the_subjects_rows_and_records_the_statement(
     catalog, warehouse = estate
     found = locate(catalog, warehouse, subject("email", "alice@example.com"))
 
-    orders = erase_rows(catalog, warehouse, found, "crm.orders")
-    customers = erase_rows(catalog, warehouse, found, "crm.customers")
+    orders = erase_rows(catalog, warehouse, found, catalog.by_name("crm.orders").ref)
+    customers = erase_rows(catalog, warehouse, found, catalog.by_name("crm.customers").ref)
 
     assert (orders.rows_before, orders.rows_deleted, orders.rows_after) == (2, 2, 0)
     assert (customers.rows_before, customers.rows_deleted, customers.rows_after) == (1, 1, 0)
@@ -97,9 +98,9 @@ def test_second_run_finds_nothing_and_says_already_done(
 ) -> None:
     catalog, warehouse = estate
     found = locate(catalog, warehouse, subject("customer_id", "C1"))
-    erase_rows(catalog, warehouse, found, "crm.orders")
+    erase_rows(catalog, warehouse, found, catalog.by_name("crm.orders").ref)
 
-    again = erase_rows(catalog, warehouse, found, "crm.orders")
+    again = erase_rows(catalog, warehouse, found, catalog.by_name("crm.orders").ref)
 
     assert again.already_done
     assert (again.rows_before, again.rows_deleted, again.rows_after) == (0, 0, 0)
@@ -111,12 +112,11 @@ def test_a_fresh_location_after_the_erasure_is_already_done(
 ) -> None:
     # A retried task re-locates: the dataset is no longer located, which is not an error.
     catalog, warehouse = estate
-    erase_rows(
-        catalog, warehouse, locate(catalog, warehouse, subject("customer_id", "C1")), "crm.orders"
-    )
+    first = locate(catalog, warehouse, subject("customer_id", "C1"))
+    erase_rows(catalog, warehouse, first, catalog.by_name("crm.orders").ref)
     relocated = locate(catalog, warehouse, subject("customer_id", "C1"))
 
-    again = erase_rows(catalog, warehouse, relocated, "crm.orders")
+    again = erase_rows(catalog, warehouse, relocated, catalog.by_name("crm.orders").ref)
 
     assert again.already_done and again.statement is None
 
@@ -126,7 +126,7 @@ def test_shared_reference_is_escalated_never_deleted(estate: tuple[Catalog, Ware
     found = locate(catalog, warehouse, subject("customer_id", "C2"))  # address 1 is shared
 
     with pytest.raises(EraseRefused, match=r"rule 2a") as refused:
-        erase_rows(catalog, warehouse, found, "crm.addresses")
+        erase_rows(catalog, warehouse, found, catalog.by_name("crm.addresses").ref)
 
     assert count(warehouse, "crm.addresses") == 2
     assert_no_subject_values(str(refused.value), ("bob@example.com", "C2"))
@@ -157,9 +157,9 @@ def test_immutable_and_non_root_datasets_are_refused(estate: tuple[Catalog, Ware
     found = locate(catalog, warehouse, subject("email", "alice@example.com"))
 
     with pytest.raises(EraseRefused, match="immutable"):
-        erase_rows(catalog, warehouse, found, "crm.archive")
+        erase_rows(catalog, warehouse, found, catalog.by_name("crm.archive").ref)
     with pytest.raises(EraseRefused, match="no root"):
-        erase_rows(catalog, warehouse, found, "crm.stock")
+        erase_rows(catalog, warehouse, found, catalog.by_name("crm.stock").ref)
     assert count(warehouse, "crm.archive") == 1
 
 
@@ -171,7 +171,7 @@ def test_foreign_key_refusal_rolls_back_and_names_no_value(
 
     # Parents before children: the database refuses, and nothing is half-deleted.
     with pytest.raises(EraseFailed, match="SQLITE_CONSTRAINT_FOREIGNKEY") as failed:
-        erase_rows(catalog, warehouse, found, "crm.customers")
+        erase_rows(catalog, warehouse, found, catalog.by_name("crm.customers").ref)
 
     assert count(warehouse, "crm.customers") == 3
     assert_no_subject_values(str(failed.value), VALUES)
@@ -191,7 +191,7 @@ def test_rows_put_back_by_a_trigger_roll_the_delete_back(
     found = locate(catalog, warehouse, subject("customer_id", "C1"))
 
     with pytest.raises(EraseFailed, match="remained after the delete") as failed:
-        erase_rows(catalog, warehouse, found, "crm.orders")
+        erase_rows(catalog, warehouse, found, catalog.by_name("crm.orders").ref)
 
     assert count(warehouse, "crm.orders") == 4  # rolled back: the original rows, no copies
     assert count(warehouse, "crm.orders", "id IN (1, 2)") == 2
@@ -205,7 +205,7 @@ def test_location_survives_a_re_reflected_table(estate: tuple[Catalog, Warehouse
     found = locate(catalog, warehouse, subject("customer_id", "C1"))
     warehouse.forget_tables()
 
-    done = erase_rows(catalog, warehouse, found, "crm.orders")
+    done = erase_rows(catalog, warehouse, found, catalog.by_name("crm.orders").ref)
 
     assert done.rows_deleted == 2
     assert count(warehouse, "crm.orders") == 2

@@ -6,21 +6,13 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from erasure.actions.erase_rows import erase_all
-from erasure.actions.rebuild import (
-    RebuildFailed,
-    RunOutcome,
-    empty_before_rebuild,
-    rebuild,
-    rebuild_all,
-    rebuild_order,
-)
+from erasure.actions.rebuild import RebuildFailed, RunOutcome, empty_before_rebuild, rebuild
 from erasure.catalog import Catalog
 from erasure.locate import locate
-from erasure.model import Action, SubjectRef
+from erasure.model import Action, DatasetRef, SubjectRef
+from erasure.planner import make_plan, rebuild_order
 from erasure.warehouse import Warehouse
-from erasure.workflow import make_plan
-from tests.unit.actions.support import count, item, plan_of
+from tests.unit.actions.support import count, erase_all, item, names, plan_of, rebuild_all
 from tests.unit.estate import make_estate
 
 CATALOG = """
@@ -87,7 +79,7 @@ def test_sql_rebuild_recreates_the_table_from_cleaned_upstreams(tmp_path: Path) 
     with warehouse.engine("warehouse").begin() as conn:
         conn.execute(sa.text("DELETE FROM crm.orders WHERE customer_id = 'C1'"))
 
-    done = rebuild(catalog, warehouse, "marts.totals", trigger_dag=None)
+    done = rebuild(catalog, warehouse, catalog.by_name("marts.totals").ref, trigger_dag=None)
 
     assert (done.method, done.statements, done.dropped_first, done.rows_after) == (
         "sql",
@@ -106,11 +98,11 @@ def test_failing_statement_leaves_the_old_table_and_a_retry_succeeds(tmp_path: P
         conn.execute(sa.text("DELETE FROM crm.orders WHERE customer_id = 'C1'"))
 
     with pytest.raises(RebuildFailed, match=r"statement 2 of 2 .*previous table is unchanged"):
-        rebuild(catalog, warehouse, "marts.totals", trigger_dag=None)
+        rebuild(catalog, warehouse, catalog.by_name("marts.totals").ref, trigger_dag=None)
     assert totals(warehouse) == {"C1": 10, "C2": 20, "C3": 30}
 
     fixed, fixed_warehouse = make_estate(tmp_path, catalog_text(TOTALS), [])
-    rebuild(fixed, fixed_warehouse, "marts.totals", trigger_dag=None)
+    rebuild(fixed, fixed_warehouse, fixed.by_name("marts.totals").ref, trigger_dag=None)
     assert totals(fixed_warehouse) == {"C2": 20, "C3": 30}
 
 
@@ -118,7 +110,7 @@ def test_refill_statements_keep_the_table(tmp_path: Path) -> None:
     # DELETE + INSERT rebuilds refill the existing table: dropping it would break them.
     catalog, warehouse = estate(tmp_path)
 
-    done = rebuild(catalog, warehouse, "marts.refilled", trigger_dag=None)
+    done = rebuild(catalog, warehouse, catalog.by_name("marts.refilled").ref, trigger_dag=None)
 
     assert (done.dropped_first, done.statements, done.rows_after) == (False, 2, 3)
     assert count(warehouse, "marts.refilled", "note = 'kept'") == 3
@@ -132,7 +124,7 @@ def test_dag_rebuild_reports_the_run_and_fails_unless_it_succeeded(tmp_path: Pat
         asked.append(dag_id)
         return RunOutcome(run_id="manual__1", state="success")
 
-    done = rebuild(catalog, warehouse, "marts.daily", trigger_dag=succeeds)
+    done = rebuild(catalog, warehouse, catalog.by_name("marts.daily").ref, trigger_dag=succeeds)
     assert (done.method, done.dag_id, done.run_id, done.rows_after) == (
         "dag",
         "build_daily",
@@ -145,18 +137,18 @@ def test_dag_rebuild_reports_the_run_and_fails_unless_it_succeeded(tmp_path: Pat
         return RunOutcome(run_id="manual__2", state="failed")
 
     with pytest.raises(RebuildFailed, match=r"DAG 'build_daily' run 'manual__2' .* 'failed'"):
-        rebuild(catalog, warehouse, "marts.daily", trigger_dag=fails)
+        rebuild(catalog, warehouse, catalog.by_name("marts.daily").ref, trigger_dag=fails)
     with pytest.raises(RebuildFailed, match="pass trigger_dag"):
-        rebuild(catalog, warehouse, "marts.daily", trigger_dag=None)
+        rebuild(catalog, warehouse, catalog.by_name("marts.daily").ref, trigger_dag=None)
 
 
 def test_view_needs_nothing_and_unrebuildable_is_refused(tmp_path: Path) -> None:
     catalog, warehouse = estate(tmp_path)
 
-    view = rebuild(catalog, warehouse, "marts.recent", trigger_dag=None)
+    view = rebuild(catalog, warehouse, catalog.by_name("marts.recent").ref, trigger_dag=None)
     assert view.method == "view" and "computed on read" in view.detail
     with pytest.raises(RebuildFailed, match="no 'rebuild'"):
-        rebuild(catalog, warehouse, "marts.notes", trigger_dag=None)
+        rebuild(catalog, warehouse, catalog.by_name("marts.notes").ref, trigger_dag=None)
 
 
 def test_rebuild_order_keeps_the_planners_order_and_checks_it() -> None:
@@ -167,7 +159,7 @@ def test_rebuild_order_keeps_the_planners_order_and_checks_it() -> None:
             item("marts.b", Action.REBUILD, ["marts.a"]),
         ]
     )
-    assert rebuild_order(ordered) == ["marts.a", "marts.b"]
+    assert names(rebuild_order(ordered)) == ["marts.a", "marts.b"]
 
     swapped = plan_of(
         [item("marts.b", Action.REBUILD, ["marts.a"]), item("marts.a", Action.REBUILD)]
@@ -181,7 +173,7 @@ def test_feedback_cycle_members_may_read_each_other_but_all_must_be_rebuilt() ->
         item("marts.seg", Action.REBUILD, ["marts.hist"]),
         item("marts.hist", Action.REBUILD, ["marts.seg"]),
     ]
-    assert rebuild_order(plan_of(loop, [["marts.seg", "marts.hist"]])) == [
+    assert names(rebuild_order(plan_of(loop, [["marts.seg", "marts.hist"]]))) == [
         "marts.seg",
         "marts.hist",
     ]
@@ -240,8 +232,8 @@ def test_feedback_loop_is_emptied_first_or_it_carries_the_subject_back(tmp_path:
     catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS)
 
     # Rebuilt in order without emptying, last run's history puts the subject back.
-    for name in rebuild_order(LOOP_PLAN):
-        rebuild(catalog, warehouse, name, trigger_dag=None)
+    for ref in rebuild_order(LOOP_PLAN):
+        rebuild(catalog, warehouse, ref, trigger_dag=None)
     assert count(warehouse, "marts.seen", "customer_id = 'C1'") == 1
 
     done = rebuild_all(catalog, warehouse, LOOP_PLAN, trigger_dag=None)
@@ -255,18 +247,23 @@ def test_feedback_loop_is_emptied_first_or_it_carries_the_subject_back(tmp_path:
         assert count(warehouse, table, "customer_id = 'C2'") == 1
 
 
+def emptied(catalog: Catalog, warehouse: Warehouse, name: str) -> list[str]:
+    """What emptying LOOP_PLAN before rebuilding `name` emptied."""
+    return names(empty_before_rebuild(catalog, warehouse, LOOP_PLAN, DatasetRef("warehouse", name)))
+
+
 def test_the_loop_is_emptied_before_its_first_member_only(tmp_path: Path) -> None:
     """Task by task (as the DAG rebuilds), a second emptying would lose the first rebuild."""
     catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS)
 
-    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "marts.seen") == [
+    assert emptied(catalog, warehouse, "marts.seen") == [
         "marts.seen",
         "marts.seen_history",
     ]
-    rebuild(catalog, warehouse, "marts.seen", trigger_dag=None)
-    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "marts.seen_history") == []
-    rebuild(catalog, warehouse, "marts.seen_history", trigger_dag=None)
-    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "crm.orders") == []
+    rebuild(catalog, warehouse, catalog.by_name("marts.seen").ref, trigger_dag=None)
+    assert emptied(catalog, warehouse, "marts.seen_history") == []
+    rebuild(catalog, warehouse, catalog.by_name("marts.seen_history").ref, trigger_dag=None)
+    assert emptied(catalog, warehouse, "crm.orders") == []
 
     for table in ("marts.seen", "marts.seen_history"):
         assert count(warehouse, table, "customer_id = 'C1'") == 0
@@ -276,7 +273,7 @@ def test_the_loop_is_emptied_before_its_first_member_only(tmp_path: Path) -> Non
 def test_emptying_skips_missing_tables(tmp_path: Path) -> None:
     catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS[:4])
 
-    assert empty_before_rebuild(catalog, warehouse, LOOP_PLAN, "marts.seen") == [
+    assert emptied(catalog, warehouse, "marts.seen") == [
         "marts.seen_history"
     ]
     assert count(warehouse, "marts.seen_history") == 0
@@ -295,7 +292,7 @@ def test_a_history_that_names_its_subjects_keeps_everyone_elses(tmp_path: Path) 
     subject = SubjectRef(type="customer_id", value=SecretStr("C1"))
     location = locate(catalog, warehouse, subject)
     plan = make_plan(catalog, subject, warehouse=warehouse, location=location)
-    actions = {i.dataset["name"]: i.action for i in plan.items}
+    actions = {i.dataset.name: i.action for i in plan.items}
     assert actions["marts.seen_history"] is Action.ERASE_ROWS
     assert actions["marts.seen"] is Action.REBUILD
 

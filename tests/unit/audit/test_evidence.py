@@ -50,11 +50,11 @@ def test_an_unreadable_expiry_date_is_refused() -> None:
 
 
 def test_a_ruling_from_the_rulings_book_is_read_as_is() -> None:
+    from erasure.model import DatasetRef
     from erasure.rulings import Ruling, RulingOption
 
     ruling = Ruling(
-        dataset_namespace="warehouse",
-        dataset_name="ml.churn_features",
+        dataset=DatasetRef("warehouse", "ml.churn_features"),
         option=RulingOption.REBUILD_BY_DATE,
         author_id="dpo-1",
         author_name="M. Okafor (DPO)",

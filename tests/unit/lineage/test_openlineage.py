@@ -232,7 +232,7 @@ def test_output_without_column_facet_gives_table_edge_and_gap() -> None:
             kind=GapKind.TABLE_ONLY_LINEAGE,
             detail=f"job default/crm_ingest.load_contacts wrote {PG}/warehouse.raw.crm_contacts "
             "but carries no columnLineage facet; only table-level lineage is known",
-            dataset="warehouse.raw.crm_contacts",
+            dataset=DatasetRef(PG, "warehouse.raw.crm_contacts"),
         )
     ]
 

@@ -1,0 +1,166 @@
+"""Rules 1, 2a, 4, 6, 7: what the DPO decided about an escalated artefact, carried out.
+
+A ruling is recorded (once, however often its task is retried) and signed as a `decided`
+record. "Delete the artefact" empties a derived table the system can reach (never a root);
+"delete this row" deletes the one shared row of a root; "not held" states that a subject
+found nowhere is not held. A deletion is logged as progress before its record is signed, so
+a retry deletes nothing twice. A standing ruling of an earlier request is cited instead of
+asking again, unless it deletes: a deletion is decided by the DPO each time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import Field
+
+from erasure.actions.erase_rows import subject_rows
+from erasure.actions.transaction import describe_failure, statement_text, transaction
+from erasure.audit.records import RecordKind, RecordLedger
+from erasure.catalog import Catalog
+from erasure.errors import ErasureError
+from erasure.locate import Location
+from erasure.model import Evidence, PlanItem
+from erasure.progress import progress, save_progress
+from erasure.registry.action_log import ActionLog
+from erasure.rulings import NOT_STANDING, Ruling, RulingBook, RulingOption
+from erasure.warehouse import Warehouse, split_name
+
+
+class DeletionRefused(ErasureError):
+    """A deletion the ruling asks for cannot be done as asked; the message says what to do."""
+
+
+class RulingEvidence(Evidence):
+    """A ruling carried out: the ruling as recorded, and what deleting it did."""
+
+    ruling: Ruling
+    deletion: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    subject_found: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+def carry_out(
+    *,
+    ref: str,
+    subject_hash: str,
+    item: PlanItem,
+    ruling: Ruling,
+    rulings: RulingBook,
+    ledger: RecordLedger,
+    actions: ActionLog,
+    catalog: Catalog,
+    warehouse: Warehouse,
+    relocate: Callable[[], Location],
+) -> RulingEvidence:
+    """Record `ruling` for `item`, do what it says, and sign the `decided` record."""
+    recorded = _recorded(rulings, ref, ruling) or rulings.record(ruling)
+    evidence = RulingEvidence(ruling=recorded)
+    if recorded.option in (RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW):
+        deletion = progress(actions, ref, item).get("deletion")
+        if deletion is None:
+            deletion = (
+                delete_artefact(catalog, warehouse, item)
+                if recorded.option is RulingOption.DELETE_ARTEFACT
+                else delete_shared_row(warehouse, item, relocate())
+            )
+            save_progress(actions, ref, item, deletion=deletion)
+        evidence = evidence.model_copy(update={"deletion": deletion})
+    if recorded.option is RulingOption.NOT_HELD:
+        evidence = evidence.model_copy(update={"subject_found": False})
+    ledger.append(
+        ref,
+        subject_hash,
+        RecordKind.DECIDED,
+        {"dataset": item.dataset, "rule": item.rule, **evidence.model_dump(mode="json")},
+    )
+    return evidence
+
+
+def cited_standing_ruling(
+    rulings: RulingBook, ref: str, item: PlanItem, today: date
+) -> Ruling | None:
+    """The standing ruling in force for `item`'s dataset, as this request cites it."""
+    standing = rulings.standing_for(item.dataset, today)
+    if standing is None or standing.option in NOT_STANDING:
+        return None
+    return standing.model_copy(
+        update={
+            "id": None,
+            "request_ref": ref,
+            "standing_until": None,
+            "decided_at": datetime.now(UTC),
+            "justification": f"standing ruling #{standing.id} of request {standing.request_ref} "
+            f"(until {standing.standing_until}): {standing.justification}",
+        }
+    )
+
+
+def _recorded(rulings: RulingBook, ref: str, ruling: Ruling) -> Ruling | None:
+    """The same ruling if an earlier attempt at carrying it out already recorded it."""
+    same = {"id", "decided_at"}  # a cited standing ruling is re-dated on each attempt
+    for earlier in rulings.for_request(ref):
+        if earlier.model_dump(exclude=same) == ruling.model_dump(exclude=same):
+            return earlier
+    return None
+
+
+def delete_artefact(catalog: Catalog, warehouse: Warehouse, item: PlanItem) -> dict[str, Any]:
+    """Empty a derived table the system can reach; its owner deletes anything else."""
+    ds = catalog.dataset(item.dataset)
+    if ds is not None and (
+        ds.holds_subject
+        or any(r.dataset == ds.name for d in catalog.datasets for r in d.references)
+    ):
+        raise DeletionRefused(
+            f"{ds.name!r} is a root table (it holds people's rows or is referenced by them): "
+            "it is never deleted as a whole; rule on the subject's rows instead"
+        )
+    if ds is None or ds.connection is None or warehouse.table(ds) is None:
+        return {
+            "done_by": "the artefact's owner",
+            "rows_deleted": None,
+            "detail": "not a table this system can reach: the owner deletes it",
+        }
+    schema, name = split_name(ds.name)
+    table = sa.table(name, schema=schema)
+    with warehouse.connect(ds) as conn:
+        try:
+            with transaction(conn):
+                deleted = conn.execute(sa.delete(table)).rowcount
+        except sa.exc.DBAPIError as exc:
+            raise DeletionRefused(
+                f"deleting artefact {ds.name!r} failed ({describe_failure(exc)})"
+            ) from None
+    return {"done_by": "erasure", "rows_deleted": deleted, "statement": f"DELETE FROM {ds.name}"}
+
+
+def delete_shared_row(warehouse: Warehouse, item: PlanItem, location: Location) -> dict[str, Any]:
+    """Delete the row(s) of a root the subject points at and others share (rule 2a)."""
+    located = location.located.get(item.dataset)
+    others = item.evidence.get("other_referrers", 0)
+    if located is None:
+        return {"done_by": "erasure", "rows_deleted": 0, "other_referrers": others}
+    table = warehouse.table(located.dataset)
+    assert table is not None  # relocate found rows in it
+    statement = sa.delete(table).where(subject_rows(table, located))
+    with warehouse.connect(located.dataset) as conn:
+        try:
+            with transaction(conn):
+                deleted = conn.execute(statement).rowcount
+        except sa.exc.DBAPIError as exc:
+            raise DeletionRefused(
+                f"deleting the shared row of {located.dataset.name!r} failed "
+                f"({describe_failure(exc)}): if a foreign key refused it, the {others} other "
+                "row(s) pointing at it must be re-pointed by their owner first, or retain it "
+                "under an exemption (clear dpo_decides and answer again)"
+            ) from None
+        sql = statement_text(statement, conn.dialect)
+    return {
+        "done_by": "erasure",
+        "rows_deleted": max(deleted, 0),
+        "other_referrers": others,
+        "statement": sql,
+    }

@@ -1,0 +1,96 @@
+"""What the DPO is shown: one prompt per escalated plan item, with its own options.
+
+Prompts name datasets, rules, counts and reasons; never an identifier. A subject found
+nowhere gets a question of its own: where it was looked for, and how many rows nearly match.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from erasure.matching import NearMiss
+from erasure.model import NOT_FOUND_RULE, SHARED_ROW_RULE, PlanItem, SubjectSearch
+from erasure.rulings import OPTION_LABELS, options_for
+
+# Prompt subjects: one per escalated dataset, by name; the found-nowhere question.
+PROMPT_PREFIX = "Erasure: decide on "
+NOT_FOUND_PROMPT = "Erasure: subject found nowhere"
+_NEAR_MISS_TEXT = {
+    NearMiss.SAME_LOCAL_PART: "same local part at another domain",
+    NearMiss.ONE_EDIT: "one character different",
+}
+
+
+class Prompt(BaseModel):
+    """A human-in-the-loop prompt: what Airflow's HITL operator shows the DPO."""
+
+    subject: str
+    body: str  # Markdown
+    options: list[str]  # the button labels, OPTION_LABELS of options_for(item)
+
+
+def escalation_prompt(item: PlanItem) -> Prompt:
+    """The subject, body and options of the DPO's prompt for one escalated item (no
+    identifier: datasets, counts and reasons only)."""
+    if item.rule == NOT_FOUND_RULE:
+        return _not_found_prompt(item)
+    lines = [
+        f"**Artefact** `{item.dataset.name}` ({item.kind}, "
+        f"namespace `{item.dataset.namespace}`)",
+        f"**Why it escalates** (rule {item.rule}): {item.reason}",
+    ]
+    if item.upstreams:
+        lines.append("**Derived from**: " + ", ".join(f"`{u}`" for u in item.upstreams))
+    for key, value in sorted(item.evidence.items()):
+        if key != "gaps":
+            lines.append(f"- {key}: {value}")
+    if item.rule == SHARED_ROW_RULE:
+        lines.append(
+            "Other people's rows point at this row: retain it under an exemption, or delete "
+            "this one row (they lose it too). The table itself is never deleted."
+        )
+    else:
+        lines.append(
+            "Choose what happens to this artefact and justify it; a standing ruling applies "
+            "to later requests for this dataset until the date you give (deletions never "
+            "stand)."
+        )
+    return Prompt(
+        subject=f"{PROMPT_PREFIX}{item.dataset.name}",
+        body="\n\n".join(lines),
+        options=[OPTION_LABELS[o] for o in options_for(item)],
+    )
+
+
+def _not_found_prompt(item: PlanItem) -> Prompt:
+    search = SubjectSearch.model_validate(item.evidence)
+    lines = [
+        f"**The {search.identifier_type} of this request was found in no dataset.** It may "
+        "be mistyped or spelt differently from how the systems hold it (the value is not "
+        "shown here; it is parked encrypted).",
+        "**Searched**: "
+        + (
+            ", ".join(f"`{s.dataset.name}` ({', '.join(s.columns)})" for s in search.searched)
+            or "no dataset holds this identifier type"
+        ),
+    ]
+    if search.near_misses:
+        lines.append("**Near misses** (rows that match it only loosely; counted, not shown):")
+        lines.extend(
+            f"- `{m.dataset.name}.{m.column}`: {m.rows} row(s), "
+            + _NEAR_MISS_TEXT.get(m.kind, m.kind)
+            for m in search.near_misses
+        )
+    else:
+        lines.append("**Near misses**: none (no row matches it even loosely).")
+    lines.append(
+        "If the identifier is right, confirm the subject is not held and say how you know: "
+        "the completion record will state that the subject was not found. If it was "
+        "mistyped, submit the corrected identifier as a new request, then confirm here that "
+        "this one is not held, naming the new request's reference in the justification."
+    )
+    return Prompt(
+        subject=NOT_FOUND_PROMPT,
+        body="\n\n".join(lines),
+        options=[OPTION_LABELS[o] for o in options_for(item)],
+    )

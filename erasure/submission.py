@@ -1,0 +1,167 @@
+"""An erasure request as the DPO submits it: the form, its validation, the legal grounds.
+
+The identifier and the free-text notes stay secret (`SecretStr`) until the registry parks
+them (`erasure.registry.secrets`); errors name the field and what it allows, never the value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+
+from erasure.errors import RequestError
+from erasure.model import SubjectRef
+
+REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
+_REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
+_IDENTIFIER_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+_MAX_IDENTIFIER = 512
+_MAX_NOTES = 4000
+
+
+# What the Airflow plugin leaves in dag_run.conf and the audit log in place of the identifier
+# and notes once they are parked (see erasure.registry).
+SCRUBBED = "[parked in Vault]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Vocabulary
+
+
+class LegalGround(StrEnum):
+    """Art. 17(1) grounds for erasure."""
+
+    ART17_1_A = "art17_1_a"
+    ART17_1_B = "art17_1_b"
+    ART17_1_C = "art17_1_c"
+    ART17_1_D = "art17_1_d"
+    ART17_1_E = "art17_1_e"
+    ART17_1_F = "art17_1_f"
+
+
+LEGAL_GROUNDS: dict[LegalGround, str] = {
+    LegalGround.ART17_1_A: "Art. 17(1)(a): no longer necessary for the purposes collected",
+    LegalGround.ART17_1_B: "Art. 17(1)(b): consent withdrawn, no other legal ground",
+    LegalGround.ART17_1_C: "Art. 17(1)(c): objection under Art. 21",
+    LegalGround.ART17_1_D: "Art. 17(1)(d): unlawfully processed",
+    LegalGround.ART17_1_E: "Art. 17(1)(e): erasure required by a legal obligation",
+    LegalGround.ART17_1_F: "Art. 17(1)(f): a child's data collected for information society "
+    "services (Art. 8(1))",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The request as submitted
+
+# What each field allows, for error messages (never the value that was given).
+_ALLOWED: dict[str, str] = {
+    "request_ref": "3-64 characters: letters, digits, '.', '_' or '-', starting with a letter "
+    "or digit",
+    "identifier_type": "an identifier type of the catalog, such as 'email' (letters, digits, "
+    "'_', '.', '-')",
+    "identifier": f"a non-empty text of at most {_MAX_IDENTIFIER} characters",
+    "received_on": "a date (YYYY-MM-DD), not in the future",
+    "legal_ground": "one of " + ", ".join(g.value for g in LegalGround),
+    "notes": f"a text of at most {_MAX_NOTES} characters, or nothing",
+    "dry_run": "true or false",
+}
+
+
+class ErasureRequest(BaseModel):
+    """An Art. 17 request as the DPO submits it; the identifier and notes stay secret."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    request_ref: str
+    identifier_type: str
+    identifier: SecretStr
+    received_on: date
+    legal_ground: LegalGround
+    notes: SecretStr | None = None  # free text may name people: parked, never stored in clear
+    dry_run: bool = False
+
+    @field_validator("request_ref")
+    @classmethod
+    def _check_ref(cls, value: str) -> str:
+        if not _REQUEST_REF.match(value):
+            raise ValueError(f"must be {_ALLOWED['request_ref']}")
+        return value
+
+    @field_validator("identifier_type")
+    @classmethod
+    def _check_type(cls, value: str) -> str:
+        if not _IDENTIFIER_TYPE.match(value):
+            raise ValueError(f"must be {_ALLOWED['identifier_type']}")
+        return value
+
+    @field_validator("identifier")
+    @classmethod
+    def _check_identifier(cls, value: SecretStr) -> SecretStr:
+        raw = value.get_secret_value()
+        if not raw.strip() or len(raw) > _MAX_IDENTIFIER:
+            raise ValueError(f"must be {_ALLOWED['identifier']}")
+        return value
+
+    @field_validator("notes")
+    @classmethod
+    def _check_notes(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        raw = value.get_secret_value()
+        if len(raw) > _MAX_NOTES:
+            raise ValueError(f"must be {_ALLOWED['notes']}")
+        return value if raw.strip() else None
+
+    @field_validator("received_on")
+    @classmethod
+    def _check_received(cls, value: date) -> date:
+        # One day of slack: the DPO's "today" may be tomorrow in UTC.
+        if value > datetime.now(UTC).date() + timedelta(days=1):
+            raise ValueError(f"must be {_ALLOWED['received_on']}")
+        return value
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> ErasureRequest:
+        """Validate a submitted request (e.g. dag_run.conf); RequestError names each bad field."""
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            raise RequestError(_describe(exc)) from None
+
+    @property
+    def subject(self) -> SubjectRef:
+        return SubjectRef(type=self.identifier_type, value=self.identifier)
+
+
+def _describe(exc: ValidationError) -> str:
+    """One clause per bad field: its name and what is allowed, never the value given."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False):
+        loc = err.get("loc") or ()
+        field = str(loc[0]) if loc else ""
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            # The key itself could be pasted data: name it only if it looks like a field name.
+            safe = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", field)
+            name = f"unknown field {field!r}" if safe else "an unknown field"
+            parts.append(f"{name}; allowed: {', '.join(_ALLOWED)}")
+        elif err.get("type") == "missing":
+            parts.append(f"{field}: required ({_ALLOWED.get(field, 'see the request form')})")
+        elif err.get("type") == "value_error":
+            parts.append(f"{field}: {message}")
+        else:
+            parts.append(f"{field}: {message}; expected {_ALLOWED.get(field, 'a valid value')}")
+    return "invalid erasure request: " + "; ".join(parts)
+
+
