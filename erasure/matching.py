@@ -228,9 +228,26 @@ def _qualified(table: sa.Table) -> str:
 # The independent look: every distinct value, decided in Python
 
 
+def exact_key(conn: Connection, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+    """`column` as a GROUP BY / DISTINCT key that tells apart every value Python may.
+
+    A column's own collation may merge values (SQLite `COLLATE NOCASE`, a case-insensitive
+    Postgres collation), so a scan grouping by it would decide on one value of a group and
+    count the others along with it: `C-1` and `c-1` are two customers to `strip`.
+    """
+    if not isinstance(column.type, sa.String | sa.types.NullType):
+        return column  # numbers, bytes, dates: no collation applies
+    if conn.dialect.name == "sqlite":
+        return sa.type_coerce(column, sa.String()).collate("BINARY")
+    if conn.dialect.name == "postgresql":
+        return sa.cast(column, sa.Text).collate("C")
+    return column
+
+
 def scan(conn: Connection, column: sa.Column[Any], matcher: Matcher) -> Iterator[tuple[str, int]]:
     """(canonical form, rows) for every distinct value of `column` that names somebody."""
-    query = sa.select(column, sa.func.count()).where(column.is_not(None)).group_by(column)
+    key = exact_key(conn, column)
+    query = sa.select(key, sa.func.count()).where(column.is_not(None)).group_by(key)
     result = conn.execution_options(yield_per=_SCAN_BATCH).execute(query)
     for stored, rows in result:
         canonical = matcher.canonical(stored)
