@@ -19,6 +19,7 @@ the column and decides in Python, so a defect in the SQL side is caught there.
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -113,32 +114,55 @@ def candidate_predicate(
 ) -> sa.ColumnElement[bool]:
     """A predicate true for every row whose value is one of `targets`, and a few more.
 
-    Text normalisers: the lower-cased value LIKE a pattern keeping only the target's ASCII
-    characters that no other character folds or composes to, in order, with `%` for the
-    rest and around (whitespace, format characters, accents in either form, `ß`/`ss`).
-    Phones: the trailing digits of the national number, in order, anywhere in the value with
-    keypad letters and non-ASCII digits read as digits.
+    Text normalisers: the value LIKE a pattern keeping only the target's ASCII characters
+    that no other character folds or composes to, in order, with `%` for the rest and around
+    (whitespace, format characters, accents in either form, `ß`/`ss`); case-folded ones
+    compare the value with its ASCII letters lower-cased. Phones: the trailing digits of the
+    national number, in order, anywhere in the value with keypad letters and non-ASCII
+    digits read as digits.
+
+    The value is compared under the "C" collation: there `lower()` changes ASCII letters
+    only, the same in every database, where a Turkish collation (column or database default)
+    lowers `I` to a dotless i (U+0131) that the pattern's `i` would miss.
     """
     text = column if isinstance(column.type, sa.String) else sa.cast(column, sa.Text)
-    lowered = sa.func.lower(text)
+    exact = text.collate("C")
     if matcher.normalise == "e164":
-        digits = sa.func.translate(
-            lowered, sa.bindparam(None, _DIGIT_SOURCES), sa.bindparam(None, _DIGIT_TARGETS)
+        lowered = sa.func.lower(exact)
+        # translate() scans its source list once per character of the value: an ASCII-only
+        # value (the byte and character lengths agree) needs the 26 keypad letters only.
+        as_text = sa.cast(column, sa.Text)  # CHAR(n) lengths would disagree on the padding
+        digits = sa.case(
+            (
+                sa.func.octet_length(as_text) == sa.func.char_length(as_text),
+                sa.func.translate(
+                    lowered,
+                    sa.bindparam(None, _KEYPAD_SOURCES),
+                    sa.bindparam(None, _KEYPAD_TARGETS),
+                ),
+            ),
+            else_=sa.func.translate(
+                lowered, sa.bindparam(None, _DIGIT_SOURCES), sa.bindparam(None, _DIGIT_TARGETS)
+            ),
         )
         patterns = {phone_pattern(t) for t in targets}
         return sa.or_(*(digits.like(sa.bindparam(None, p)) for p in sorted(patterns)))
-    patterns = {text_pattern(t, case_folded=matcher.normalise != "strip") for t in targets}
+    case_folded = matcher.normalise != "strip"
+    compared = sa.func.lower(exact) if case_folded else exact
+    patterns = {text_pattern(t, case_folded=case_folded) for t in targets}
     return sa.or_(
-        *(lowered.like(sa.bindparam(None, p), escape=_LIKE_ESCAPE) for p in sorted(patterns))
+        *(compared.like(sa.bindparam(None, p), escape=_LIKE_ESCAPE) for p in sorted(patterns))
     )
 
 
 def text_pattern(target: str, *, case_folded: bool) -> str:
-    """The LIKE pattern (on the lower-cased value) every stored form of `target` matches."""
+    """The LIKE pattern every stored form of `target` matches: on the value with its ASCII
+    letters lower-cased (`case_folded`), or on the value as stored."""
     unsafe = _folded_ascii() if case_folded else _composed_ascii()
     out = ["%"]
-    for ch in target.lower():
+    for ch in target:
         if ch.isascii() and ch not in unsafe:
+            ch = ch.lower() if case_folded else ch
             out.append(_LIKE_ESCAPE + ch if ch in "%_\\" else ch)
         elif out[-1] != "%":
             out.append("%")
@@ -172,25 +196,39 @@ def _folded_ascii() -> frozenset[str]:
 
 @cache
 def _composed_ascii() -> frozenset[str]:
-    """ASCII characters NFC makes out of non-ASCII ones (e.g. KELVIN SIGN -> K), lower-cased."""
+    """ASCII characters NFC makes out of non-ASCII ones (e.g. KELVIN SIGN -> K), as made."""
     return frozenset(
-        out.lower()
+        out
         for cp in range(0x80, 0x10000)
         for out in unicodedata.normalize("NFC", chr(cp))
         if out.isascii()
     )
 
 
+# Keypad letters, as phonenumbers reads a vanity number ("0800-FLOWERS").
+_KEYPAD_SOURCES = "abcdefghijklmnopqrstuvwxyz"
+_KEYPAD_TARGETS = "22233344455566677778889999"
+
+
 def _digit_translation() -> tuple[str, str]:
-    """`translate()` arguments reading keypad letters and every Unicode digit as ASCII."""
-    # Keypad letters, as phonenumbers reads a vanity number ("0800-FLOWERS").
-    sources = list("abcdefghijklmnopqrstuvwxyz")
-    targets = list("22233344455566677778889999")
-    for cp in range(0x80, 0x20000):
+    """`translate()` arguments reading keypad letters and every Unicode digit as ASCII, on a
+    value whose ASCII letters are lower-cased."""
+    # phonenumbers looks each character up upper-cased, so dotless i and long s are keypad
+    # letters too (I, S).
+    keypad = dict(zip(_KEYPAD_SOURCES, _KEYPAD_TARGETS, strict=True))
+    # translate() stops at the first hit: the characters of most values come first, as
+    # themselves, so only the rare others scan the whole list.
+    common = "0123456789 +-().,/:;#*"
+    sources = [*common, *keypad]
+    targets = [*common, *keypad.values()]
+    for cp in range(0x80, sys.maxunicode + 1):
         ch = chr(cp)
         if unicodedata.category(ch) == "Nd":
             sources.append(ch)
             targets.append(str(unicodedata.digit(ch)))
+        elif ch.upper().isascii() and ch.upper().lower() in keypad:
+            sources.append(ch)
+            targets.append(keypad[ch.upper().lower()])
     return "".join(sources), "".join(targets)
 
 
