@@ -236,20 +236,28 @@ _DIGIT_SOURCES, _DIGIT_TARGETS = _digit_translation()
 
 
 def _require_exact_equality(conn: Connection, table: sa.Table, column: sa.Column[Any]) -> None:
-    """Refuse a PostgreSQL column whose `=` is not exact: citext, nondeterministic collation."""
+    """Refuse a PostgreSQL column whose `=` is not exact: citext (also under a domain), or a
+    nondeterministic collation (a domain's collation is the column's)."""
     row = conn.execute(
         sa.text(
-            "SELECT t.typname, c.collisdeterministic FROM pg_attribute a "
-            "JOIN pg_type t ON t.oid = a.atttypid "
-            "LEFT JOIN pg_collation c ON c.oid = a.attcollation "
-            "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col"
+            "WITH RECURSIVE chain (oid, typname, typbasetype) AS ("
+            " SELECT t.oid, t.typname, t.typbasetype FROM pg_attribute a"
+            " JOIN pg_type t ON t.oid = a.atttypid"
+            " WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col"
+            " UNION ALL SELECT b.oid, b.typname, b.typbasetype FROM pg_type b"
+            " JOIN chain ON b.oid = chain.typbasetype) "
+            "SELECT array_agg(chain.typname::text), ("
+            " SELECT c.collisdeterministic FROM pg_attribute a"
+            " LEFT JOIN pg_collation c ON c.oid = a.attcollation"
+            " WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col) "
+            "FROM chain"
         ),
         {"rel": _qualified(table), "col": column.name},
-    ).one_or_none()
-    if row is None:
+    ).one()
+    type_names, deterministic = row
+    if type_names is None:
         return  # not a plain table column (a cast expression): compared as text, exactly
-    type_name, deterministic = row
-    if type_name == "citext" or deterministic is False:
+    if "citext" in type_names or deterministic is False:
         raise WarehouseError(
             f"table {table.fullname!r} column {column.name!r}: its equality ignores case or "
             "accents (citext or a nondeterministic collation), so the subject's rows cannot be "

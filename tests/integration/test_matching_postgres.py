@@ -7,6 +7,8 @@ erase, verify and the ingest filter agree with Python on every stored value, in 
 integer, CHAR, bytea, "C"-collated and Turkish-collated columns. The probe feeds the
 candidate predicate thousands of generated stored forms (`tests/unit/matching_variants.py`)
 under several collations: it must never miss one that Python decides is the target's.
+A column whose equality ignores case or accents (citext, also under a domain, or a
+nondeterministic collation) is refused, since its rows cannot be selected exactly.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
 from erasure.catalog import Catalog, load_catalog
+from erasure.errors import WarehouseError
 from erasure.locate import locate
 from erasure.matching import Matcher, candidate_predicate
+from erasure.model import SubjectRef
 from erasure.warehouse import Warehouse
 from tests.unit.matching_corpus import (
     CorpusTable,
@@ -194,3 +199,96 @@ def test_the_candidate_predicate_never_misses_a_stored_form_python_decides_is_th
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         engine.dispose()
     assert not misses, f"{len(misses)} missed, e.g.\n" + "\n".join(misses[:10])
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns whose equality is not exact are refused
+
+
+def _refusal_estate(tmp_path: Path, url: str, schema: str, column_sql: str) -> Warehouse:
+    catalog_text = (
+        "version: 1\n"
+        "identifiers: {email: {normalise: email}}\n"
+        f'connections: {{warehouse: {{url: "{url}"}}}}\n'
+        "datasets:\n"
+        f"  - {{namespace: w, name: {schema}.people, connection: warehouse, kind: table,\n"
+        "     holds_subject: {email: email}}\n"
+    )
+    (tmp_path / "catalog.yaml").write_text(catalog_text)
+    warehouse = Warehouse(load_catalog(tmp_path / "catalog.yaml"))
+    with warehouse.engine("warehouse").begin() as conn:
+        create = f'CREATE TABLE "{schema}".people (id INT PRIMARY KEY, email {column_sql})'
+        conn.execute(sa.text(create))
+        conn.execute(
+            sa.text(f'INSERT INTO "{schema}".people VALUES (1, :v)'),
+            {"v": "Refused.Person.7f3a@example.com"},
+        )
+    return warehouse
+
+
+@pytest.fixture
+def refusal_schema(postgres_url: str, icu: bool) -> Iterator[str]:
+    """A schema with citext, a nondeterministic ICU collation and domains over both."""
+    schema = f"refuse_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS citext"))
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        conn.execute(sa.text(f'CREATE DOMAIN "{schema}".email_ci AS citext'))
+        conn.execute(sa.text(f'CREATE DOMAIN "{schema}".email_ci2 AS "{schema}".email_ci'))
+        if icu:
+            conn.execute(
+                sa.text(
+                    f'CREATE COLLATION "{schema}".ci (provider = icu, '
+                    "locale = 'und-u-ks-level2', deterministic = false)"
+                )
+            )
+            conn.execute(
+                sa.text(f'CREATE DOMAIN "{schema}".email_nd AS text COLLATE "{schema}".ci')
+            )
+    try:
+        yield schema
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("column_sql", "needs_icu"),
+    [
+        ("citext", False),
+        ('"{schema}".email_ci', False),
+        ('"{schema}".email_ci2', False),
+        ('TEXT COLLATE "{schema}".ci', True),
+        ('"{schema}".email_nd', True),
+    ],
+    ids=[
+        "citext",
+        "domain-over-citext",
+        "domain-over-a-domain-over-citext",
+        "nondeterministic-collation",
+        "domain-with-a-nondeterministic-collation",
+    ],
+)
+def test_a_column_whose_equality_ignores_case_or_accents_is_refused(
+    tmp_path: Path,
+    postgres_url: str,
+    refusal_schema: str,
+    icu: bool,
+    column_sql: str,
+    needs_icu: bool,
+) -> None:
+    if needs_icu and not icu:
+        pytest.skip("this PostgreSQL has no ICU collations")
+    warehouse = _refusal_estate(
+        tmp_path, postgres_url, refusal_schema, column_sql.format(schema=refusal_schema)
+    )
+    subject = SubjectRef(type="email", value=SecretStr("refused.person.7f3a@example.com"))
+    try:
+        with pytest.raises(WarehouseError, match="citext or a nondeterministic collation") as err:
+            locate(warehouse.catalog, warehouse, subject)
+    finally:
+        warehouse.dispose()
+    assert f"{refusal_schema}.people" in str(err.value) and "'email'" in str(err.value)
+    assert "refused.person" not in str(err.value).lower()
