@@ -102,10 +102,24 @@ def exact_predicate(
             if matcher.canonical(stored) in targets
         ]
         return column.in_(exact) if exact else sa.false()
-    raise WarehouseError(
-        f"table {table.fullname!r}: the {dialect} dialect cannot be matched exactly (its text "
-        "comparison may ignore case, accents or trailing spaces); the subject can be located "
-        f"on {' and '.join(SUPPORTED_DIALECTS)} only"
+    raise _unsupported(f"table {table.fullname!r}", dialect)
+
+
+def require_exact_dialect(url: sa.URL | str, where: str) -> None:
+    """Refuse, before connecting, a warehouse whose dialect cannot be matched exactly."""
+    try:
+        backend = sa.make_url(url).get_backend_name()
+    except sa.exc.ArgumentError:
+        return  # not a URL: opening the engine says so, naming the connection
+    if backend not in SUPPORTED_DIALECTS:
+        raise _unsupported(where, backend)
+
+
+def _unsupported(where: str, dialect: str) -> WarehouseError:
+    return WarehouseError(
+        f"{where}: the {dialect} dialect cannot be matched exactly (its text comparison may "
+        "ignore case, accents or trailing spaces); the subject can be located on "
+        f"{' and '.join(SUPPORTED_DIALECTS)} only"
     )
 
 

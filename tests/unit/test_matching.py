@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
+from erasure.catalog import load_catalog
+from erasure.errors import WarehouseError
+from erasure.locate import locate
 from erasure.matching import (
     Matcher,
     NearMiss,
@@ -22,6 +26,8 @@ from erasure.matching import (
     one_edit_apart,
     text_pattern,
 )
+from erasure.model import SubjectRef
+from erasure.warehouse import Warehouse
 from tests.unit.estate import make_estate
 
 
@@ -110,3 +116,26 @@ def test_the_scan_tells_apart_values_the_columns_collation_calls_equal(tmp_path:
     with engine.connect() as conn:
         assert count_by_scan(conn, table.c.customer_id, strip, {"C-1"}) == 3
         assert count_by_scan(conn, table.c.customer_id, strip, {"c-1"}) == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://root@127.0.0.1:1/test",
+        "mysql+pymysql://root@127.0.0.1:1/test",
+        "mssql://sa@127.0.0.1:1/db",
+    ],
+)
+def test_a_warehouse_whose_dialect_cannot_match_exactly_is_refused_before_connecting(
+    tmp_path: Path, url: str
+) -> None:
+    # Port 1 answers nobody and no driver is installed: the refusal comes before either.
+    (tmp_path / "catalog.yaml").write_text(CATALOG.replace("sqlite:///wh.db", url))
+    catalog = load_catalog(tmp_path / "catalog.yaml")
+    warehouse = Warehouse(catalog)
+    subject = SubjectRef(type="customer_id", value=SecretStr("C-77f3e1"))
+    refused = r"dataset 'crm.orders': the \w+ dialect cannot be matched exactly"
+    with pytest.raises(WarehouseError, match=refused) as err:
+        locate(catalog, warehouse, subject)
+    assert "sqlite and postgresql only" in str(err.value)
+    assert "C-77f3e1" not in str(err.value)
