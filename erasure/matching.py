@@ -142,23 +142,16 @@ def candidate_predicate(
     text = column if isinstance(column.type, sa.String) else sa.cast(column, sa.Text)
     exact = text.collate("C")
     if matcher.normalise == "e164":
-        lowered = sa.func.lower(exact)
-        # translate() scans its source list once per character of the value: an ASCII-only
-        # value (the byte and character lengths agree) needs the 26 keypad letters only.
-        as_text = sa.cast(column, sa.Text)  # CHAR(n) lengths would disagree on the padding
-        digits = sa.case(
-            (
-                sa.func.octet_length(as_text) == sa.func.char_length(as_text),
-                sa.func.translate(
-                    lowered,
-                    sa.bindparam(None, _KEYPAD_SOURCES),
-                    sa.bindparam(None, _KEYPAD_TARGETS),
-                ),
-            ),
-            else_=sa.func.translate(
-                lowered, sa.bindparam(None, _DIGIT_SOURCES), sa.bindparam(None, _DIGIT_TARGETS)
-            ),
+        # translate() costs microseconds a row: a value of digits and punctuation alone (most
+        # of them) is compared as it is; the rest with keypad letters and every script's
+        # digits read as ASCII digits.
+        plain = sa.not_(exact.regexp_match(sa.bindparam(None, _PLAIN_PHONE)))
+        read = sa.func.translate(
+            sa.func.lower(exact),
+            sa.bindparam(None, _DIGIT_SOURCES),
+            sa.bindparam(None, _DIGIT_TARGETS),
         )
+        digits = sa.case((plain, exact), else_=read)
         patterns = {phone_pattern(t) for t in targets}
         return sa.or_(*(digits.like(sa.bindparam(None, p)) for p in sorted(patterns)))
     case_folded = matcher.normalise != "strip"
@@ -222,6 +215,8 @@ def _composed_ascii() -> frozenset[str]:
 # Keypad letters, as phonenumbers reads a vanity number ("0800-FLOWERS").
 _KEYPAD_SOURCES = "abcdefghijklmnopqrstuvwxyz"
 _KEYPAD_TARGETS = "22233344455566677778889999"
+# A character outside these (under "C": any non-ASCII one too) may need translating.
+_PLAIN_PHONE = r"[^0-9 +().,/-]"
 
 
 def _digit_translation() -> tuple[str, str]:
