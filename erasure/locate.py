@@ -20,7 +20,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 from erasure.actions.transaction import statement_text
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, SubjectError, WarehouseError
-from erasure.matching import Matcher, exact_predicate, near_misses
+from erasure.matching import Matcher, exact_predicate, near_misses, require_exact_dialect
 from erasure.model import (
     DatasetRef,
     Identity,
@@ -150,7 +150,11 @@ def _hits(
     """Each dataset holding `identity`, with its connection open while the caller looks on."""
     for ds in catalog.datasets:
         columns = ds.holds_subject.get(identity.type)
-        if not columns or warehouse.table(ds) is None:
+        if not columns:
+            continue
+        if ds.connection is not None:
+            require_exact_dialect(warehouse.url(ds.connection), f"dataset {ds.name!r}")
+        if warehouse.table(ds) is None:
             continue
         with warehouse.connect(ds) as conn:
             table = _table(warehouse, ds)

@@ -19,6 +19,7 @@ the column and decides in Python, so a defect in the SQL side is caught there.
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -101,10 +102,24 @@ def exact_predicate(
             if matcher.canonical(stored) in targets
         ]
         return column.in_(exact) if exact else sa.false()
-    raise WarehouseError(
-        f"table {table.fullname!r}: the {dialect} dialect cannot be matched exactly (its text "
-        "comparison may ignore case, accents or trailing spaces); the subject can be located "
-        f"on {' and '.join(SUPPORTED_DIALECTS)} only"
+    raise _unsupported(f"table {table.fullname!r}", dialect)
+
+
+def require_exact_dialect(url: sa.URL | str, where: str) -> None:
+    """Refuse, before connecting, a warehouse whose dialect cannot be matched exactly."""
+    try:
+        backend = sa.make_url(url).get_backend_name()
+    except sa.exc.ArgumentError:
+        return  # not a URL: opening the engine says so, naming the connection
+    if backend not in SUPPORTED_DIALECTS:
+        raise _unsupported(where, backend)
+
+
+def _unsupported(where: str, dialect: str) -> WarehouseError:
+    return WarehouseError(
+        f"{where}: the {dialect} dialect cannot be matched exactly (its text comparison may "
+        "ignore case, accents or trailing spaces); the subject can be located on "
+        f"{' and '.join(SUPPORTED_DIALECTS)} only"
     )
 
 
@@ -113,32 +128,48 @@ def candidate_predicate(
 ) -> sa.ColumnElement[bool]:
     """A predicate true for every row whose value is one of `targets`, and a few more.
 
-    Text normalisers: the lower-cased value LIKE a pattern keeping only the target's ASCII
-    characters that no other character folds or composes to, in order, with `%` for the
-    rest and around (whitespace, format characters, accents in either form, `ß`/`ss`).
-    Phones: the trailing digits of the national number, in order, anywhere in the value with
-    keypad letters and non-ASCII digits read as digits.
+    Text normalisers: the value LIKE a pattern keeping only the target's ASCII characters
+    that no other character folds or composes to, in order, with `%` for the rest and around
+    (whitespace, format characters, accents in either form, `ß`/`ss`); case-folded ones
+    compare the value with its ASCII letters lower-cased. Phones: the trailing digits of the
+    national number, in order, anywhere in the value with keypad letters and non-ASCII
+    digits read as digits.
+
+    The value is compared under the "C" collation: there `lower()` changes ASCII letters
+    only, the same in every database, where a Turkish collation (column or database default)
+    lowers `I` to a dotless i (U+0131) that the pattern's `i` would miss.
     """
     text = column if isinstance(column.type, sa.String) else sa.cast(column, sa.Text)
-    lowered = sa.func.lower(text)
+    exact = text.collate("C")
     if matcher.normalise == "e164":
-        digits = sa.func.translate(
-            lowered, sa.bindparam(None, _DIGIT_SOURCES), sa.bindparam(None, _DIGIT_TARGETS)
+        # translate() costs microseconds a row: a value of digits and punctuation alone (most
+        # of them) is compared as it is; the rest with keypad letters and every script's
+        # digits read as ASCII digits.
+        plain = sa.not_(exact.regexp_match(sa.bindparam(None, _PLAIN_PHONE)))
+        read = sa.func.translate(
+            sa.func.lower(exact),
+            sa.bindparam(None, _DIGIT_SOURCES),
+            sa.bindparam(None, _DIGIT_TARGETS),
         )
+        digits = sa.case((plain, exact), else_=read)
         patterns = {phone_pattern(t) for t in targets}
         return sa.or_(*(digits.like(sa.bindparam(None, p)) for p in sorted(patterns)))
-    patterns = {text_pattern(t, case_folded=matcher.normalise != "strip") for t in targets}
+    case_folded = matcher.normalise != "strip"
+    compared = sa.func.lower(exact) if case_folded else exact
+    patterns = {text_pattern(t, case_folded=case_folded) for t in targets}
     return sa.or_(
-        *(lowered.like(sa.bindparam(None, p), escape=_LIKE_ESCAPE) for p in sorted(patterns))
+        *(compared.like(sa.bindparam(None, p), escape=_LIKE_ESCAPE) for p in sorted(patterns))
     )
 
 
 def text_pattern(target: str, *, case_folded: bool) -> str:
-    """The LIKE pattern (on the lower-cased value) every stored form of `target` matches."""
+    """The LIKE pattern every stored form of `target` matches: on the value with its ASCII
+    letters lower-cased (`case_folded`), or on the value as stored."""
     unsafe = _folded_ascii() if case_folded else _composed_ascii()
     out = ["%"]
-    for ch in target.lower():
+    for ch in target:
         if ch.isascii() and ch not in unsafe:
+            ch = ch.lower() if case_folded else ch
             out.append(_LIKE_ESCAPE + ch if ch in "%_\\" else ch)
         elif out[-1] != "%":
             out.append("%")
@@ -172,25 +203,41 @@ def _folded_ascii() -> frozenset[str]:
 
 @cache
 def _composed_ascii() -> frozenset[str]:
-    """ASCII characters NFC makes out of non-ASCII ones (e.g. KELVIN SIGN -> K), lower-cased."""
+    """ASCII characters NFC makes out of non-ASCII ones (e.g. KELVIN SIGN -> K), as made."""
     return frozenset(
-        out.lower()
+        out
         for cp in range(0x80, 0x10000)
         for out in unicodedata.normalize("NFC", chr(cp))
         if out.isascii()
     )
 
 
+# Keypad letters, as phonenumbers reads a vanity number ("0800-FLOWERS").
+_KEYPAD_SOURCES = "abcdefghijklmnopqrstuvwxyz"
+_KEYPAD_TARGETS = "22233344455566677778889999"
+# A character outside these (under "C": any non-ASCII one too) may need translating.
+_PLAIN_PHONE = r"[^0-9 +().,/-]"
+
+
 def _digit_translation() -> tuple[str, str]:
-    """`translate()` arguments reading keypad letters and every Unicode digit as ASCII."""
-    # Keypad letters, as phonenumbers reads a vanity number ("0800-FLOWERS").
-    sources = list("abcdefghijklmnopqrstuvwxyz")
-    targets = list("22233344455566677778889999")
-    for cp in range(0x80, 0x20000):
+    """`translate()` arguments reading keypad letters and every Unicode digit as ASCII, on a
+    value whose ASCII letters are lower-cased."""
+    # phonenumbers looks each character up upper-cased, so dotless i and long s are keypad
+    # letters too (I, S).
+    keypad = dict(zip(_KEYPAD_SOURCES, _KEYPAD_TARGETS, strict=True))
+    # translate() stops at the first hit: the characters of most values come first, as
+    # themselves, so only the rare others scan the whole list.
+    common = "0123456789 +-().,/:;#*"
+    sources = [*common, *keypad]
+    targets = [*common, *keypad.values()]
+    for cp in range(0x80, sys.maxunicode + 1):
         ch = chr(cp)
         if unicodedata.category(ch) == "Nd":
             sources.append(ch)
             targets.append(str(unicodedata.digit(ch)))
+        elif ch.upper().isascii() and ch.upper().lower() in keypad:
+            sources.append(ch)
+            targets.append(keypad[ch.upper().lower()])
     return "".join(sources), "".join(targets)
 
 
@@ -198,20 +245,28 @@ _DIGIT_SOURCES, _DIGIT_TARGETS = _digit_translation()
 
 
 def _require_exact_equality(conn: Connection, table: sa.Table, column: sa.Column[Any]) -> None:
-    """Refuse a PostgreSQL column whose `=` is not exact: citext, nondeterministic collation."""
+    """Refuse a PostgreSQL column whose `=` is not exact: citext (also under a domain), or a
+    nondeterministic collation (a domain's collation is the column's)."""
     row = conn.execute(
         sa.text(
-            "SELECT t.typname, c.collisdeterministic FROM pg_attribute a "
-            "JOIN pg_type t ON t.oid = a.atttypid "
-            "LEFT JOIN pg_collation c ON c.oid = a.attcollation "
-            "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col"
+            "WITH RECURSIVE chain (oid, typname, typbasetype) AS ("
+            " SELECT t.oid, t.typname, t.typbasetype FROM pg_attribute a"
+            " JOIN pg_type t ON t.oid = a.atttypid"
+            " WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col"
+            " UNION ALL SELECT b.oid, b.typname, b.typbasetype FROM pg_type b"
+            " JOIN chain ON b.oid = chain.typbasetype) "
+            "SELECT array_agg(chain.typname::text), ("
+            " SELECT c.collisdeterministic FROM pg_attribute a"
+            " LEFT JOIN pg_collation c ON c.oid = a.attcollation"
+            " WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col) "
+            "FROM chain"
         ),
         {"rel": _qualified(table), "col": column.name},
-    ).one_or_none()
-    if row is None:
+    ).one()
+    type_names, deterministic = row
+    if type_names is None:
         return  # not a plain table column (a cast expression): compared as text, exactly
-    type_name, deterministic = row
-    if type_name == "citext" or deterministic is False:
+    if "citext" in type_names or deterministic is False:
         raise WarehouseError(
             f"table {table.fullname!r} column {column.name!r}: its equality ignores case or "
             "accents (citext or a nondeterministic collation), so the subject's rows cannot be "
@@ -228,9 +283,26 @@ def _qualified(table: sa.Table) -> str:
 # The independent look: every distinct value, decided in Python
 
 
+def exact_key(conn: Connection, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+    """`column` as a GROUP BY / DISTINCT key that tells apart every value Python may.
+
+    A column's own collation may merge values (SQLite `COLLATE NOCASE`, a case-insensitive
+    Postgres collation), so a scan grouping by it would decide on one value of a group and
+    count the others along with it: `C-1` and `c-1` are two customers to `strip`.
+    """
+    if not isinstance(column.type, sa.String | sa.types.NullType):
+        return column  # numbers, bytes, dates: no collation applies
+    if conn.dialect.name == "sqlite":
+        return sa.type_coerce(column, sa.String()).collate("BINARY")
+    if conn.dialect.name == "postgresql":
+        return sa.cast(column, sa.Text).collate("C")
+    return column
+
+
 def scan(conn: Connection, column: sa.Column[Any], matcher: Matcher) -> Iterator[tuple[str, int]]:
     """(canonical form, rows) for every distinct value of `column` that names somebody."""
-    query = sa.select(column, sa.func.count()).where(column.is_not(None)).group_by(column)
+    key = exact_key(conn, column)
+    query = sa.select(key, sa.func.count()).where(column.is_not(None)).group_by(key)
     result = conn.execution_options(yield_per=_SCAN_BATCH).execute(query)
     for stored, rows in result:
         canonical = matcher.canonical(stored)

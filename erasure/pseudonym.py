@@ -142,12 +142,16 @@ def _has_letters(text: str) -> bool:
 _BY_KIND: dict[str, Normaliser] = {"strip": _strip, "lower": _lower, "email": _email}
 
 
+# A stored value of these types names nobody: its text form ("b'...'") is no identifier.
+BINARY_TYPES = (bytes, bytearray, memoryview)
+
+
 def canonical_or_none(normalise_value: Normaliser) -> Callable[[object], str | None]:
     """The decision every matcher shares: a stored value's canonical form, None for NULL,
     bytes or a value that cannot be normalised (it names nobody)."""
 
     def canonical(stored: object) -> str | None:
-        if stored is None or isinstance(stored, bytes | bytearray | memoryview):
+        if stored is None or isinstance(stored, BINARY_TYPES):
             return None
         try:
             return normalise_value(stored if isinstance(stored, str) else str(stored))

@@ -5,9 +5,9 @@ version; the list never holds a raw identifier. Ingest runs every row through
 `SuppressionFilter`, which hashes each identifier column under every pepper version that has
 tombstones, so tombstones written before a pepper rotation keep suppressing after it.
 
-Invalid identifiers: a value that cannot be normalised (an "email" without one "@") cannot
-equal the normalised value a tombstone was made from, so it cannot match one; such a row is
-loaded and counted in `invalid_identifier` for the data owner to fix at the source.
+Invalid identifiers: a value that cannot be normalised (an "email" without one "@", bytes)
+cannot equal the normalised value a tombstone was made from, so it cannot match one; such a
+row is loaded and counted in `invalid_identifier` for the data owner to fix at the source.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import SubjectError, SuppressionError
-from erasure.pseudonym import Normaliser, Pepper, normaliser, subject_hash
+from erasure.pseudonym import BINARY_TYPES, Normaliser, Pepper, normaliser, subject_hash
 from erasure.store import Store, store_errors
 from erasure.store.dialect import conflict_insert
 from erasure.store.schema import HASH_LENGTH, suppression_list
@@ -258,6 +258,11 @@ class SuppressionFilter:
                     value = row.get(column)
                     if value.__class__ is not str:
                         if value is None:
+                            continue
+                        if isinstance(value, BINARY_TYPES):
+                            # Bytes name nobody, as everywhere else: str() would make an
+                            # identifier out of "b'...'" (a phone inside it still parses).
+                            bad = True
                             continue
                         value = str(value)  # JSON numbers, e.g. a numeric customer id
                     elif not value:

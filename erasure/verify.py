@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import CatalogError, VerificationFailed
 from erasure.keys.keystore import SubjectKeyStore
-from erasure.matching import Matcher
+from erasure.matching import Matcher, exact_key
 from erasure.model import Action, DatasetRef, Evidence, Identity, Plan, PlanItem
 from erasure.pseudonym import Pepper, subject_hash
 from erasure.registry.action_log import ActionStatus
@@ -249,7 +249,7 @@ def _count_rows(conn: Connection, table: sa.Table, tests: Mapping[str, list[_Tes
     """Rows where any tested column holds the subject: every distinct combination of those
     columns read once and decided in Python (a full scan, on purpose)."""
     names = sorted(tests)
-    columns = [table.c[n] for n in names]
+    columns = [exact_key(conn, table.c[n]) for n in names]
     query = sa.select(*columns, sa.func.count()).group_by(*columns)
     found = 0
     for row in conn.execution_options(yield_per=_SCAN_BATCH).execute(query):

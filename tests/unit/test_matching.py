@@ -1,14 +1,34 @@
 """The pieces of the matcher the conformance corpus relies on: the SQL superset patterns
-keep only what no other character folds to, near misses are counted by kind."""
+keep only what no other character folds to, near misses are counted by kind, the scan tells
+apart every value Python may.
+
+The matching of every stored form is proven by the conformance corpus
+(`test_matching_corpus.py`, and on Postgres `tests/integration/test_matching_postgres.py`).
+"""
 
 from __future__ import annotations
 
 import unicodedata
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
-from erasure.matching import Matcher, NearMiss, near_misses, one_edit_apart, text_pattern
+from erasure.catalog import load_catalog
+from erasure.errors import WarehouseError
+from erasure.locate import locate
+from erasure.matching import (
+    Matcher,
+    NearMiss,
+    count_by_scan,
+    near_misses,
+    one_edit_apart,
+    text_pattern,
+)
+from erasure.model import SubjectRef
+from erasure.warehouse import Warehouse
+from tests.unit.estate import make_estate
 
 
 def test_the_unsafe_ascii_set_covers_every_code_point() -> None:
@@ -69,3 +89,53 @@ def test_near_misses_are_counted_by_kind() -> None:
         )
         counts = near_misses(conn, table.c.email, Matcher("email", "email"), "ann@example.com")
     assert counts == {NearMiss.SAME_LOCAL_PART: 2, NearMiss.ONE_EDIT: 1}
+
+
+CATALOG = """
+version: 1
+identifiers: {customer_id: {normalise: strip}, email: {normalise: email}}
+connections: {warehouse: {url: "sqlite:///wh.db"}}
+datasets:
+  - {namespace: w, name: crm.orders, connection: warehouse, kind: table,
+     holds_subject: {customer_id: customer_id}}
+"""
+
+
+def test_the_scan_tells_apart_values_the_columns_collation_calls_equal(tmp_path: Path) -> None:
+    _, warehouse = make_estate(
+        tmp_path,
+        CATALOG,
+        [
+            "CREATE TABLE crm.orders (id INTEGER PRIMARY KEY, customer_id TEXT COLLATE NOCASE)",
+            "INSERT INTO crm.orders (customer_id) VALUES ('c-1'), ('C-1'), ('C-1'), (' C-1')",
+        ],
+    )
+    engine = warehouse.engine("warehouse")
+    table = sa.Table("orders", sa.MetaData(), schema="crm", autoload_with=engine)
+    strip = Matcher("customer_id", "strip")
+    with engine.connect() as conn:
+        assert count_by_scan(conn, table.c.customer_id, strip, {"C-1"}) == 3
+        assert count_by_scan(conn, table.c.customer_id, strip, {"c-1"}) == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://root@127.0.0.1:1/test",
+        "mysql+pymysql://root@127.0.0.1:1/test",
+        "mssql://sa@127.0.0.1:1/db",
+    ],
+)
+def test_a_warehouse_whose_dialect_cannot_match_exactly_is_refused_before_connecting(
+    tmp_path: Path, url: str
+) -> None:
+    # Port 1 answers nobody and no driver is installed: the refusal comes before either.
+    (tmp_path / "catalog.yaml").write_text(CATALOG.replace("sqlite:///wh.db", url))
+    catalog = load_catalog(tmp_path / "catalog.yaml")
+    warehouse = Warehouse(catalog)
+    subject = SubjectRef(type="customer_id", value=SecretStr("C-77f3e1"))
+    refused = r"dataset 'crm.orders': the \w+ dialect cannot be matched exactly"
+    with pytest.raises(WarehouseError, match=refused) as err:
+        locate(catalog, warehouse, subject)
+    assert "sqlite and postgresql only" in str(err.value)
+    assert "C-77f3e1" not in str(err.value)

@@ -318,3 +318,12 @@ def test_the_filter_normalises_exactly_as_tombstones_are_made(value: str) -> Non
 
 def _email(value: str) -> str:
     return normalise("email", value)
+
+
+def test_bytes_name_nobody_as_they_do_for_locate_and_verify() -> None:
+    # str(b"+44...") is "b'+44...'", in which the phone matcher still finds the number.
+    tombstone = tomb(V1, "phone", normalise("e164", "+44 20 7946 0958"))
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tombstone))
+    rows = [{"id": 1, "phone": b"+442079460958"}, {"id": 2, "phone": bytearray(b"02079460958")}]
+    assert ids(flt.filter(rows)) == [1, 2]
+    assert (flt.counts.suppressed, flt.counts.invalid_identifier) == (0, 2)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
 from erasure.catalog import Catalog
 from erasure.demo.seed import build_demo
@@ -22,6 +23,7 @@ from tests.unit.actions.support import (
     erase_all,
     rebuild_all,
 )
+from tests.unit.estate import make_estate
 
 
 @dataclass
@@ -115,3 +117,36 @@ def test_a_row_that_came_back_is_caught_in_roots_and_derived_tables(demo: Demo) 
     assert "marts.customer_ltv: 1 row(s)" in str(failed.value)
     assert_no_subject_values(str(failed.value))
     assert demo.recount(check=False)["crm.orders"] == 1  # measuring alone never raises
+
+
+NOCASE_CATALOG = """
+version: 1
+identifiers: {customer_id: {normalise: strip}}
+connections: {warehouse: {url: "sqlite:///wh.db"}}
+datasets:
+  - {namespace: w, name: crm.orders, connection: warehouse, kind: table,
+     holds_subject: {customer_id: customer_id}}
+"""
+
+
+def test_a_column_that_ignores_case_does_not_hide_the_subject_behind_another_id(
+    tmp_path: Path,
+) -> None:
+    # `strip` ids keep case: 'c-1' is another customer. A NOCASE column groups both ids
+    # together; deciding on the group's first value ('c-1') would count the subject's 0.
+    catalog, warehouse = make_estate(
+        tmp_path,
+        NOCASE_CATALOG,
+        [
+            "CREATE TABLE crm.orders (id INTEGER PRIMARY KEY, customer_id TEXT COLLATE NOCASE)",
+            "INSERT INTO crm.orders (customer_id) VALUES ('c-1'), ('C-1'), ('C-1')",
+        ],
+    )
+    subject = SubjectRef(type="customer_id", value=SecretStr("C-1"))
+    location = locate(catalog, warehouse, subject)
+    plan = make_plan(catalog, subject, warehouse=warehouse, location=location)
+
+    found = recount(catalog, warehouse, *parked_location(location), plan, check=False)
+
+    assert location.located[catalog.by_name("crm.orders").ref].rows == 2
+    assert [(r.dataset, r.found) for r in found] == [("crm.orders", 2)]
