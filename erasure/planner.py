@@ -36,7 +36,9 @@ _BLOCKING_GAPS = frozenset({GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL, Ga
 # The suppression list stands in the plan as the target of the tombstone item.
 SUPPRESSION_LIST = DatasetRef("erasure", "suppression_list")
 
-DEFAULT_MAX_NODES = 10_000
+# Large enough that an estate of 30,000 datasets (and eight times that) walks whole; the bound
+# stays so that a runaway graph still ends as a truncated closure, which escalates.
+DEFAULT_MAX_NODES = 250_000
 
 _ACTION_ORDER = {
     Action.ERASE_ROWS: 0,
@@ -76,6 +78,7 @@ def plan_erasure(
         roots,
         max_nodes=max_nodes,
         max_depth=max_depth,
+        as_of=lineage.as_of,
         is_materialised=materialised_predicate(catalog),
     )
     cov, coverage_gaps = coverage(
@@ -130,6 +133,7 @@ def plan_erasure(
         cycles=list(closure.cycles),
         truncated=closure.truncated,
         lineage_snapshot=lineage.graph.snapshot_id(),
+        lineage_as_of=lineage.as_of,
         created_at=now,
     )
 

@@ -22,9 +22,9 @@ from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.catalog import Catalog
 from erasure.errors import ErasureError, RebuildFailed, VerificationFailed
 from erasure.kanon import measure_k
-from erasure.lineage.event_store import EventStore
 from erasure.lineage.openlineage import RunEvent
 from erasure.lineage.sources import build_lineage
+from erasure.lineage.store import LineageStore
 from erasure.locate import Identity, Location, locate, normalise_subject, parked_location, relocate
 from erasure.model import Action, DatasetRef, Plan, PlanItem, SubjectRef, SubjectSummary
 from erasure.planner import DEFAULT_MAX_NODES, SUPPRESSION_LIST, plan_erasure
@@ -94,14 +94,20 @@ def make_plan(
     events: Sequence[RunEvent] = (),
     max_nodes: int = DEFAULT_MAX_NODES,
     now: datetime | None = None,
+    lineage_store: LineageStore | None = None,
+    as_of: datetime | None = None,
 ) -> Plan:
-    """Locate the subject, build the lineage the catalog names, and decide every artefact."""
+    """Locate the subject, build the lineage the catalog names, and decide every artefact.
+
+    With `lineage_store` the lineage is the store's projection (sources synced first);
+    `as_of` pins it to an instant (None: the current lineage).
+    """
     summary = summarise_subject(catalog, subject, pepper)
     own = warehouse is None
     warehouse = warehouse or Warehouse(catalog)
     try:
         location = location or locate(catalog, warehouse, subject)
-        lineage = build_lineage(catalog, warehouse, events)
+        lineage = build_lineage(catalog, warehouse, events, store=lineage_store, as_of=as_of)
         return plan_erasure(
             catalog, warehouse, location, lineage, summary, max_nodes=max_nodes, now=now
         )
@@ -174,14 +180,16 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
         ref, parked.model_copy(update={"identities": identities, "reference_keys": reference_keys})
     )
     pepper = svc.pepper(record.pepper_version)
+    now = now or datetime.now(UTC)
     plan = make_plan(
         svc.catalog,
         subject,
         pepper=pepper,
         warehouse=svc.warehouse,
         location=location,
-        events=EventStore(svc.store).events(),
         now=now,
+        lineage_store=LineageStore(svc.store),
+        as_of=now,  # the plan pins the lineage as of the moment it decides
     )
     svc.registry.save_plan(ref, plan, 1)
     _after_plan(svc, record, plan, now)
@@ -522,8 +530,9 @@ def verify(
         pepper=pepper,
         warehouse=svc.warehouse,
         location=relocate(svc.catalog, svc.warehouse, *_parked_location(parked)),
-        events=EventStore(svc.store).events(),
         now=now,
+        lineage_store=LineageStore(svc.store),
+        as_of=now,
     )
     planned = {(i.dataset["namespace"], i.dataset["name"]) for i in plan.items}
     for item in replan.items:

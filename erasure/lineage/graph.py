@@ -570,31 +570,50 @@ def coverage(
     roots = set(closure.roots)
     total = known_total = 0
     gaps: list[Gap] = []
-    for ds in closure.datasets:
-        if ds in roots:
-            continue
-        incoming = graph.edges_into(ds, as_of=closure.as_of)
-        known = {e.target.column for e in incoming if e.target.column is not None}
-        table_level = [e for e in incoming if e.target.column is None]
+    derived = [ds for ds in closure.datasets if ds not in roots]
+    summary = _incoming(graph, derived, closure.as_of)
+    for ds in derived:
+        known, producers = summary.get(ds, (set(), set()))
         columns = set(columns_of(ds) or ()) | known
-        if not columns and table_level:
+        if not columns and producers:
             columns = {"*"}  # nothing to name: the table as a whole is one unknown column
         total += len(columns)
         known_total += len(known)
-        if table_level and not known:
-            producers = sorted({e.producer for e in table_level})
+        if producers and not known:
             gaps.append(
                 Gap(
                     kind=GapKind.TABLE_ONLY_LINEAGE,
                     dataset=ds.name,
                     detail=(
-                        f"only table-level lineage (from {', '.join(producers)}): "
+                        f"only table-level lineage (from {', '.join(sorted(producers))}): "
                         f"origin of {len(columns)} column(s) unknown"
                     ),
                 )
             )
     share = known_total / total if total else 1.0
     return share, sorted(gaps, key=lambda g: g.dataset or "")
+
+
+def _incoming(
+    graph: LineageGraph, datasets: list[DatasetRef], as_of: datetime | None
+) -> dict[DatasetRef, tuple[set[str], set[str]]]:
+    """Per dataset: columns reached by valid column-level edges, producers of table-level ones.
+
+    A graph that can count this on its own arrays (the store's) does; others are read edge
+    by edge.
+    """
+    counted = getattr(graph, "incoming_columns", None)
+    if counted is not None:
+        result: dict[DatasetRef, tuple[set[str], set[str]]] = counted(datasets, as_of=as_of)
+        return result
+    out: dict[DatasetRef, tuple[set[str], set[str]]] = {}
+    for ds in datasets:
+        incoming = graph.edges_into(ds, as_of=as_of)
+        out[ds] = (
+            {e.target.column for e in incoming if e.target.column is not None},
+            {e.producer for e in incoming if e.target.column is None},
+        )
+    return out
 
 
 # -- the two walk engines: same result, different cost profile -------------------------------

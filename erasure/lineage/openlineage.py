@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -27,6 +27,7 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -45,16 +46,26 @@ from erasure.model import (
 
 __all__ = [
     "EventDataset",
+    "EventItem",
     "EventJob",
     "EventRun",
     "ObservedLineage",
+    "OutputLineage",
     "RunEvent",
+    "RunLineage",
     "RunState",
     "RunSummary",
     "edges_from_events",
     "event_id",
+    "link_edge",
+    "parse_decoded",
     "parse_event",
     "read_event_file",
+    "read_event_items",
+    "run_lineage",
+    "runs_from_events",
+    "timeline",
+    "timeline_edges",
 ]
 
 
@@ -70,6 +81,7 @@ class RunState(StrEnum):
 
 
 TERMINAL_STATES = frozenset({RunState.COMPLETE, RunState.ABORT, RunState.FAIL})
+_OWNED = "owned"  # validation context: the input dict was made for this event alone
 
 
 def _not_blank(value: str) -> str:
@@ -143,16 +155,25 @@ class RunEvent(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_raw(cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent]) -> RunEvent:
+    def _keep_raw(
+        cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent], info: ValidationInfo
+    ) -> RunEvent:
         event = handler(data)
         if isinstance(data, Mapping):
-            event._raw = copy.deepcopy(dict(data))
+            # Parsed from JSON text, the dict is ours alone: copying 30,000 events per plan
+            # cost more than validating them.
+            owned = bool(info.context and info.context.get(_OWNED))
+            event._raw = dict(data) if owned else copy.deepcopy(dict(data))
         return event
 
     @property
     def raw(self) -> dict[str, Any]:
         """The event exactly as received (a copy): what evidence stores."""
         return copy.deepcopy(self._content())
+
+    def content(self) -> dict[str, Any]:
+        """The event as received, not copied: read it, never change it."""
+        return self._content()
 
     def _content(self) -> dict[str, Any]:
         # model_construct skips validators, so nothing was captured: use the fields set.
@@ -248,12 +269,22 @@ def parse_event(raw: Mapping[str, Any] | str | bytes) -> RunEvent:
             ) from exc
         except UnicodeDecodeError as exc:
             raise LineageError(f"OpenLineage event is not UTF-8 text: {exc.reason}") from exc
-    else:
-        data = raw
+        return parse_decoded(data)
+    return _validate(raw, owned=False)
+
+
+def parse_decoded(data: Any) -> RunEvent:
+    """Validate one event just decoded from JSON text (the caller keeps no reference to it)."""
+    return _validate(data, owned=True)
+
+
+def _validate(data: Any, *, owned: bool) -> RunEvent:
     if not isinstance(data, Mapping):
         raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
     try:
-        return RunEvent.model_validate(dict(data))
+        return RunEvent.model_validate(
+            data if owned and isinstance(data, dict) else dict(data), context={_OWNED: owned}
+        )
     except ValidationError as exc:
         raise LineageError(f"malformed OpenLineage RunEvent: {_describe(exc)}") from exc
 
@@ -296,13 +327,20 @@ def _array_items(text: str) -> Iterator[tuple[int, Any]]:
 
 
 def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
+    """(line, element); a line that is not JSON yields a _BadJson and the next lines go on."""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
-            raise _BadJson(number, exc.msg) from exc
+            yield number, _BadLine(exc.msg, line)
+
+
+@dataclass(frozen=True, slots=True)
+class _BadLine:
+    message: str
+    text: str
 
 
 def _file_items(text: str) -> Iterator[tuple[int, Any]]:
@@ -320,20 +358,53 @@ def _file_items(text: str) -> Iterator[tuple[int, Any]]:
 
 def read_event_file(path: Path) -> list[RunEvent]:
     """Read a JSON-lines file (blank lines ok), a JSON array file or a single-event file."""
+    events: list[RunEvent] = []
+    for item in read_event_items(path):
+        if isinstance(item.parsed, LineageError):
+            raise item.parsed
+        events.append(item.parsed)
+    return events
+
+
+@dataclass(frozen=True, slots=True)
+class EventItem:
+    """One element of an event file: the event, or why it is not one (with its text)."""
+
+    where: str  # "<path>:<line>"
+    parsed: RunEvent | LineageError
+    text: str  # the element as JSON text, for the quarantine
+
+
+def read_event_items(path: Path) -> Iterator[EventItem]:
+    """Every element of an event file, malformed ones included, so ingest can quarantine them.
+
+    A file that is not JSON at all from some point on yields one error item for the rest.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
-    events: list[RunEvent] = []
     try:
         for line, data in _file_items(text):
+            where = f"{path}:{line}"
+            if isinstance(data, _BadLine):
+                error = LineageError(f"{where}: not valid JSON: {data.message}")
+                yield EventItem(where, error, data.text)
+                continue
             try:
-                events.append(parse_event(data))
+                event: RunEvent | LineageError = parse_decoded(data)
             except LineageError as exc:
-                raise LineageError(f"{path}:{line}: {exc}") from exc
+                event = LineageError(f"{where}: {exc}")
+            yield EventItem(
+                where, event, "" if not isinstance(event, LineageError) else _text(data)
+            )
     except _BadJson as exc:
-        raise LineageError(f"{path}:{exc.line}: not valid JSON: {exc.message}") from exc
-    return events
+        where = f"{path}:{exc.line}"
+        yield EventItem(where, LineageError(f"{where}: not valid JSON: {exc.message}"), "")
+
+
+def _text(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)
 
 
 def event_id(event: RunEvent) -> str:
@@ -458,10 +529,29 @@ def _column_links(
     return links
 
 
-def _edges_for_output(
-    run: _MergedRun, output: DatasetRef, facets: Mapping[str, Any], observed_at: datetime
-) -> tuple[list[LineageEdge], Gap | None]:
-    """Edges into one output of a completed run; table-level edges and a gap without columns."""
+@dataclass(frozen=True, slots=True)
+class OutputLineage:
+    """What one completed run says about one of its outputs: links, or a gap without columns."""
+
+    output: DatasetRef
+    links: tuple[_Link, ...]  # distinct, in facet order
+    gap: Gap | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunLineage:
+    """One run: its summary as evidence and, when it completed, the lineage it published."""
+
+    summary: RunSummary
+    producer: str  # "<job namespace>/<job name>"
+    completed_at: datetime | None  # the COMPLETE event's time; None: no edges (FAIL, ABORT, open)
+    outputs: tuple[OutputLineage, ...] = ()
+
+
+def _output_lineage(
+    run: _MergedRun, output: DatasetRef, facets: Mapping[str, Any]
+) -> OutputLineage:
+    """Links into one output of a completed run; table-level links and a gap without columns."""
     producer = f"{run.job.namespace}/{run.job.name}"
     gap: Gap | None = None
     problem = "carries no columnLineage facet"
@@ -485,25 +575,33 @@ def _edges_for_output(
             "only table-level lineage is known",
             dataset=output.name,
         )
-    edges = [
-        LineageEdge(
-            source=source,
-            target=target,
-            type=kind,
-            subtype=subtype,
-            origin=EdgeOrigin.OBSERVED,
-            producer=producer,
-            run_id=run.run_id,
-            run_state=RunState.COMPLETE.value,
-            observed_at=observed_at,
-        )
-        for source, target, kind, subtype in links
-    ]
-    return edges, gap
+    return OutputLineage(output, tuple(dict.fromkeys(links)), gap)
 
 
-def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
-    """Merge events per run and publish the edges of completed runs (duplicates ignored)."""
+def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> RunLineage:
+    """Merge the events of one run (same job and run id) into its summary and lineage."""
+    run = _merge_run(list(events))
+    state_event = run.terminal or run.latest
+    state = state_event.event_type.value if state_event.event_type else RunState.OTHER.value
+    producer = f"{run.job.namespace}/{run.job.name}"
+    summary = RunSummary(
+        run_id=run.run_id,
+        job=producer,
+        state=state,
+        event_time=state_event.event_time,
+        inputs=tuple(run.inputs),
+        outputs=tuple(run.outputs),
+        event_ids=tuple(event_ids),
+    )
+    if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
+        # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
+        return RunLineage(summary, producer, None)
+    outputs = tuple(_output_lineage(run, o, facets) for o, facets in run.outputs.items())
+    return RunLineage(summary, producer, run.terminal.event_time, outputs)
+
+
+def runs_from_events(events: Iterable[RunEvent]) -> list[RunLineage]:
+    """Group events by run (duplicates ignored) and merge each run, in first-seen order."""
     seen: set[str] = set()
     by_run: dict[tuple[str, str, str], list[RunEvent]] = {}
     ids: dict[tuple[str, str, str], list[str]] = {}
@@ -515,32 +613,115 @@ def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
         key = (event.job.namespace, event.job.name, event.run.run_id)
         by_run.setdefault(key, []).append(event)
         ids.setdefault(key, []).append(identity)
+    return [run_lineage(run_events, ids[key]) for key, run_events in by_run.items()]
 
+
+def link_edge(
+    producer: str,
+    run_id: str,
+    link: _Link,
+    valid_from: datetime | None,
+    valid_to: datetime | None,
+) -> LineageEdge:
+    """The observed edge for one link, valid over [valid_from, valid_to)."""
+    source, target, kind, subtype = link
+    return LineageEdge(
+        source=source,
+        target=target,
+        type=kind,
+        subtype=subtype,
+        origin=EdgeOrigin.OBSERVED,
+        producer=producer,
+        run_id=run_id,
+        run_state=RunState.COMPLETE.value,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        observed_at=valid_from,
+    )
+
+
+def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
+    """Merge events per run and publish the edges of completed runs (duplicates ignored).
+
+    Each completed run's edges as it published them (observed_at = its COMPLETE), with no
+    validity interval; `timeline_edges` gives the point-in-time view.
+    """
     result = ObservedLineage()
     edges: dict[LineageEdge, None] = {}
     gaps: dict[Gap, None] = {}
-    for key, run_events in by_run.items():
-        run = _merge_run(run_events)
-        state_event = run.terminal or run.latest
-        state = state_event.event_type.value if state_event.event_type else RunState.OTHER.value
-        result.runs.append(
-            RunSummary(
-                run_id=run.run_id,
-                job=f"{run.job.namespace}/{run.job.name}",
-                state=state,
-                event_time=state_event.event_time,
-                inputs=tuple(run.inputs),
-                outputs=tuple(run.outputs),
-                event_ids=tuple(ids[key]),
-            )
-        )
-        if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
-            continue  # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
-        for output, facets in run.outputs.items():
-            new_edges, gap = _edges_for_output(run, output, facets, run.terminal.event_time)
-            edges.update(dict.fromkeys(new_edges))
-            if gap is not None:
-                gaps[gap] = None
+    for run in runs_from_events(events):
+        result.runs.append(run.summary)
+        for output in run.outputs:
+            for source, target, kind, subtype in output.links:
+                edge = LineageEdge(
+                    source=source,
+                    target=target,
+                    type=kind,
+                    subtype=subtype,
+                    origin=EdgeOrigin.OBSERVED,
+                    producer=run.producer,
+                    run_id=run.summary.run_id,
+                    run_state=RunState.COMPLETE.value,
+                    observed_at=run.completed_at,
+                )
+                edges[edge] = None
+            if output.gap is not None:
+                gaps[output.gap] = None
     result.edges = list(edges)
     result.gaps = list(gaps)
+    return result
+
+
+Publication = tuple[datetime, str, frozenset[_Link]]  # (completed at, run id, links)
+
+
+def timeline(
+    publications: Iterable[Publication],
+) -> list[tuple[_Link, str, datetime, datetime | None]]:
+    """Validity intervals of one producer's edges into one output.
+
+    Each completed run replaces the producer's previous edges into that output: a link is
+    valid from the first run of an unbroken series that published it until the next run that
+    did not (None: still current). Returns (link, opening run id, valid_from, valid_to).
+    """
+    ordered = sorted(publications, key=lambda p: (p[0], p[1]))
+    opened: dict[_Link, tuple[str, datetime]] = {}
+    out: list[tuple[_Link, str, datetime, datetime | None]] = []
+    for completed_at, run_id, links in ordered:
+        for link in [link for link in opened if link not in links]:
+            first_run, since = opened.pop(link)
+            out.append((link, first_run, since, completed_at))
+        for link in links:
+            if link not in opened:
+                opened[link] = (run_id, completed_at)
+    out.extend((link, run_id, since, None) for link, (run_id, since) in opened.items())
+    return out
+
+
+def timeline_edges(runs: Iterable[RunLineage]) -> ObservedLineage:
+    """The point-in-time view of observed lineage: every run, and edges with their intervals.
+
+    A later COMPLETE of the same job supersedes the job's earlier edges into the outputs it
+    wrote again (valid_to = its time); gaps are those of each output's latest completed run.
+    """
+    result = ObservedLineage()
+    series: dict[tuple[str, DatasetRef], list[Publication]] = {}
+    latest_gap: dict[tuple[str, DatasetRef], tuple[datetime, Gap | None]] = {}
+    for run in runs:
+        result.runs.append(run.summary)
+        if run.completed_at is None:
+            continue
+        for output in run.outputs:
+            key = (run.producer, output.output)
+            series.setdefault(key, []).append(
+                (run.completed_at, run.summary.run_id, frozenset(output.links))
+            )
+            if key not in latest_gap or latest_gap[key][0] <= run.completed_at:
+                latest_gap[key] = (run.completed_at, output.gap)
+    edges: dict[LineageEdge, None] = {}
+    for (producer, _), publications in series.items():
+        for link, run_id, since, until in timeline(publications):
+            edges[link_edge(producer, run_id, link, since, until)] = None
+    result.edges = list(edges)
+    result.gaps = list(dict.fromkeys(g for _, g in latest_gap.values() if g is not None))
     return result
