@@ -17,6 +17,7 @@ from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import SubjectKeyStore
 from erasure.lineage.event_store import EventStore
+from erasure.lineage.store import LineageStore
 from erasure.registry import PepperSource, RequestRegistry
 from erasure.store.database import Store, open_store
 from erasure_api.settings import ApiSettings
@@ -104,6 +105,10 @@ class ErasureBackend:
 
     def events(self) -> EventStore:
         return EventStore(self.store())
+
+    def lineage(self) -> LineageStore:
+        """A lineage store for one request (its dataset-id cache is not shared by threads)."""
+        return LineageStore(self.store())
 
     def forget_vault(self) -> None:
         """Drop the Vault client after a Vault failure: the next request logs in afresh."""
