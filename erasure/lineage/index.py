@@ -83,32 +83,24 @@ class ColumnarEdges:
     def from_rows(
         cls, rows: Sequence[tuple[Any, ...]], datasets: Mapping[int, DatasetRef]
     ) -> ColumnarEdges:
-        """From `lineage_edges` rows (id, source ds, source col, target ds, target col, type,
-        subtype, origin, producer, run id, run state, valid_from, valid_to, observed_at)."""
+        """From `lineage_edge_sets` rows (id, target dataset, producer, origin, run id, run
+        state, valid_from, valid_to, observed_at, links JSON), one edge per link."""
         builder = _Builder([], [None])
         return builder.build(rows, datasets)
 
     def updated(
         self, rows: Sequence[tuple[Any, ...]], datasets: Mapping[int, DatasetRef]
     ) -> ColumnarEdges:
-        """These arrays with the given rows replacing theirs (same id) or added."""
+        """These arrays with the given sets replacing theirs (same id) or added."""
         if not rows:
             return self
         builder = _Builder(list(self.datasets), list(self.strings))
         delta = builder.build(rows, datasets)
-        if self.eid.size:
-            position = np.minimum(np.searchsorted(self.eid, delta.eid), self.eid.size - 1)
-            hit = self.eid[position] == delta.eid
-        else:
-            position = np.zeros(delta.eid.size, dtype=np.int64)
-            hit = np.zeros(delta.eid.size, dtype=bool)
-        arrays: dict[str, IntArray] = {}
-        for name in _INT_FIELDS:
-            base = getattr(self, name).copy()
-            new = getattr(delta, name)
-            if self.eid.size:
-                base[position[hit]] = new[hit]
-            arrays[name] = np.concatenate([base, new[~hit]])
+        keep = ~np.isin(self.eid, np.array([int(r[0]) for r in rows], dtype=np.int64))
+        arrays = {
+            name: np.concatenate([getattr(self, name)[keep], getattr(delta, name)])
+            for name in _INT_FIELDS
+        }
         order = np.argsort(arrays["eid"], kind="stable")
         return ColumnarEdges(
             datasets=delta.datasets,
@@ -125,11 +117,12 @@ class ColumnarEdges:
             for ref in (e.source.dataset, e.target.dataset):
                 if ref not in ids:
                     ids[ref] = -len(ids) - 1
+            link = [ids[e.source.dataset], e.source.column, e.target.column, e.type.value,
+                    e.subtype.value]  # fmt: skip
             rows.append(
                 (
-                    start + k, ids[e.source.dataset], e.source.column, ids[e.target.dataset],
-                    e.target.column, e.type.value, e.subtype.value, e.origin.value, e.producer,
-                    e.run_id, e.run_state, e.valid_from, e.valid_to, e.observed_at,
+                    start + k, ids[e.target.dataset], e.producer, e.origin.value, e.run_id,
+                    e.run_state, e.valid_from, e.valid_to, e.observed_at, [link],
                 )
             )  # fmt: skip
         refs = {i: ref for ref, i in ids.items()}
@@ -284,27 +277,43 @@ class _Builder:
         type_ids = {t.value: i for i, t in enumerate(_TYPES)}
         subtype_ids = {t.value: i for i, t in enumerate(_SUBTYPES)}
         origin_ids = {o.value: i for i, o in enumerate(_ORIGINS)}
-        n = len(rows)
-        cols = {name: np.empty(n, dtype=np.int64) for name in _INT_FIELDS}
-        values: dict[str, list[int]] = {name: [0] * n for name in _INT_FIELDS}
-        for k, row in enumerate(rows):
-            eid, s, sc, d, dc, t, st, o, p, r, rs, vf, vt, ob = row
-            values["eid"][k] = int(eid)
-            values["src"][k] = ds(int(s))
-            values["src_col"][k] = text(sc)
-            values["dst"][k] = ds(int(d))
-            values["dst_col"][k] = text(dc)
-            values["type"][k] = type_ids[t]
-            values["subtype"][k] = subtype_ids[st]
-            values["origin"][k] = origin_ids[o]
-            values["producer"][k] = text(p)
-            values["run"][k] = text(r)
-            values["state"][k] = text(rs)
-            values["valid_from"][k] = _micros(vf, _OPEN_START)
-            values["valid_to"][k] = _micros(vt, _OPEN_END)
-            values["observed"][k] = _micros(ob, _NONE_TIME)
-        for name in _INT_FIELDS:
-            cols[name][:] = values[name]
+        times: dict[object, int] = {}
+
+        def micros(value: datetime | None, none: int) -> int:
+            if value is None:
+                return none
+            found = times.get(value)
+            if found is None:
+                found = times[value] = _micros(value, none)
+            return found
+
+        values: dict[str, list[int]] = {name: [] for name in _INT_FIELDS}
+        eid, src, src_col, dst, dst_col = (
+            values[n] for n in ("eid", "src", "src_col", "dst", "dst_col")
+        )
+        kinds, subtypes, origins = values["type"], values["subtype"], values["origin"]
+        producers, runs, states = values["producer"], values["run"], values["state"]
+        starts, ends, observed = values["valid_from"], values["valid_to"], values["observed"]
+        for set_id, target, producer, origin, run_id, state, vf, vt, ob, links in rows:
+            links = json.loads(links) if isinstance(links, str) else links
+            n = len(links)
+            target_id = ds(int(target))
+            eid += [int(set_id)] * n
+            dst += [target_id] * n
+            producers += [text(producer)] * n
+            origins += [origin_ids[origin]] * n
+            runs += [text(run_id)] * n
+            states += [text(state)] * n
+            starts += [micros(vf, _OPEN_START)] * n
+            ends += [micros(vt, _OPEN_END)] * n
+            observed += [micros(ob, _NONE_TIME)] * n
+            for source, source_column, target_column, kind, subtype in links:
+                src.append(ds(int(source)))
+                src_col.append(text(source_column))
+                dst_col.append(text(target_column))
+                kinds.append(type_ids[kind])
+                subtypes.append(subtype_ids[subtype])
+        cols = {name: np.array(values[name], dtype=np.int64) for name in _INT_FIELDS}
         return ColumnarEdges(datasets=known, strings=strings, **cols)
 
 

@@ -381,11 +381,62 @@ def read_event_items(path: Path) -> Iterator[EventItem]:
     A file that is not JSON at all from some point on yields one error item for the rest.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as handle:
+            head = handle.read(4096)
+            lines = None if head.lstrip().startswith("[") else _streamed_lines(head, handle)
+            if lines is not None:
+                # JSON lines, read a line at a time: a year's file need not fit in memory.
+                yield from _items(path, lines)
+                return
+            text = head + handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
+    yield from _items(path, _file_items(text))
+
+
+def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
+    """JSON lines from an open file, or None when its first line is not a whole JSON value
+    (a pretty-printed single event, read whole instead)."""
+    first_end = head.find("\n")
+    first = head if first_end < 0 else head[:first_end]
+    if first.strip() and first_end >= 0:
+        try:
+            json.loads(first)
+        except json.JSONDecodeError:
+            return None
+    elif first.strip():
+        return None  # one line, no newline within the first 4 KiB: read it whole
+
+    def lines() -> Iterator[tuple[int, Any]]:
+        rest = head
+        number = 0
+        while True:
+            cut = rest.find("\n")
+            while cut < 0:
+                more = handle.read(1 << 16)
+                if not more:
+                    break
+                rest += more
+                cut = rest.find("\n")
+            if cut < 0:
+                line, rest = rest, ""
+            else:
+                line, rest = rest[:cut], rest[cut + 1 :]
+            number += 1
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield number, _BadLine(exc.msg, line)
+            if cut < 0:
+                return
+
+    return lines()
+
+
+def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventItem]:
     try:
-        for line, data in _file_items(text):
+        for line, data in items:
             where = f"{path}:{line}"
             if isinstance(data, _BadLine):
                 error = LineageError(f"{where}: not valid JSON: {data.message}")
@@ -484,10 +535,14 @@ def _classify(transformation: _Transformation) -> tuple[EdgeType, EdgeSubtype]:
 
 def _legacy_classify(lineage: _FieldLineage) -> tuple[EdgeType, EdgeSubtype]:
     """No `transformations`: DIRECT (safe), subtype only as far as the legacy fields say."""
-    legacy = (lineage.transformationType or "").strip().upper()
+    return _legacy_kind(lineage.transformationType, lineage.transformationDescription)
+
+
+def _legacy_kind(kind: str | None, description: str | None) -> tuple[EdgeType, EdgeSubtype]:
+    legacy = (kind or "").strip().upper()
     if legacy == "IDENTITY":
         return EdgeType.DIRECT, EdgeSubtype.IDENTITY
-    if legacy or (lineage.transformationDescription or "").strip():
+    if legacy or (description or "").strip():
         return EdgeType.DIRECT, EdgeSubtype.TRANSFORMATION  # MASKED and free text included
     return EdgeType.DIRECT, EdgeSubtype.UNKNOWN
 
@@ -529,6 +584,77 @@ def _column_links(
     return links
 
 
+_SUBTYPE_NAMES = {subtype.value: subtype for subtype in EdgeSubtype}
+
+
+def _fields_links(output: DatasetRef, raw: Any) -> list[_Link] | None:
+    """`_column_links` for the common shape (only `fields`, well formed) read as plain JSON;
+    None for anything else, which the validated models then read (and describe if broken).
+
+    Column facets carry most of an event's bytes: validating each input field as a model
+    cost more than everything else ingest does.
+    """
+    if not isinstance(raw, dict) or raw.get("dataset"):
+        return None
+    fields = raw.get("fields")
+    if fields is None:
+        return []
+    if not isinstance(fields, dict):
+        return None
+    refs: dict[tuple[str, str], DatasetRef] = {}
+    links: list[_Link] = []
+    for column, lineage in fields.items():
+        if not isinstance(lineage, dict):
+            return None
+        inputs = lineage.get("inputFields")
+        if not isinstance(inputs, list):
+            return None
+        target = FieldRef(output, column)
+        for source in inputs:
+            if not isinstance(source, dict):
+                return None
+            namespace, name, column_name = (
+                source.get("namespace"),
+                source.get("name"),
+                source.get("field"),
+            )
+            if not (
+                isinstance(namespace, str)
+                and isinstance(name, str)
+                and isinstance(column_name, str)
+            ):
+                return None
+            ref = refs.get((namespace, name))
+            if ref is None:
+                ref = refs[(namespace, name)] = DatasetRef(namespace, name.lower())
+            field_ref = FieldRef(ref, column_name)
+            transformations = source.get("transformations")
+            if not transformations:
+                if transformations is not None and not isinstance(transformations, list):
+                    return None
+                legacy = lineage.get("transformationType"), lineage.get("transformationDescription")
+                if any(v is not None and not isinstance(v, str) for v in legacy):
+                    return None
+                links.append((field_ref, target, *_legacy_kind(*legacy)))
+                continue
+            if not isinstance(transformations, list):
+                return None
+            for transformation in transformations:
+                if not isinstance(transformation, dict):
+                    return None
+                kind, subtype = transformation.get("type"), transformation.get("subtype")
+                if not isinstance(kind, str) or not (subtype is None or isinstance(subtype, str)):
+                    return None
+                edge_type = (
+                    EdgeType.INDIRECT
+                    if kind.strip().upper() == EdgeType.INDIRECT
+                    else EdgeType.DIRECT
+                )
+                found = _SUBTYPE_NAMES.get((subtype or "").strip().upper(), EdgeSubtype.UNKNOWN)
+                links.append((field_ref, target, edge_type, found))
+    return links
+
+
 @dataclass(frozen=True, slots=True)
 class OutputLineage:
     """What one completed run says about one of its outputs: links, or a gap without columns."""
@@ -556,13 +682,18 @@ def _output_lineage(
     gap: Gap | None = None
     problem = "carries no columnLineage facet"
     facet: _ColumnLineageFacet | None = None
+    fast: list[_Link] | None = None
     if facets.get("columnLineage") is not None:
-        try:
-            facet = _ColumnLineageFacet.model_validate(facets["columnLineage"])
-        except ValidationError as exc:
-            problem = f"has an unreadable columnLineage facet ({_describe(exc)})"
+        fast = _fields_links(output, facets["columnLineage"])
+        if fast is None:
+            try:
+                facet = _ColumnLineageFacet.model_validate(facets["columnLineage"])
+            except ValidationError as exc:
+                problem = f"has an unreadable columnLineage facet ({_describe(exc)})"
 
-    if facet is not None:
+    if fast is not None:
+        links = fast
+    elif facet is not None:
         links = _column_links(output, facets, facet)
     else:
         table = FieldRef(output, None)
@@ -672,29 +803,40 @@ def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
     return result
 
 
+def link_key(link: _Link) -> tuple[str, str, str, str, str, str, str, str]:
+    """A total order on links (a table-level end has no column: it sorts first)."""
+    source, target, kind, subtype = link
+    return (
+        source.dataset.namespace, source.dataset.name, source.column or "",
+        target.dataset.namespace, target.dataset.name, target.column or "",
+        kind.value, subtype.value,
+    )  # fmt: skip
+
+
 Publication = tuple[datetime, str, frozenset[_Link]]  # (completed at, run id, links)
 
 
 def timeline(
     publications: Iterable[Publication],
-) -> list[tuple[_Link, str, datetime, datetime | None]]:
-    """Validity intervals of one producer's edges into one output.
+) -> list[tuple[frozenset[_Link], str, datetime, datetime | None]]:
+    """Validity intervals of one producer's edge sets into one output.
 
-    Each completed run replaces the producer's previous edges into that output: a link is
-    valid from the first run of an unbroken series that published it until the next run that
-    did not (None: still current). Returns (link, opening run id, valid_from, valid_to).
+    Each completed run supersedes the producer's previous edges into that output: runs in a
+    row that publish the same set extend one interval (no new edges); a run that publishes
+    another set ends the previous one at its time (valid_to) and opens its own. Returns
+    (links, opening run id, valid_from, valid_to or None while current).
     """
     ordered = sorted(publications, key=lambda p: (p[0], p[1]))
-    opened: dict[_Link, tuple[str, datetime]] = {}
-    out: list[tuple[_Link, str, datetime, datetime | None]] = []
+    out: list[tuple[frozenset[_Link], str, datetime, datetime | None]] = []
+    current: tuple[frozenset[_Link], str, datetime] | None = None
     for completed_at, run_id, links in ordered:
-        for link in [link for link in opened if link not in links]:
-            first_run, since = opened.pop(link)
-            out.append((link, first_run, since, completed_at))
-        for link in links:
-            if link not in opened:
-                opened[link] = (run_id, completed_at)
-    out.extend((link, run_id, since, None) for link, (run_id, since) in opened.items())
+        if current is not None and current[0] == links:
+            continue
+        if current is not None:
+            out.append((current[0], current[1], current[2], completed_at))
+        current = (links, run_id, completed_at)
+    if current is not None:
+        out.append((current[0], current[1], current[2], None))
     return out
 
 
@@ -720,8 +862,9 @@ def timeline_edges(runs: Iterable[RunLineage]) -> ObservedLineage:
                 latest_gap[key] = (run.completed_at, output.gap)
     edges: dict[LineageEdge, None] = {}
     for (producer, _), publications in series.items():
-        for link, run_id, since, until in timeline(publications):
-            edges[link_edge(producer, run_id, link, since, until)] = None
+        for links, run_id, since, until in timeline(publications):
+            for link in sorted(links, key=link_key):
+                edges[link_edge(producer, run_id, link, since, until)] = None
     result.edges = list(edges)
     result.gaps = list(dict.fromkeys(g for _, g in latest_gap.values() if g is not None))
     return result

@@ -10,7 +10,7 @@ with their reason. Declared lineage (SQL, rebuild SQL, dbt) is stored per source
 again only when the source's digest changes.
 
 Plans read the projection through `LineageStore.graph()`: the columnar index persisted in
-`lineage_index`, plus the edges changed since it was built (`lineage_edges.version`).
+`lineage_index`, plus the edge sets changed since it was built (`lineage_edge_sets.version`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from erasure.lineage.openlineage import (
     RunEvent,
     RunLineage,
     event_id,
-    link_edge,
+    link_key,
     parse_decoded,
     read_event_items,
     run_lineage,
@@ -48,7 +48,7 @@ from erasure.store.schema import (
     LINEAGE_JOB_LENGTH,
     LINEAGE_RUN_ID_LENGTH,
     lineage_datasets,
-    lineage_edges,
+    lineage_edge_sets,
     lineage_events,
     lineage_index,
     lineage_outputs,
@@ -245,7 +245,7 @@ class LineageStore:
         tables = {
             "events": lineage_events,
             "runs": lineage_runs,
-            "edges": lineage_edges,
+            "edges": lineage_edge_sets,
             "datasets": lineage_datasets,
             "quarantined": lineage_quarantine,
             "declared_sources": lineage_sources,
@@ -258,11 +258,11 @@ class LineageStore:
                 name: int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
                 for name, t in tables.items()
             }
+            total = sa.func.coalesce(sa.func.sum(lineage_edge_sets.c.edges), 0)
+            out["edges"] = int(conn.execute(sa.select(total)).scalar_one())
             out["current_edges"] = int(
                 conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(lineage_edges)
-                    .where(lineage_edges.c.valid_to.is_(None))
+                    sa.select(total).where(lineage_edge_sets.c.valid_to.is_(None))
                 ).scalar_one()
             )
             out["version"] = _state(conn, "version")
@@ -364,7 +364,7 @@ class LineageStore:
         self._publish(conn, chunk, [r for r in runs if r.completed_at is not None])
 
     def _publish(self, conn: Connection, chunk: _Chunk, runs: list[RunLineage]) -> None:
-        """Apply completed runs to their producers' output timelines."""
+        """Apply completed runs to their producers' output timelines (set by set)."""
         series: dict[
             tuple[str, DatasetRef], list[tuple[datetime, str, frozenset[_Link], Gap | None]]
         ]
@@ -378,53 +378,38 @@ class LineageStore:
                     (run.completed_at, run.summary.run_id, links, published.gap)
                 )
                 refs.add(published.output)
-                for source, target, _, _ in links:
+                for source, _, _, _ in links:
                     refs.add(source.dataset)
-                    refs.add(target.dataset)
         if not series:
             return
         ids = self._dataset_ids(conn, refs)
-        keys = [(producer, ids[output]) for producer, output in series]
-        states = _output_states(conn, keys)
-        inserts: list[LineageEdge] = []
-        closes: list[tuple[int, datetime]] = []
+        states = _output_states(conn, [(producer, ids[output]) for producer, output in series])
+        opened: list[_Set] = []
+        closes: list[tuple[datetime, str, int]] = []  # (at, producer, target id): end current
         output_rows: list[dict[str, Any]] = []
         rebuild: list[tuple[str, DatasetRef]] = []
         for (producer, output), publications in series.items():
             publications.sort(key=lambda p: (p[0], p[1]))
-            state = states.get((producer, ids[output]))
+            target = ids[output]
+            state = states.get((producer, target))
             if state is not None and (
-                publications[0][0] < state["last_completed_at"]
-                or (
-                    publications[0][0] == state["last_completed_at"]
-                    and publications[0][1] != state["last_run_id"]
-                )
+                (publications[0][0], publications[0][1])
+                <= (state["last_completed_at"], state["last_run_id"])
                 or any(p[1] == state["last_run_id"] for p in publications)
             ):
                 rebuild.append((producer, output))  # late or re-sent: replay the whole series
                 continue
-            current: dict[_Link, int] | None = None
+            pending: _Set | None = None
             for completed_at, run_id, links, gap in publications:
                 digest = link_set_digest(links)
-                if state is None:
-                    inserts += [link_edge(producer, run_id, x, completed_at, None) for x in links]
-                    current = {x: -1 for x in links}
-                    state = {"edge_set": digest, "current_since": completed_at, "new": True}
-                elif digest != state["edge_set"]:
-                    if current is None:
-                        current = self._current_links(conn, producer, ids[output])
-                    for link, edge_id in list(current.items()):
-                        if link not in links:
-                            if edge_id >= 0:
-                                closes.append((edge_id, completed_at))
-                            else:  # opened in this chunk, superseded in it too
-                                _close_pending(inserts, producer, link, completed_at)
-                            del current[link]
-                    for link in links:
-                        if link not in current:
-                            inserts.append(link_edge(producer, run_id, link, completed_at, None))
-                            current[link] = -1
-                    state = {**state, "edge_set": digest, "current_since": completed_at}
+                if state is None or digest != state["edge_set"]:
+                    if pending is not None:
+                        pending.valid_to = completed_at  # superseded within this chunk
+                    elif state is not None:
+                        closes.append((completed_at, producer, target))
+                    pending = _Set(target, producer, links, run_id, completed_at)
+                    opened.append(pending)
+                    state = {**(state or {}), "edge_set": digest, "current_since": completed_at}
                 state = {
                     **state,
                     "last_run_id": run_id,
@@ -432,13 +417,11 @@ class LineageStore:
                     "gap": None if gap is None else gap.model_dump_json(),
                 }
             assert state is not None
-            output_rows.append({"producer": producer, "dataset_id": ids[output], **state})
-        if inserts or closes:
+            output_rows.append({"producer": producer, "dataset_id": target, **state})
+        if opened or closes:
             version = self._bump(conn, chunk)
-            self._insert_edges(conn, inserts, version)
-            _close_edges(conn, closes, version)
-            chunk.report.edges_opened += len(inserts)
-            chunk.report.edges_closed += len(closes)
+            chunk.report.edges_closed += _close_current(conn, closes, version)
+            chunk.report.edges_opened += self._insert_sets(conn, opened, version)
         _upsert_outputs(conn, output_rows)
         for producer, output in rebuild:
             self._replay(conn, chunk, producer, output, ids[output])
@@ -446,7 +429,7 @@ class LineageStore:
     def _replay(
         self, conn: Connection, chunk: _Chunk, producer: str, output: DatasetRef, output_id: int
     ) -> None:
-        """Recompute one producer's edges into one output from every completed run's events."""
+        """Recompute one producer's edge sets into one output from every completed run."""
         run_ids = [
             str(r)
             for r in conn.execute(
@@ -465,42 +448,36 @@ class LineageStore:
                 continue
             for out in run.outputs:
                 if out.output == output:
-                    publications.append(
-                        (run.completed_at, run.summary.run_id, frozenset(out.links))
-                    )
-                    if latest is None or (latest[0], latest[1]) <= (
-                        run.completed_at,
-                        run.summary.run_id,
-                    ):
-                        latest = (run.completed_at, run.summary.run_id, out.gap)
+                    at = (run.completed_at, run.summary.run_id)
+                    publications.append((*at, frozenset(out.links)))
+                    if latest is None or (latest[0], latest[1]) <= at:
+                        latest = (*at, out.gap)
         version = self._bump(conn, chunk)
         removed = conn.execute(
-            lineage_edges.delete().where(
-                lineage_edges.c.producer == producer,
-                lineage_edges.c.target_dataset_id == output_id,
-                lineage_edges.c.origin == EdgeOrigin.OBSERVED.value,
+            lineage_edge_sets.delete().where(
+                lineage_edge_sets.c.producer == producer,
+                lineage_edge_sets.c.target_dataset_id == output_id,
+                lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value,
             )
         ).rowcount
-        edges = [
-            link_edge(producer, r, x, since, until) for x, r, since, until in timeline(publications)
+        intervals = timeline(publications)
+        sets = [
+            _Set(output_id, producer, links, r, since, until)
+            for links, r, since, until in intervals
         ]
-        self._insert_edges(conn, edges, version)
-        chunk.report.edges_opened += len(edges)
+        chunk.report.edges_opened += self._insert_sets(conn, sets, version)
         chunk.report.edges_closed += max(removed or 0, 0)
         _drop_index(conn, chunk)  # rows were deleted: the next plan rebuilds the index whole
-        if latest is None:
+        if latest is None or not intervals:
             return
-        current = {x for x, _, _, until in timeline(publications) if until is None}
-        since = min(
-            (s for x, _, s, until in timeline(publications) if until is None), default=latest[0]
-        )
+        links, _, since, _ = intervals[-1]
         _upsert_outputs(
             conn,
             [
                 {
                     "producer": producer,
                     "dataset_id": output_id,
-                    "edge_set": link_set_digest(frozenset(current)),
+                    "edge_set": link_set_digest(links),
                     "current_since": since,
                     "last_run_id": latest[1],
                     "last_completed_at": latest[0],
@@ -508,36 +485,6 @@ class LineageStore:
                 }
             ],
         )
-
-    def _current_links(self, conn: Connection, producer: str, output_id: int) -> dict[_Link, int]:
-        rows = conn.execute(
-            sa.select(
-                lineage_edges.c.id,
-                lineage_edges.c.source_dataset_id,
-                lineage_edges.c.source_column,
-                lineage_edges.c.target_dataset_id,
-                lineage_edges.c.target_column,
-                lineage_edges.c.type,
-                lineage_edges.c.subtype,
-            ).where(
-                lineage_edges.c.producer == producer,
-                lineage_edges.c.target_dataset_id == output_id,
-                lineage_edges.c.origin == EdgeOrigin.OBSERVED.value,
-                lineage_edges.c.valid_to.is_(None),
-            )
-        ).all()
-        refs = self._dataset_refs(conn, {r.source_dataset_id for r in rows} | {output_id})
-        from erasure.model import EdgeSubtype, EdgeType
-
-        return {
-            (
-                FieldRef(refs[r.source_dataset_id], r.source_column),
-                FieldRef(refs[r.target_dataset_id], r.target_column),
-                EdgeType(r.type),
-                EdgeSubtype(r.subtype),
-            ): int(r.id)
-            for r in rows
-        }
 
     def _bump(self, conn: Connection, chunk: _Chunk) -> int:
         if chunk.version is None:
@@ -549,48 +496,49 @@ class LineageStore:
             chunk.version = _state(conn, "version")
         return chunk.version
 
-    def _insert_edges(self, conn: Connection, edges: Sequence[LineageEdge], version: int) -> None:
-        if not edges:
-            return
-        refs = {e.source.dataset for e in edges} | {e.target.dataset for e in edges}
-        ids = self._dataset_ids(conn, refs)
-        rows = [edge_row(e, ids, version) for e in edges]
-        _bulk_insert(conn, lineage_edges, rows)
+    def _insert_sets(self, conn: Connection, sets: Sequence[_Set], version: int) -> int:
+        """Insert edge sets (ids taken under the projection lock); how many edges they hold."""
+        if not sets:
+            return 0
+        ids = self._dataset_ids(conn, {link[0].dataset for s in sets for link in s.links})
+        start = int(conn.execute(sa.select(sa.func.max(lineage_edge_sets.c.id))).scalar() or 0)
+        rows = [s.row(start + k + 1, ids, version) for k, s in enumerate(sets)]
+        if conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
+            _copy(conn, "lineage_edge_sets", _SET_FIELDS, rows)
+        else:
+            conn.execute(
+                lineage_edge_sets.insert(), [dict(zip(_SET_FIELDS, r, strict=True)) for r in rows]
+            )
+        return sum(len(s.links) for s in sets)
 
     def _dataset_ids(self, conn: Connection, refs: Iterable[DatasetRef]) -> dict[DatasetRef, int]:
-        missing = [r for r in set(refs) if r not in self._ids]
-        if missing:
-            self._load_ids(conn, missing)
-            unknown = [r for r in missing if r not in self._ids]
-            if unknown:
-                insert = conflict_insert(lineage_datasets, self._store.dialect)
-                conn.execute(
-                    insert.on_conflict_do_nothing(index_elements=["namespace", "name"]),
-                    [r.as_dict() for r in unknown],
+        """Store ids of datasets, adding the new ones (the projection lock is held)."""
+        if not self._ids:
+            self._load_all_ids(conn)
+        missing = sorted({r for r in refs if r not in self._ids})
+        for part in _chunks(missing, _IN_CHUNK):
+            inserted = conn.execute(
+                lineage_datasets.insert()
+                .values([r.as_dict() for r in part])
+                .returning(
+                    lineage_datasets.c.id, lineage_datasets.c.namespace, lineage_datasets.c.name
                 )
-                self._load_ids(conn, unknown)
+            )
+            for row in inserted:
+                ref = DatasetRef(row.namespace, row.name)
+                self._ids[ref] = int(row.id)
+                self._refs[int(row.id)] = ref
         return self._ids
 
-    def _load_ids(self, conn: Connection, refs: list[DatasetRef]) -> None:
-        for part in _chunks(refs, _IN_CHUNK):
-            pairs = sa.tuple_(lineage_datasets.c.namespace, lineage_datasets.c.name)
-            query = sa.select(lineage_datasets).where(
-                pairs.in_([(r.namespace, r.name) for r in part])
-            )
-            for row in conn.execute(query):
-                ref = DatasetRef(row.namespace, row.name)
-                self._ids[ref] = int(row.id)
-                self._refs[int(row.id)] = ref
+    def _load_all_ids(self, conn: Connection) -> None:
+        for row in conn.execute(sa.select(lineage_datasets)):
+            ref = DatasetRef(row.namespace, row.name)
+            self._ids[ref] = int(row.id)
+            self._refs[int(row.id)] = ref
 
     def _dataset_refs(self, conn: Connection, ids: set[int]) -> dict[int, DatasetRef]:
-        missing = [i for i in ids if i not in self._refs]
-        for part in _chunks(missing, _IN_CHUNK):
-            for row in conn.execute(
-                sa.select(lineage_datasets).where(lineage_datasets.c.id.in_(part))
-            ):
-                ref = DatasetRef(row.namespace, row.name)
-                self._ids[ref] = int(row.id)
-                self._refs[int(row.id)] = ref
+        if any(i not in self._refs for i in ids):
+            self._load_all_ids(conn)
         return self._refs
 
     # -- events stored before this projection existed -------------------------------------------
@@ -617,7 +565,9 @@ class LineageStore:
             _lock(conn)
             chunk = _Chunk()
             conn.execute(
-                lineage_edges.delete().where(lineage_edges.c.origin == EdgeOrigin.OBSERVED.value)
+                lineage_edge_sets.delete().where(
+                    lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value
+                )
             )
             conn.execute(lineage_outputs.delete())
             conn.execute(lineage_runs.delete())
@@ -697,55 +647,50 @@ class LineageStore:
         *,
         first: bool,
     ) -> None:
-        rows = conn.execute(
-            sa.select(
-                lineage_edges.c.id,
-                lineage_edges.c.source_dataset_id,
-                lineage_edges.c.source_column,
-                lineage_edges.c.target_dataset_id,
-                lineage_edges.c.target_column,
-                lineage_edges.c.type,
-                lineage_edges.c.subtype,
-                lineage_edges.c.producer,
-            ).where(lineage_edges.c.source_key == key, lineage_edges.c.valid_to.is_(None))
-        ).all()
-        ids = self._dataset_ids(
-            conn, {e.source.dataset for e in edges} | {e.target.dataset for e in edges}
-        )
-        wanted = {_declared_key(e, ids): e for e in edges}
+        """Per target dataset: keep an unchanged set, end a changed one, open the new one."""
+        by_target: dict[tuple[DatasetRef, str], set[_Link]] = {}
+        for e in edges:
+            link = (e.source, e.target, e.type, e.subtype)
+            by_target.setdefault((e.target.dataset, e.producer), set()).add(link)
+        ids = self._dataset_ids(conn, {t for t, _ in by_target})
         current = {
-            (
-                r.source_dataset_id,
-                r.source_column,
-                r.target_dataset_id,
-                r.target_column,
-                r.type,
-                r.subtype,
-                r.producer,
-            ): int(r.id)
-            for r in rows
-        }
-        closes = [(edge_id, now) for k, edge_id in current.items() if k not in wanted]
-        start = None if first else now
-        opened = [
-            LineageEdge(
-                source=e.source,
-                target=e.target,
-                type=e.type,
-                subtype=e.subtype,
-                origin=e.origin,
-                producer=e.producer,
-                valid_from=start,
+            (int(r.target_dataset_id), str(r.producer)): (int(r.id), str(r.links))
+            for r in conn.execute(
+                sa.select(
+                    lineage_edge_sets.c.id,
+                    lineage_edge_sets.c.target_dataset_id,
+                    lineage_edge_sets.c.producer,
+                    lineage_edge_sets.c.links,
+                ).where(
+                    lineage_edge_sets.c.source_key == key, lineage_edge_sets.c.valid_to.is_(None)
+                )
             )
-            for k, e in wanted.items()
-            if k not in current
-        ]
-        if not closes and not opened:
+        }
+        self._dataset_ids(conn, {link[0].dataset for links in by_target.values() for link in links})
+        wanted = {(ids[t], p): (t, p, frozenset(links)) for (t, p), links in by_target.items()}
+        ends: list[int] = []
+        sets: list[_Set] = []
+        start = None if first else now
+        for target_key, (set_id, _) in current.items():
+            if target_key not in wanted:
+                ends.append(set_id)
+        for target_key, (_, producer, links) in wanted.items():
+            existing = current.get(target_key)
+            if existing is not None:
+                if existing[1] == _links_text(links, ids):
+                    continue
+                ends.append(existing[0])
+            sets.append(_Set(target_key[0], producer, links, None, start, None, key))
+        if not ends and not sets:
             return
         version = self._bump(conn, chunk)
-        _close_edges(conn, closes, version)
-        rows_out = [{**edge_row(e, ids, version), "source_key": key} for e in opened]
-        _bulk_insert(conn, lineage_edges, rows_out)
+        for part in _chunks(ends, _IN_CHUNK):
+            conn.execute(
+                lineage_edge_sets.update()
+                .where(lineage_edge_sets.c.id.in_(part))
+                .values(valid_to=now, version=version)
+            )
+        self._insert_sets(conn, sets, version)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -765,12 +710,12 @@ class LineageStore:
                 columns = ColumnarEdges.from_bytes(bytes(row.blob))
                 if int(row.version) == version:
                     return StoredLineageGraph(columns, snapshot=str(row.snapshot))
-                changed = _edge_rows(conn, lineage_edges.c.version > int(row.version))
+                changed = _set_rows(conn, lineage_edge_sets.c.version > int(row.version))
                 columns = columns.updated(changed, self._datasets(conn))
                 if len(changed) < REINDEX_AFTER:
                     return StoredLineageGraph(columns)
             else:
-                columns = ColumnarEdges.from_rows(_edge_rows(conn, None), self._datasets(conn))
+                columns = ColumnarEdges.from_rows(_set_rows(conn, None), self._datasets(conn))
         graph = StoredLineageGraph(columns)
         self._save_index(columns, graph.snapshot_id(), version)
         return graph
@@ -864,9 +809,14 @@ class LineageStore:
             runs = conn.execute(
                 lineage_runs.delete().where(lineage_runs.c.event_time < cutoff)
             ).rowcount
-            edges = conn.execute(
-                lineage_edges.delete().where(lineage_edges.c.valid_to < cutoff)
-            ).rowcount
+            edges = int(
+                conn.execute(
+                    sa.select(sa.func.coalesce(sa.func.sum(lineage_edge_sets.c.edges), 0)).where(
+                        lineage_edge_sets.c.valid_to < cutoff
+                    )
+                ).scalar_one()
+            )
+            conn.execute(lineage_edge_sets.delete().where(lineage_edge_sets.c.valid_to < cutoff))
             quarantined = conn.execute(
                 lineage_quarantine.delete().where(lineage_quarantine.c.received_at < cutoff)
             ).rowcount
@@ -909,30 +859,47 @@ def event_row(event: RunEvent, received_at: datetime) -> dict[str, Any]:
     }
 
 
-def edge_row(edge: LineageEdge, ids: dict[DatasetRef, int], version: int) -> dict[str, Any]:
-    for column in (edge.source.column, edge.target.column):
-        if column is not None and len(column) > COLUMN_LENGTH:
-            raise LineageError(
-                f"a column name in lineage into {edge.target.dataset.name} is longer than "
-                f"{COLUMN_LENGTH} characters; shorten it in the producer"
-            )
-    return {
-        "source_dataset_id": ids[edge.source.dataset],
-        "source_column": edge.source.column,
-        "target_dataset_id": ids[edge.target.dataset],
-        "target_column": edge.target.column,
-        "type": edge.type.value,
-        "subtype": edge.subtype.value,
-        "origin": edge.origin.value,
-        "producer": edge.producer,
-        "run_id": edge.run_id,
-        "run_state": edge.run_state,
-        "valid_from": edge.valid_from,
-        "valid_to": edge.valid_to,
-        "observed_at": edge.observed_at,
-        "source_key": None,
-        "version": version,
-    }
+_SET_FIELDS = (
+    "id", "target_dataset_id", "producer", "origin", "run_id", "run_state", "valid_from",
+    "valid_to", "observed_at", "source_key", "edges", "links", "version",
+)  # fmt: skip
+
+
+@dataclass
+class _Set:
+    """An edge set to insert: one producer's links into one dataset over an interval."""
+
+    target_id: int
+    producer: str
+    links: frozenset[_Link]
+    run_id: str | None
+    valid_from: datetime | None
+    valid_to: datetime | None = None
+    source_key: str | None = None  # declared sets only
+
+    def row(self, set_id: int, ids: dict[DatasetRef, int], version: int) -> tuple[Any, ...]:
+        observed = self.source_key is None
+        return (
+            set_id, self.target_id, self.producer,
+            (EdgeOrigin.OBSERVED if observed else EdgeOrigin.DECLARED).value,
+            self.run_id, "COMPLETE" if observed else None, self.valid_from, self.valid_to,
+            self.valid_from if observed else None, self.source_key, len(self.links),
+            _links_text(self.links, ids), version,
+        )  # fmt: skip
+
+
+def _links_text(links: Iterable[_Link], ids: dict[DatasetRef, int]) -> str:
+    """The links of a set as compact JSON, in a fixed order (equal sets, equal text)."""
+    rows = []
+    for source, target, kind, subtype in sorted(links, key=link_key):
+        for column in (source.column, target.column):
+            if column is not None and len(column) > COLUMN_LENGTH:
+                raise LineageError(
+                    f"a column name in lineage into {target.dataset.name} is longer than "
+                    f"{COLUMN_LENGTH} characters; shorten it in the producer"
+                )
+        rows.append([ids[source.dataset], source.column, target.column, kind.value, subtype.value])
+    return json.dumps(rows, separators=(",", ":"), ensure_ascii=False)
 
 
 def link_set_digest(links: Iterable[_Link]) -> str:
@@ -955,62 +922,25 @@ def link_set_digest(links: Iterable[_Link]) -> str:
     return hashlib.sha256("\x1e".join(texts).encode()).hexdigest()
 
 
-_EDGE_COLUMNS = (
-    lineage_edges.c.id,
-    lineage_edges.c.source_dataset_id,
-    lineage_edges.c.source_column,
-    lineage_edges.c.target_dataset_id,
-    lineage_edges.c.target_column,
-    lineage_edges.c.type,
-    lineage_edges.c.subtype,
-    lineage_edges.c.origin,
-    lineage_edges.c.producer,
-    lineage_edges.c.run_id,
-    lineage_edges.c.run_state,
-    lineage_edges.c.valid_from,
-    lineage_edges.c.valid_to,
-    lineage_edges.c.observed_at,
+_SET_COLUMNS = (
+    lineage_edge_sets.c.id,
+    lineage_edge_sets.c.target_dataset_id,
+    lineage_edge_sets.c.producer,
+    lineage_edge_sets.c.origin,
+    lineage_edge_sets.c.run_id,
+    lineage_edge_sets.c.run_state,
+    lineage_edge_sets.c.valid_from,
+    lineage_edge_sets.c.valid_to,
+    lineage_edge_sets.c.observed_at,
+    lineage_edge_sets.c.links,
 )
 
 
-def _edge_rows(conn: Connection, where: Any) -> list[tuple[Any, ...]]:
-    query = sa.select(*_EDGE_COLUMNS).order_by(lineage_edges.c.id)
+def _set_rows(conn: Connection, where: Any) -> list[tuple[Any, ...]]:
+    query = sa.select(*_SET_COLUMNS).order_by(lineage_edge_sets.c.id)
     if where is not None:
         query = query.where(where)
     return [tuple(r) for r in conn.execute(query)]
-
-
-def _declared_key(edge: LineageEdge, ids: dict[DatasetRef, int]) -> tuple[Any, ...]:
-    return (
-        ids[edge.source.dataset],
-        edge.source.column,
-        ids[edge.target.dataset],
-        edge.target.column,
-        edge.type.value,
-        edge.subtype.value,
-        edge.producer,
-    )
-
-
-def _close_pending(inserts: list[LineageEdge], producer: str, link: _Link, at: datetime) -> None:
-    """End an edge opened earlier in the same chunk (not in the database yet)."""
-    from dataclasses import replace
-
-    for k in range(len(inserts) - 1, -1, -1):
-        e = inserts[k]
-        if (
-            e.valid_to is None
-            and e.producer == producer
-            and (
-                e.source,
-                e.target,
-                e.type,
-                e.subtype,
-            )
-            == link
-        ):
-            inserts[k] = replace(e, valid_to=at)
-            return
 
 
 def _incoming(event: RunEvent | EventItem, origin: str) -> _Incoming:
@@ -1075,52 +1005,67 @@ def _insert_new_pg(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
     return new
 
 
-def _bulk_insert(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    if conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
-        names = tuple(rows[0])
-        _copy(conn, table.name, names, [[r[n] for n in names] for r in rows])
-    else:
-        conn.execute(table.insert(), rows)
-
-
 def _copy_cursor(conn: Connection) -> Any:
     driver = conn.connection.driver_connection
     cursor = driver.cursor() if driver is not None else None
     return cursor if cursor is not None and hasattr(cursor, "copy") else None
 
 
-def _copy(conn: Connection, table: str, names: Sequence[str], rows: list[list[Any]]) -> None:
-    """psycopg 3's COPY FROM STDIN: an order of magnitude above row-by-row INSERTs."""
+def _copy(
+    conn: Connection, table: str, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """psycopg 3's COPY FROM STDIN in text format, the rows written as one block of lines:
+    an order of magnitude above row-by-row INSERTs, and above `write_row` per row too."""
     cursor = _copy_cursor(conn)
     with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
+        for part in _chunks(rows, 5_000):
+            copy.write("".join("\t".join(map(_copy_value, row)) + "\n" for row in part))
 
 
-def _close_edges(conn: Connection, closes: list[tuple[int, datetime]], version: int) -> None:
-    if not closes:
-        return
-    by_time: dict[datetime, list[int]] = {}
-    for edge_id, at in closes:
-        by_time.setdefault(at, []).append(edge_id)
-    for at, edge_ids in by_time.items():
-        for part in _chunks(edge_ids, _IN_CHUNK):
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_value(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if isinstance(value, str):
+        return value.translate(_COPY_ESCAPES)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _close_current(conn: Connection, closes: list[tuple[datetime, str, int]], version: int) -> int:
+    """End the current observed set of each (producer, target); the edges they held."""
+    ended = 0
+    for at, producer, target in closes:
+        where = (
+            (lineage_edge_sets.c.producer == producer)
+            & (lineage_edge_sets.c.target_dataset_id == target)
+            & (lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value)
+            & lineage_edge_sets.c.valid_to.is_(None)
+        )
+        ended += int(
             conn.execute(
-                lineage_edges.update()
-                .where(lineage_edges.c.id.in_(part))
-                .values(valid_to=at, version=version)
-            )
+                sa.select(sa.func.coalesce(sa.func.sum(lineage_edge_sets.c.edges), 0)).where(where)
+            ).scalar_one()
+        )
+        conn.execute(lineage_edge_sets.update().where(where).values(valid_to=at, version=version))
+    return ended
 
 
 def _known_runs(conn: Connection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     known: dict[tuple[str, str], int] = {}
-    pairs = sa.tuple_(lineage_runs.c.job, lineage_runs.c.run_id)
-    for part in _chunks(keys, _IN_CHUNK):
-        query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.events)
-        for row in conn.execute(query.where(pairs.in_(part))):
-            known[(str(row.job), str(row.run_id))] = int(row.events)
+    wanted = set(keys)
+    for part in _chunks(sorted(wanted), _IN_CHUNK):
+        query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.events).where(
+            lineage_runs.c.job.in_(sorted({k[0] for k in part})),
+            lineage_runs.c.run_id.in_(sorted({k[1] for k in part})),
+        )
+        for row in conn.execute(query):
+            key = (str(row.job), str(row.run_id))
+            if key in wanted:
+                known[key] = int(row.events)
     return known
 
 
@@ -1177,13 +1122,20 @@ def _output_states(
     conn: Connection, keys: list[tuple[str, int]]
 ) -> dict[tuple[str, int], dict[str, Any]]:
     states: dict[tuple[str, int], dict[str, Any]] = {}
-    pairs = sa.tuple_(lineage_outputs.c.producer, lineage_outputs.c.dataset_id)
-    for part in _chunks(keys, _IN_CHUNK):
-        for row in conn.execute(sa.select(lineage_outputs).where(pairs.in_(part))):
-            values = row._asdict()
-            states[(str(row.producer), int(row.dataset_id))] = {
-                k: v for k, v in values.items() if k not in ("producer", "dataset_id")
-            }
+    wanted = set(keys)
+    # One IN list per column (cached statements); the pairs are picked out here.
+    for part in _chunks(sorted(wanted), _IN_CHUNK):
+        query = sa.select(lineage_outputs).where(
+            lineage_outputs.c.dataset_id.in_(sorted({k[1] for k in part})),
+            lineage_outputs.c.producer.in_(sorted({k[0] for k in part})),
+        )
+        for row in conn.execute(query):
+            key = (str(row.producer), int(row.dataset_id))
+            if key in wanted:
+                values = row._asdict()
+                states[key] = {
+                    k: v for k, v in values.items() if k not in ("producer", "dataset_id")
+                }
     return states
 
 

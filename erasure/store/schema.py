@@ -222,8 +222,8 @@ lineage_events = sa.Table(
 
 # ---------------------------------------------------------------------------------------------
 # The lineage store (erasure.lineage.store): raw events above are projected once, on ingest,
-# into runs and edge intervals; declared lineage (SQL, rebuild SQL, dbt manifests) is parsed
-# when its source changes. Plans read `lineage_edges` through the index in `lineage_index`,
+# into runs and edge-set intervals; declared lineage (SQL, rebuild SQL, dbt manifests) is
+# parsed when its source changes. Plans read `lineage_edge_sets` through `lineage_index`,
 # never the raw events. Everything below is derived and may be rebuilt from the raw events
 # and the catalog's sources (`erasure lineage reproject`).
 
@@ -268,29 +268,28 @@ lineage_outputs = sa.Table(
     comment="Per producer and output: the current edge set's digest and the latest run.",
 )
 
-lineage_edges = sa.Table(
-    "lineage_edges",
+lineage_edge_sets = sa.Table(
+    "lineage_edge_sets",
     metadata,
     sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
-    sa.Column("source_dataset_id", sa.Integer, nullable=False),
-    sa.Column("source_column", sa.String(COLUMN_LENGTH), nullable=True),
     sa.Column("target_dataset_id", sa.Integer, nullable=False),
-    sa.Column("target_column", sa.String(COLUMN_LENGTH), nullable=True),
-    sa.Column("type", sa.String(8), nullable=False),
-    sa.Column("subtype", sa.String(16), nullable=False),
-    sa.Column("origin", sa.String(8), nullable=False),
     sa.Column("producer", sa.String(LINEAGE_JOB_LENGTH), nullable=False),
+    sa.Column("origin", sa.String(8), nullable=False),
     sa.Column("run_id", sa.String(LINEAGE_RUN_ID_LENGTH), nullable=True),
     sa.Column("run_state", sa.String(16), nullable=True),
     sa.Column("valid_from", UtcDateTime, nullable=True),
     sa.Column("valid_to", UtcDateTime, nullable=True),
     sa.Column("observed_at", UtcDateTime, nullable=True),
     sa.Column("source_key", sa.String(SOURCE_KEY_LENGTH), nullable=True),  # declared only
+    sa.Column("edges", sa.Integer, nullable=False),
+    # JSON [[source dataset id, source column, target column, type, subtype], ...]
+    sa.Column("links", sa.Text, nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),  # projection version of last change
-    sa.Index("ix_lineage_edges_producer_target", "producer", "target_dataset_id"),
-    sa.Index("ix_lineage_edges_source_key", "source_key"),
-    sa.Index("ix_lineage_edges_version", "version"),
-    comment="Edge intervals: observed ones from completed runs, declared ones from sources.",
+    sa.Index("ix_lineage_edge_sets_producer_target", "producer", "target_dataset_id"),
+    sa.Index("ix_lineage_edge_sets_source_key", "source_key"),
+    sa.Index("ix_lineage_edge_sets_version", "version"),
+    comment="Edge sets with their validity: one producer's edges into one dataset over an "
+    "interval (observed: from completed runs; declared: from a source).",
 )
 
 lineage_sources = sa.Table(

@@ -26,7 +26,7 @@ from erasure.model import (
     LineageEdge,
 )
 from erasure.store import Store, open_store
-from erasure.store.schema import lineage_edges, lineage_index
+from erasure.store.schema import lineage_edge_sets, lineage_index
 
 NS = "postgres://wh:5432"
 JOB = "build_marts.customer_ltv"
@@ -43,7 +43,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         if request.param == "postgres":  # one database for the session: start each test empty
             with opened.engine.begin() as conn:
                 for table in (
-                    "lineage_index", "lineage_edges", "lineage_outputs", "lineage_runs",
+                    "lineage_index", "lineage_edge_sets", "lineage_outputs", "lineage_runs",
                     "lineage_sources", "lineage_quarantine", "lineage_datasets",
                 ):  # fmt: skip
                     conn.exec_driver_sql(f"DELETE FROM {table}")
@@ -130,7 +130,7 @@ def test_repeated_runs_with_the_same_lineage_add_no_edge_rows(store: Store) -> N
     report = ingest(store, *runs)
     assert (report.stored, report.edges_opened, report.edges_closed) == (28, 1, 0)
     with store.engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(lineage_edges)).scalar() == 1
+        assert conn.execute(sa.select(sa.func.count()).select_from(lineage_edge_sets)).scalar() == 1
 
 
 def test_a_late_run_is_placed_in_its_time_not_its_arrival(store: Store) -> None:

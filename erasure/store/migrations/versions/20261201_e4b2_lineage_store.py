@@ -1,10 +1,11 @@
 """lineage store: runs, edge intervals, declared sources, quarantine, the plan index
 
 The raw events in `lineage_events` are projected once, on ingest, into `lineage_runs` and
-`lineage_edges` (intervals: valid_from/valid_to); declared lineage is parsed when its source
-changes (`lineage_sources`); malformed events go to `lineage_quarantine` with their reason.
+`lineage_edge_sets` (one producer's edges into one dataset over an interval); declared
+lineage is parsed when its source changes (`lineage_sources`); malformed events go to
+`lineage_quarantine` with their reason.
 Plans load the columnar index in `lineage_index` and apply the edges changed since
-(`lineage_edges.version`). Events stored before this revision are projected by the first
+(`lineage_edge_sets.version`). Events stored before this revision are projected by the first
 `LineageStore` that opens the store (`lineage_state` 'backfilled' is 0 until then).
 
 Revision ID: e4b2_lineage_store
@@ -65,31 +66,31 @@ def upgrade() -> None:
         comment="Per producer and output: the current edge set's digest and the latest run.",
     )
     op.create_table(
-        "lineage_edges",
+        "lineage_edge_sets",
         sa.Column("id", _BIGINT_ID, nullable=False),
-        sa.Column("source_dataset_id", sa.Integer(), nullable=False),
-        sa.Column("source_column", sa.String(length=512), nullable=True),
         sa.Column("target_dataset_id", sa.Integer(), nullable=False),
-        sa.Column("target_column", sa.String(length=512), nullable=True),
-        sa.Column("type", sa.String(length=8), nullable=False),
-        sa.Column("subtype", sa.String(length=16), nullable=False),
-        sa.Column("origin", sa.String(length=8), nullable=False),
         sa.Column("producer", sa.String(length=1024), nullable=False),
+        sa.Column("origin", sa.String(length=8), nullable=False),
         sa.Column("run_id", sa.String(length=255), nullable=True),
         sa.Column("run_state", sa.String(length=16), nullable=True),
         sa.Column("valid_from", sa.DateTime(timezone=True), nullable=True),
         sa.Column("valid_to", sa.DateTime(timezone=True), nullable=True),
         sa.Column("observed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("source_key", sa.String(length=1024), nullable=True),
+        sa.Column("edges", sa.Integer(), nullable=False),
+        sa.Column("links", sa.Text(), nullable=False),
         sa.Column("version", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_lineage_edges")),
-        comment="Edge intervals: observed ones from completed runs, declared ones from sources.",
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_lineage_edge_sets")),
+        comment="Edge sets with their validity: one producer's edges into one dataset over an "
+        "interval (observed: from completed runs; declared: from a source).",
     )
     op.create_index(
-        "ix_lineage_edges_producer_target", "lineage_edges", ["producer", "target_dataset_id"]
+        "ix_lineage_edge_sets_producer_target",
+        "lineage_edge_sets",
+        ["producer", "target_dataset_id"],
     )
-    op.create_index("ix_lineage_edges_source_key", "lineage_edges", ["source_key"])
-    op.create_index("ix_lineage_edges_version", "lineage_edges", ["version"])
+    op.create_index("ix_lineage_edge_sets_source_key", "lineage_edge_sets", ["source_key"])
+    op.create_index("ix_lineage_edge_sets_version", "lineage_edge_sets", ["version"])
     op.create_table(
         "lineage_sources",
         sa.Column("source_key", sa.String(length=1024), nullable=False),
@@ -147,10 +148,10 @@ def downgrade() -> None:
     op.drop_table("lineage_quarantine")
     op.drop_index(op.f("ix_lineage_sources_scope"), table_name="lineage_sources")
     op.drop_table("lineage_sources")
-    op.drop_index("ix_lineage_edges_version", table_name="lineage_edges")
-    op.drop_index("ix_lineage_edges_source_key", table_name="lineage_edges")
-    op.drop_index("ix_lineage_edges_producer_target", table_name="lineage_edges")
-    op.drop_table("lineage_edges")
+    op.drop_index("ix_lineage_edge_sets_version", table_name="lineage_edge_sets")
+    op.drop_index("ix_lineage_edge_sets_source_key", table_name="lineage_edge_sets")
+    op.drop_index("ix_lineage_edge_sets_producer_target", table_name="lineage_edge_sets")
+    op.drop_table("lineage_edge_sets")
     op.drop_table("lineage_outputs")
     op.drop_index(op.f("ix_lineage_runs_event_time"), table_name="lineage_runs")
     op.drop_table("lineage_runs")
