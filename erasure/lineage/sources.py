@@ -196,6 +196,25 @@ def _sql_source(
     return DeclaredSource(key=key, kind=kind, digest=digest, parse=parse)
 
 
+def declared_table_lineage(
+    catalog: Catalog, warehouse: Warehouse | None, table: str, script: str
+) -> list[LineageEdge]:
+    """The column edges a SELECT that produces `table` declares (catalog identities)."""
+    source = _sql_source(
+        catalog,
+        _Schema(_schema(catalog, warehouse)),
+        f"sql:{table}",
+        "sql",
+        script,
+        None,
+        _namespace_for(catalog, table),
+        table,
+        f"sql:{table}.sql",
+    )
+    edges, _ = source.parse()
+    return edges
+
+
 class _Schema:
     """The schema for sqlglot, and the part of it a script can refer to."""
 

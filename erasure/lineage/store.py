@@ -181,28 +181,14 @@ class LineageStore:
             incoming.append(EventItem(where, parsed, text))
         return self.ingest(incoming, origin=origin)
 
-    def ingest_file(self, path: Path) -> IngestReport:
-        """Ingest an event file; malformed elements are quarantined and counted, not fatal."""
-        return self.ingest(read_event_items(path), origin=str(path))
+    def ingest_file(self, path: Path, *, scope: str = "files") -> IngestReport:
+        """Ingest an event file; malformed elements are quarantined and counted, not fatal.
 
-    def ingest_file_if_changed(self, path: Path, *, scope: str) -> IngestReport:
-        """Ingest an event file the catalog names unless it is unchanged since last time."""
-        key = f"openlineage:{path.resolve()}"
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
-        signature = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}:{key}".encode()).hexdigest()
-        with (
-            store_errors(self._store, "read the lineage sources"),
-            self._store.engine.connect() as conn,
-        ):
-            seen = conn.execute(
-                sa.select(lineage_sources.c.digest).where(lineage_sources.c.source_key == key)
-            ).scalar()
-        if seen == signature:
-            return IngestReport()
-        report = self.ingest_file(path)
+        The file's size and modification time are recorded, so a plan whose catalog names
+        the same file does not read it again (`ingest_file_if_changed`).
+        """
+        signature = _file_signature(path)
+        report = self.ingest(read_event_items(path), origin=str(path))
         values = {
             "kind": "openlineage_file",
             "scope": scope,
@@ -217,11 +203,26 @@ class LineageStore:
         ):
             insert = conflict_insert(lineage_sources, self._store.dialect)
             conn.execute(
-                insert.values(source_key=key, **values).on_conflict_do_update(
+                insert.values(source_key=_file_key(path), **values).on_conflict_do_update(
                     index_elements=["source_key"], set_=values
                 )
             )
         return report
+
+    def ingest_file_if_changed(self, path: Path, *, scope: str) -> IngestReport:
+        """Ingest an event file the catalog names unless it is unchanged since last time."""
+        with (
+            store_errors(self._store, "read the lineage sources"),
+            self._store.engine.connect() as conn,
+        ):
+            seen = conn.execute(
+                sa.select(lineage_sources.c.digest).where(
+                    lineage_sources.c.source_key == _file_key(path)
+                )
+            ).scalar()
+        if seen == _file_signature(path):
+            return IngestReport()
+        return self.ingest_file(path, scope=scope)
 
     def quarantine(self, origin: str, reason: str, body: str) -> None:
         """Keep a body that is not an event at all (not JSON, too large) with its reason."""
@@ -941,6 +942,20 @@ def _set_rows(conn: Connection, where: Any) -> list[tuple[Any, ...]]:
     if where is not None:
         query = query.where(where)
     return [tuple(r) for r in conn.execute(query)]
+
+
+def _file_key(path: Path) -> str:
+    return f"openlineage:{path.resolve()}"
+
+
+def _file_signature(path: Path) -> str:
+    """Size and modification time of an event file (its content is too large to hash often)."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
+    text = f"{stat.st_size}:{stat.st_mtime_ns}:{_file_key(path)}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _incoming(event: RunEvent | EventItem, origin: str) -> _Incoming:
