@@ -398,7 +398,7 @@ def _lineage_status(args: argparse.Namespace) -> int:
     print(
         f"{counts['events']:,} event(s), {counts['runs']:,} run(s), {counts['edges']:,} edge "
         f"interval(s) ({counts['current_edges']:,} current) over {counts['datasets']:,} "
-        f"dataset(s), {counts['declared_sources']:,} declared source(s); "
+        f"dataset(s), {counts['sources']:,} lineage source(s); "
         f"{counts['quarantined']:,} quarantined; projection version {counts['version']}"
     )
     for q in quarantined:

@@ -249,7 +249,7 @@ class LineageStore:
             "edges": lineage_edge_sets,
             "datasets": lineage_datasets,
             "quarantined": lineage_quarantine,
-            "declared_sources": lineage_sources,
+            "sources": lineage_sources,  # declared sources and event files, by digest
         }
         with (
             store_errors(self._store, "count the lineage rows"),
