@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -198,10 +199,11 @@ def _day_of_runs(facts: EstateFacts, path: Path, *, seed: int) -> int:
     with facts.events.open() as source:
         templates = [json.loads(line) for _, line in zip(range(DAY_RUNS), source, strict=False)]
     count = 0
+    day = date(2026, 11, 29) + timedelta(days=seed - 1)  # a later seed, a later day
     with path.open("w") as out:
         for k, template in enumerate(templates):
             run_id = str(uuid.UUID(int=rng.getrandbits(128)))
-            hour = f"2026-11-{29 + seed % 2:02d}T{k % 24:02d}:{k % 60:02d}:00"
+            hour = f"{day.isoformat()}T{k % 24:02d}:{k % 60:02d}:00"
             start = {**template, "eventType": "START", "eventTime": hour + "Z"}
             start["run"] = {"runId": run_id}
             start["outputs"] = [

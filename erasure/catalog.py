@@ -7,6 +7,9 @@ allowed there. Paths inside the catalog (lineage files, SQLite URLs) are relativ
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -274,7 +277,7 @@ def load_catalog(path: str | Path) -> Catalog:
     """Read and validate a catalog file; any problem raises CatalogError naming the spot."""
     path = Path(path)
     try:
-        raw = yaml.load(path.read_text(), Loader=_YamlLoader)
+        raw = _parse(path.read_text())
     except FileNotFoundError:
         raise CatalogError(f"{path}: no such catalog file") from None
     except yaml.YAMLError as exc:
@@ -285,6 +288,50 @@ def load_catalog(path: str | Path) -> Catalog:
         return Catalog.model_validate({**raw, "base_dir": path.resolve().parent})
     except ValidationError as exc:
         raise CatalogError(_describe(path, raw, exc)) from None
+
+
+# A catalog this large is parsed once per content and kept as JSON: even libyaml's parser
+# leaves PyYAML's constructor and resolver in Python, seconds for an estate of 30,000 datasets.
+CACHE_FROM_BYTES = 256 * 1024
+
+
+def _parse(text: str) -> Any:
+    """The YAML document; large ones through a JSON cache keyed by their content hash."""
+    if len(text) < CACHE_FROM_BYTES:
+        return yaml.load(text, Loader=_YamlLoader)
+    cache = _cache_dir() / f"catalog-{hashlib.sha256(text.encode()).hexdigest()}.json"
+    try:
+        return json.loads(cache.read_text())
+    except (OSError, ValueError):
+        pass
+    raw = yaml.load(text, Loader=_YamlLoader)
+    if _json_safe(raw):
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            partial = cache.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps(raw, separators=(",", ":")))
+            partial.replace(cache)
+        except OSError:
+            pass  # a read-only home: parse again next time
+    return raw
+
+
+def _cache_dir() -> Path:
+    # Read here, not through Settings: loading a catalog must not depend on Vault settings.
+    configured = os.environ.get("ERASURE_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "erasure"
+
+
+def _json_safe(value: Any) -> bool:
+    """Whether JSON gives back exactly this value (string keys, no dates or sets)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_safe(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_json_safe(v) for v in value)
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:

@@ -381,6 +381,11 @@ class InMemoryLineageGraph:
             return set()
         return set(self._index(as_of).upstream_set(i))
 
+    def has_upstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> bool:
+        """Whether any valid edge leads into ``ds`` (no set of upstreams is made)."""
+        i = self._ids.get(ds)
+        return i is not None and int(self._index(as_of).in_degree[i]) > 0
+
     def downstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> set[DatasetRef]:
         """Datasets with a valid edge from ``ds``."""
         i = self._ids.get(ds)
@@ -573,20 +578,26 @@ def coverage(
     derived = [ds for ds in closure.datasets if ds not in roots]
     summary = _incoming(graph, derived, closure.as_of)
     for ds in derived:
-        known, producers = summary.get(ds, (set(), set()))
-        columns = set(columns_of(ds) or ()) | known
-        if not columns and producers:
-            columns = {"*"}  # nothing to name: the table as a whole is one unknown column
-        total += len(columns)
-        known_total += len(known)
-        if producers and not known:
+        producers = summary.producers.get(ds, set())
+        listed = columns_of(ds)
+        if listed:
+            known = summary.names(ds)
+            width = len(set(listed) | known)
+            found = len(known)
+        else:  # no catalog columns: the count is enough, no set of names is made
+            width = found = summary.counts.get(ds, 0)
+        if not width and producers:
+            width = 1  # nothing to name: the table as a whole is one unknown column
+        total += width
+        known_total += found
+        if producers and not found:
             gaps.append(
                 Gap(
                     kind=GapKind.TABLE_ONLY_LINEAGE,
                     dataset=ds.name,
                     detail=(
                         f"only table-level lineage (from {', '.join(sorted(producers))}): "
-                        f"origin of {len(columns)} column(s) unknown"
+                        f"origin of {width} column(s) unknown"
                     ),
                 )
             )
@@ -594,26 +605,40 @@ def coverage(
     return share, sorted(gaps, key=lambda g: g.dataset or "")
 
 
+@dataclass
+class IncomingColumns:
+    """What valid edges say about the columns of some datasets (coverage reads this)."""
+
+    counts: dict[DatasetRef, int]  # distinct columns reached by column-level edges
+    producers: dict[DatasetRef, set[str]]  # producers of table-level edges
+    names: Callable[[DatasetRef], set[str]]  # the columns behind a count, when needed
+
+
 def _incoming(
     graph: LineageGraph, datasets: list[DatasetRef], as_of: datetime | None
-) -> dict[DatasetRef, tuple[set[str], set[str]]]:
-    """Per dataset: columns reached by valid column-level edges, producers of table-level ones.
+) -> IncomingColumns:
+    """Column-level reach and table-level producers of each dataset's valid incoming edges.
 
     A graph that can count this on its own arrays (the store's) does; others are read edge
     by edge.
     """
     counted = getattr(graph, "incoming_columns", None)
     if counted is not None:
-        result: dict[DatasetRef, tuple[set[str], set[str]]] = counted(datasets, as_of=as_of)
+        result: IncomingColumns = counted(datasets, as_of=as_of)
         return result
-    out: dict[DatasetRef, tuple[set[str], set[str]]] = {}
+    known: dict[DatasetRef, set[str]] = {}
+    producers: dict[DatasetRef, set[str]] = {}
     for ds in datasets:
         incoming = graph.edges_into(ds, as_of=as_of)
-        out[ds] = (
-            {e.target.column for e in incoming if e.target.column is not None},
-            {e.producer for e in incoming if e.target.column is None},
-        )
-    return out
+        known[ds] = {e.target.column for e in incoming if e.target.column is not None}
+        table = {e.producer for e in incoming if e.target.column is None}
+        if table:
+            producers[ds] = table
+    return IncomingColumns(
+        counts={ds: len(names) for ds, names in known.items()},
+        producers=producers,
+        names=lambda ds: known.get(ds, set()),
+    )
 
 
 # -- the two walk engines: same result, different cost profile -------------------------------

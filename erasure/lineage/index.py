@@ -23,7 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from erasure.errors import LineageError
-from erasure.lineage.graph import SMALL_CLOSURE, InMemoryLineageGraph, IntArray, is_valid
+from erasure.lineage.graph import (
+    SMALL_CLOSURE,
+    IncomingColumns,
+    InMemoryLineageGraph,
+    IntArray,
+    is_valid,
+)
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -72,6 +78,13 @@ class ColumnarEdges:
     valid_from: IntArray
     valid_to: IntArray
     observed: IntArray
+    digest: npt.NDArray[np.bytes_] | None = None  # edge_digest per row, once computed
+
+    def edge_digests(self) -> npt.NDArray[np.bytes_]:
+        """`graph.edge_digest` of every row; computed once, then kept (and saved) with them."""
+        if self.digest is None:
+            self.digest = self.digests()
+        return self.digest
 
     @property
     def size(self) -> int:
@@ -102,9 +115,13 @@ class ColumnarEdges:
             for name in _INT_FIELDS
         }
         order = np.argsort(arrays["eid"], kind="stable")
+        digest = None
+        if self.digest is not None:  # only the new rows are digested
+            digest = np.concatenate([self.digest[keep], delta.edge_digests()])[order]
         return ColumnarEdges(
             datasets=delta.datasets,
             strings=delta.strings,
+            digest=digest,
             **{name: value[order] for name, value in arrays.items()},
         )
 
@@ -151,6 +168,7 @@ class ColumnarEdges:
         np.savez(
             buffer,
             header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+            digest=self.edge_digests(),
             **{name: getattr(self, name) for name in _INT_FIELDS},
         )
         return zlib.compress(buffer.getvalue(), 1)
@@ -172,6 +190,7 @@ class ColumnarEdges:
         return cls(
             datasets=[DatasetRef(ns, name) for ns, name in header["datasets"]],
             strings=header["strings"],
+            digest=data.get("digest"),
             **{name: data[name].astype(np.int64) for name in _INT_FIELDS},
         )
 
@@ -203,7 +222,7 @@ class ColumnarEdges:
             observed_at=_datetime(int(self.observed[k]), _NONE_TIME),
         )
 
-    def digests(self) -> npt.NDArray[np.void]:
+    def digests(self) -> npt.NDArray[np.bytes_]:
         """`graph.edge_digest` of every row, computed from the interned strings."""
         quoted = ["null" if v is None else encode_basestring(v) for v in self.strings]
         ns = [encode_basestring(r.namespace) for r in self.datasets]
@@ -313,7 +332,7 @@ class _Builder:
                 dst_col.append(text(target_column))
                 kinds.append(type_ids[kind])
                 subtypes.append(subtype_ids[subtype])
-        cols = {name: np.array(values[name], dtype=np.int64) for name in _INT_FIELDS}
+        cols: dict[str, Any] = {n: np.array(values[n], dtype=np.int64) for n in _INT_FIELDS}
         return ColumnarEdges(datasets=known, strings=strings, **cols)
 
 
@@ -390,33 +409,49 @@ class StoredLineageGraph(InMemoryLineageGraph):
 
     def incoming_columns(
         self, datasets: Iterable[DatasetRef], *, as_of: datetime | None = None
-    ) -> dict[DatasetRef, tuple[set[str], set[str]]]:
-        """For each dataset: the columns valid column-level edges reach, and the producers of
-        its valid table-level edges; counted on the arrays, no edge objects made."""
+    ) -> IncomingColumns:
+        """Column reach and table-level producers of the datasets' valid incoming edges,
+        counted on the arrays: no edge objects, no set of names unless asked for."""
         wanted = np.zeros(len(self._refs), dtype=bool)
         picked = [self._ids[d] for d in datasets if d in self._ids]
-        wanted[np.array(picked, dtype=np.int64)] = True
         columns = self._columns
-        mask = columns.valid(as_of) & wanted[self._dst_ids] if picked else None
-        out: dict[DatasetRef, tuple[set[str], set[str]]] = {}
-        if mask is None:
-            return out
         strings = columns.strings
-        dst, col, producer = self._dst_ids[mask], columns.dst_col[mask], columns.producer[mask]
-        width = len(strings)
+        if not picked:
+            return IncomingColumns({}, {}, lambda _: set())
+        wanted[np.array(picked, dtype=np.int64)] = True
+        valid = columns.valid(as_of)
+        mask = valid & wanted[self._dst_ids]
+        dst, col = self._dst_ids[mask], columns.dst_col[mask]
         table = col == 0
-        for key in np.unique(dst[~table] * width + col[~table]).tolist():
-            d, c = divmod(key, width)
-            out.setdefault(self._refs[d], (set(), set()))[0].add(strings[c] or "")
-        for key in np.unique(dst[table] * width + producer[table]).tolist():
+        width = len(strings)
+        pairs = np.unique(dst[~table] * width + col[~table])
+        per_dataset = np.bincount(pairs // width, minlength=len(self._refs))
+        counts = {self._refs[i]: int(per_dataset[i]) for i in np.flatnonzero(per_dataset).tolist()}
+        producers: dict[DatasetRef, set[str]] = {}
+        table_pairs = np.unique(dst[table] * width + columns.producer[mask][table])
+        for key in table_pairs.tolist():
             d, p = divmod(key, width)
-            out.setdefault(self._refs[d], (set(), set()))[1].add(strings[p] or "")
-        return out
+            producers.setdefault(self._refs[d], set()).add(strings[p] or "")
+        order, indptr = self._target_rows()
+
+        def names(ds: DatasetRef) -> set[str]:
+            i = self._ids.get(ds)
+            if i is None:
+                return set()
+            rows = order[indptr[i] : indptr[i + 1]]
+            rows = rows[valid[rows] & (columns.dst_col[rows] != 0)]
+            return {strings[c] or "" for c in np.unique(columns.dst_col[rows]).tolist()}
+
+        return IncomingColumns(counts, producers, names)
 
     def snapshot_id(self) -> str:
         """Content hash of the stored edge set, equal to ``snapshot_digest(self.edges())``."""
         if self._stored_snapshot is None:
-            ordered = np.unique(self._columns.digests())
+            ordered = np.sort(self._columns.edge_digests())
+            if ordered.size:
+                first = np.ones(ordered.size, dtype=bool)
+                first[1:] = ordered[1:] != ordered[:-1]
+                ordered = ordered[first]
             self._stored_snapshot = hashlib.sha256(ordered.tobytes()).hexdigest()
         return self._stored_snapshot
 

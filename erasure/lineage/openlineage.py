@@ -338,6 +338,14 @@ def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
 
 
 @dataclass(frozen=True, slots=True)
+class _Decoded:
+    """A line's JSON value with the line itself: stored as received, not re-serialised."""
+
+    value: Any
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class _BadLine:
     message: str
     text: str
@@ -372,7 +380,7 @@ class EventItem:
 
     where: str  # "<path>:<line>"
     parsed: RunEvent | LineageError
-    text: str  # the element as JSON text, for the quarantine
+    text: str  # the element's JSON text as read, when the file gave it (else "")
 
 
 def read_event_items(path: Path) -> Iterator[EventItem]:
@@ -425,7 +433,7 @@ def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
             number += 1
             if line.strip():
                 try:
-                    yield number, json.loads(line)
+                    yield number, _Decoded(json.loads(line), line)
                 except json.JSONDecodeError as exc:
                     yield number, _BadLine(exc.msg, line)
             if cut < 0:
@@ -442,13 +450,16 @@ def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventItem]:
                 error = LineageError(f"{where}: not valid JSON: {data.message}")
                 yield EventItem(where, error, data.text)
                 continue
+            text = ""
+            if isinstance(data, _Decoded):
+                data, text = data.value, data.text
             try:
                 event: RunEvent | LineageError = parse_decoded(data)
             except LineageError as exc:
                 event = LineageError(f"{where}: {exc}")
-            yield EventItem(
-                where, event, "" if not isinstance(event, LineageError) else _text(data)
-            )
+            if not text and isinstance(event, LineageError):
+                text = _text(data)
+            yield EventItem(where, event, text)
     except _BadJson as exc:
         where = f"{path}:{exc.line}"
         yield EventItem(where, LineageError(f"{where}: not valid JSON: {exc.message}"), "")
@@ -655,13 +666,54 @@ def _fields_links(output: DatasetRef, raw: Any) -> list[_Link] | None:
     return links
 
 
-@dataclass(frozen=True, slots=True)
 class OutputLineage:
-    """What one completed run says about one of its outputs: links, or a gap without columns."""
+    """What one completed run says about one of its outputs: links, or a gap without columns.
 
-    output: DatasetRef
-    links: tuple[_Link, ...]  # distinct, in facet order
-    gap: Gap | None
+    Read lazily: a run that repeats its job's facets is recognised by `facet_digest` alone,
+    and its links are never built.
+    """
+
+    __slots__ = ("_facets", "_inputs", "_job", "_read_links", "output")
+
+    def __init__(
+        self,
+        output: DatasetRef,
+        facets: Mapping[str, Any],
+        inputs: Sequence[DatasetRef],
+        job: EventJob,
+    ) -> None:
+        self.output = output
+        self._facets = facets
+        self._inputs = inputs
+        self._job = job
+        self._read_links: tuple[tuple[_Link, ...], Gap | None] | None = None
+
+    @property
+    def links(self) -> tuple[_Link, ...]:
+        """Distinct links, in facet order."""
+        return self._read()[0]
+
+    @property
+    def gap(self) -> Gap | None:
+        return self._read()[1]
+
+    def facet_digest(self) -> str:
+        """Digest of everything the links are read from: equal digests, equal links."""
+        basis = [
+            self._facets.get("columnLineage"),
+            self._facets.get("schema"),
+            [ref.qualified for ref in self._inputs],
+            f"{self._job.namespace}/{self._job.name}",
+        ]
+        # Key order as sent: a producer repeats its own order, and a digest that differs only
+        # by order makes the links be read and compared, never a wrong answer.
+        text = json.dumps(basis, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _read(self) -> tuple[tuple[_Link, ...], Gap | None]:
+        if self._read_links is None:
+            self._read_links = _output_lineage(self._job, self.output, self._facets, self._inputs)
+        return self._read_links
 
 
 @dataclass(frozen=True, slots=True)
@@ -675,10 +727,10 @@ class RunLineage:
 
 
 def _output_lineage(
-    run: _MergedRun, output: DatasetRef, facets: Mapping[str, Any]
-) -> OutputLineage:
+    job: EventJob, output: DatasetRef, facets: Mapping[str, Any], inputs: Sequence[DatasetRef]
+) -> tuple[tuple[_Link, ...], Gap | None]:
     """Links into one output of a completed run; table-level links and a gap without columns."""
-    producer = f"{run.job.namespace}/{run.job.name}"
+    producer = f"{job.namespace}/{job.name}"
     gap: Gap | None = None
     problem = "carries no columnLineage facet"
     facet: _ColumnLineageFacet | None = None
@@ -697,16 +749,14 @@ def _output_lineage(
         links = _column_links(output, facets, facet)
     else:
         table = FieldRef(output, None)
-        links = [
-            (FieldRef(s, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN) for s in run.inputs
-        ]
+        links = [(FieldRef(s, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN) for s in inputs]
         gap = Gap(
             kind=GapKind.TABLE_ONLY_LINEAGE,
             detail=f"job {producer} wrote {output.qualified} but {problem}; "
             "only table-level lineage is known",
             dataset=output.name,
         )
-    return OutputLineage(output, tuple(dict.fromkeys(links)), gap)
+    return tuple(dict.fromkeys(links)), gap
 
 
 def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> RunLineage:
@@ -727,7 +777,8 @@ def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> Ru
     if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
         # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
         return RunLineage(summary, producer, None)
-    outputs = tuple(_output_lineage(run, o, facets) for o, facets in run.outputs.items())
+    inputs = tuple(run.inputs)
+    outputs = tuple(OutputLineage(o, facets, inputs, run.job) for o, facets in run.outputs.items())
     return RunLineage(summary, producer, run.terminal.event_time, outputs)
 
 

@@ -31,7 +31,7 @@ from erasure.lineage.openlineage import (
 )
 from erasure.lineage.sql import sql_lineage, to_lineage_edges
 from erasure.lineage.store import DeclaredSource, IngestReport, LineageStore
-from erasure.model import FieldRef, Gap, GapKind, LineageEdge
+from erasure.model import DatasetRef, FieldRef, Gap, GapKind, LineageEdge
 from erasure.warehouse import Warehouse
 
 _WORD = re.compile(r"[a-z_][a-z0-9_$]*")
@@ -244,7 +244,7 @@ def _catalog_gaps(catalog: Catalog, graph: LineageGraph, as_of: datetime | None)
                 )
             )
         producer = _declared_producer(ds)
-        if producer is not None and not graph.upstream(ds.ref, as_of=as_of):
+        if producer is not None and not _has_upstream(graph, ds.ref, as_of):
             gaps.append(
                 Gap(
                     kind=GapKind.NO_EVENTS,
@@ -254,6 +254,13 @@ def _catalog_gaps(catalog: Catalog, graph: LineageGraph, as_of: datetime | None)
                 )
             )
     return gaps
+
+
+def _has_upstream(graph: LineageGraph, ref: DatasetRef, as_of: datetime | None) -> bool:
+    quick = getattr(graph, "has_upstream", None)
+    if quick is not None:
+        return bool(quick(ref, as_of=as_of))
+    return bool(graph.upstream(ref, as_of=as_of))
 
 
 def _declared_producer(ds: DatasetSpec) -> str | None:

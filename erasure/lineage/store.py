@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,7 @@ from erasure.errors import LineageError
 from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
 from erasure.lineage.openlineage import (
     EventItem,
+    OutputLineage,
     RunEvent,
     RunLineage,
     event_id,
@@ -144,6 +146,8 @@ class LineageStore:
         self._ids: dict[DatasetRef, int] = {}
         self._refs: dict[int, DatasetRef] = {}
         self._backfilled = False
+        # Threads sharing one store (the API server's) take turns: the id cache is theirs.
+        self._writing = threading.Lock()
 
     @property
     def store(self) -> Store:
@@ -270,6 +274,10 @@ class LineageStore:
         return out
 
     def _ingest_chunk(self, items: list[_Incoming]) -> IngestReport:
+        with self._writing:
+            return self._ingest_locked(items)
+
+    def _ingest_locked(self, items: list[_Incoming]) -> IngestReport:
         try:
             with (
                 store_errors(self._store, "store OpenLineage events"),
@@ -297,7 +305,7 @@ class LineageStore:
                 report.results.append({"error": item.error})
                 continue
             try:
-                row = event_row(item.event, base + timedelta(microseconds=position))
+                row = event_row(item.event, base + timedelta(microseconds=position), item.text)
             except LineageError as exc:
                 quarantine.append(_quarantine_row(item.origin, str(exc), _dump(item.event.raw)))
                 report.results.append({"error": str(exc)})
@@ -360,30 +368,26 @@ class LineageStore:
                     "updated_at": now,
                 }
             )
-        _upsert_runs(conn, run_rows, known)
+        _upsert_runs(conn, run_rows)
         chunk.report.runs += len(run_rows)
         self._publish(conn, chunk, [r for r in runs if r.completed_at is not None])
 
     def _publish(self, conn: Connection, chunk: _Chunk, runs: list[RunLineage]) -> None:
-        """Apply completed runs to their producers' output timelines (set by set)."""
-        series: dict[
-            tuple[str, DatasetRef], list[tuple[datetime, str, frozenset[_Link], Gap | None]]
-        ]
-        series = {}
-        refs: set[DatasetRef] = set()
+        """Apply completed runs to their producers' output timelines (set by set).
+
+        A run whose facets digest like the current set's is a repetition: its links are not
+        even read. Otherwise its links are compared by their own digest.
+        """
+        series: dict[tuple[str, DatasetRef], list[tuple[datetime, str, OutputLineage]]] = {}
         for run in runs:
             assert run.completed_at is not None
             for published in run.outputs:
-                links = frozenset(published.links)
                 series.setdefault((run.producer, published.output), []).append(
-                    (run.completed_at, run.summary.run_id, links, published.gap)
+                    (run.completed_at, run.summary.run_id, published)
                 )
-                refs.add(published.output)
-                for source, _, _, _ in links:
-                    refs.add(source.dataset)
         if not series:
             return
-        ids = self._dataset_ids(conn, refs)
+        ids = self._dataset_ids(conn, {output for _, output in series})
         states = _output_states(conn, [(producer, ids[output]) for producer, output in series])
         opened: list[_Set] = []
         closes: list[tuple[datetime, str, int]] = []  # (at, producer, target id): end current
@@ -401,22 +405,26 @@ class LineageStore:
                 rebuild.append((producer, output))  # late or re-sent: replay the whole series
                 continue
             pending: _Set | None = None
-            for completed_at, run_id, links, gap in publications:
-                digest = link_set_digest(links)
-                if state is None or digest != state["edge_set"]:
-                    if pending is not None:
-                        pending.valid_to = completed_at  # superseded within this chunk
-                    elif state is not None:
-                        closes.append((completed_at, producer, target))
-                    pending = _Set(target, producer, links, run_id, completed_at)
-                    opened.append(pending)
-                    state = {**(state or {}), "edge_set": digest, "current_since": completed_at}
-                state = {
-                    **state,
-                    "last_run_id": run_id,
-                    "last_completed_at": completed_at,
-                    "gap": None if gap is None else gap.model_dump_json(),
-                }
+            for completed_at, run_id, published in publications:
+                facets = published.facet_digest()
+                if state is None or facets != state.get("facet_digest"):
+                    links = frozenset(published.links)
+                    digest = link_set_digest(links)
+                    if state is None or digest != state["edge_set"]:
+                        if pending is not None:
+                            pending.valid_to = completed_at  # superseded within this chunk
+                        elif state is not None:
+                            closes.append((completed_at, producer, target))
+                        pending = _Set(target, producer, links, run_id, completed_at)
+                        opened.append(pending)
+                        state = {**(state or {}), "edge_set": digest, "current_since": completed_at}
+                    gap = published.gap
+                    state = {
+                        **state,
+                        "facet_digest": facets,
+                        "gap": None if gap is None else gap.model_dump_json(),
+                    }
+                state = {**state, "last_run_id": run_id, "last_completed_at": completed_at}
             assert state is not None
             output_rows.append({"producer": producer, "dataset_id": target, **state})
         if opened or closes:
@@ -479,6 +487,7 @@ class LineageStore:
                     "producer": producer,
                     "dataset_id": output_id,
                     "edge_set": link_set_digest(links),
+                    "facet_digest": None,
                     "current_since": since,
                     "last_run_id": latest[1],
                     "last_completed_at": latest[0],
@@ -836,7 +845,7 @@ class LineageStore:
 # -- rows -------------------------------------------------------------------------------------
 
 
-def event_row(event: RunEvent, received_at: datetime) -> dict[str, Any]:
+def event_row(event: RunEvent, received_at: datetime, text: str = "") -> dict[str, Any]:
     """The `lineage_events` row of an event; LineageError when it cannot be stored as is."""
     job = _job(event)
     if len(job) > LINEAGE_JOB_LENGTH:
@@ -855,7 +864,10 @@ def event_row(event: RunEvent, received_at: datetime) -> dict[str, Any]:
         "run_id": event.run.run_id,
         "event_type": event.event_type.value if event.event_type is not None else None,
         "event_time": event.event_time,
-        "raw": json.dumps(event.content(), ensure_ascii=False, separators=(",", ":"), default=str),
+        # The text as received when there is one (a file's line), else the event re-serialised
+        # in its own key order; either reads back to the same event and content hash.
+        "raw": text
+        or json.dumps(event.content(), ensure_ascii=False, separators=(",", ":"), default=str),
         "received_at": received_at,
     }
 
@@ -963,7 +975,7 @@ def _incoming(event: RunEvent | EventItem, origin: str) -> _Incoming:
         return _Incoming(origin, event, None, "")
     if isinstance(event.parsed, LineageError):
         return _Incoming(event.where, None, str(event.parsed), event.text)
-    return _Incoming(event.where, event.parsed, None, "")
+    return _Incoming(event.where, event.parsed, None, event.text)
 
 
 def _quarantine_row(origin: str, reason: str, body: str) -> dict[str, Any]:
@@ -976,11 +988,13 @@ def _quarantine_row(origin: str, reason: str, body: str) -> dict[str, Any]:
 
 
 def _insert_new(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
-    """Insert the events not stored yet; the ids that were new."""
+    """Insert the events not stored yet; the ids that were new.
+
+    Every writer holds the projection lock (`_lock`), so the ids found here cannot be
+    inserted by another transaction before this one commits.
+    """
     if not rows:
         return set()
-    if conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
-        return _insert_new_pg(conn, rows)
     stored: set[str] = set()
     for part in _chunks([r["event_id"] for r in rows], _IN_CHUNK):
         stored.update(
@@ -990,34 +1004,14 @@ def _insert_new(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
             ).scalars()
         )
     new = [r for r in rows if r["event_id"] not in stored]
-    if new:
+    if new and conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
+        _copy(conn, "lineage_events", _EVENT_FIELDS, [[r[f] for f in _EVENT_FIELDS] for r in new])
+    elif new:
         conn.execute(lineage_events.insert(), new)
     return {r["event_id"] for r in new}
 
 
 _EVENT_FIELDS = ("event_id", "job", "run_id", "event_type", "event_time", "raw", "received_at")
-
-
-def _insert_new_pg(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
-    """COPY into a session-temporary table, then one INSERT ... ON CONFLICT DO NOTHING."""
-    conn.exec_driver_sql(
-        "CREATE TEMP TABLE IF NOT EXISTS lineage_events_incoming "
-        "(LIKE lineage_events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
-    )
-    _copy(
-        conn,
-        "lineage_events_incoming",
-        _EVENT_FIELDS,
-        [[r[f] for f in _EVENT_FIELDS] for r in rows],
-    )
-    fields = ", ".join(_EVENT_FIELDS)
-    result = conn.exec_driver_sql(
-        f"INSERT INTO lineage_events ({fields}) SELECT {fields} FROM lineage_events_incoming "
-        "ON CONFLICT (event_id) DO NOTHING RETURNING event_id"
-    )
-    new = {str(r[0]) for r in result}
-    conn.exec_driver_sql("TRUNCATE lineage_events_incoming")
-    return new
 
 
 def _copy_cursor(conn: Connection) -> Any:
@@ -1072,6 +1066,14 @@ def _close_current(conn: Connection, closes: list[tuple[datetime, str, int]], ve
 def _known_runs(conn: Connection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     known: dict[tuple[str, str], int] = {}
     wanted = set(keys)
+    if conn.dialect.name == "postgresql":
+        rows = conn.exec_driver_sql(
+            "SELECT r.job, r.run_id, r.events FROM lineage_runs AS r "
+            "JOIN unnest(%(jobs)s::text[], %(runs)s::text[]) AS k(job, run_id) "
+            "ON r.job = k.job AND r.run_id = k.run_id",
+            {"jobs": [k[0] for k in wanted], "runs": [k[1] for k in wanted]},
+        )
+        return {(str(job), str(run)): int(events) for job, run, events in rows}
     for part in _chunks(sorted(wanted), _IN_CHUNK):
         query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.events).where(
             lineage_runs.c.job.in_(sorted({k[0] for k in part})),
@@ -1111,26 +1113,21 @@ def _parse_stored(row: Any) -> RunEvent:
         ) from None
 
 
-def _upsert_runs(
-    conn: Connection, rows: list[dict[str, Any]], known: dict[tuple[str, str], int]
-) -> None:
-    fresh = [r for r in rows if (r["job"], r["run_id"]) not in known]
-    if fresh:
-        insert = conflict_insert(lineage_runs, conn.dialect.name)
-        conn.execute(
-            insert.on_conflict_do_update(
-                index_elements=["job", "run_id"],
-                set_={c: insert.excluded[c] for c in fresh[0] if c not in ("job", "run_id")},
-            ),
-            fresh,
-        )
-    for row in rows:
-        if (row["job"], row["run_id"]) in known:
-            conn.execute(
-                lineage_runs.update()
-                .where(lineage_runs.c.job == row["job"], lineage_runs.c.run_id == row["run_id"])
-                .values({k: v for k, v in row.items() if k not in ("job", "run_id")})
-            )
+def _upsert_runs(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert or update every touched run in one statement."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        _pg_upsert(conn, "lineage_runs", _RUN_FIELDS, _RUN_TYPES, ("job", "run_id"), rows)
+        return
+    insert = conflict_insert(lineage_runs, conn.dialect.name)
+    conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=["job", "run_id"],
+            set_={c: insert.excluded[c] for c in rows[0] if c not in ("job", "run_id")},
+        ),
+        rows,
+    )
 
 
 def _output_states(
@@ -1138,6 +1135,18 @@ def _output_states(
 ) -> dict[tuple[str, int], dict[str, Any]]:
     states: dict[tuple[str, int], dict[str, Any]] = {}
     wanted = set(keys)
+    if conn.dialect.name == "postgresql":  # one statement: the pairs joined as arrays
+        result = conn.exec_driver_sql(
+            f"SELECT {', '.join('o.' + c for c in _OUTPUT_FIELDS)} FROM lineage_outputs AS o "
+            "JOIN unnest(%(producers)s::text[], %(datasets)s::int[]) AS k(producer, dataset_id) "
+            "ON o.producer = k.producer AND o.dataset_id = k.dataset_id",
+            {"producers": [k[0] for k in wanted], "datasets": [k[1] for k in wanted]},
+        )
+        for row in result:
+            values = dict(zip(_OUTPUT_FIELDS, row, strict=True))
+            key = (str(values.pop("producer")), int(values.pop("dataset_id")))
+            states[key] = values
+        return states
     # One IN list per column (cached statements); the pairs are picked out here.
     for part in _chunks(sorted(wanted), _IN_CHUNK):
         query = sa.select(lineage_outputs).where(
@@ -1154,10 +1163,48 @@ def _output_states(
     return states
 
 
+_OUTPUT_FIELDS = (
+    "producer", "dataset_id", "edge_set", "facet_digest", "current_since", "last_run_id",
+    "last_completed_at", "gap",
+)  # fmt: skip
+_OUTPUT_TYPES = ("text", "int", "text", "text", "timestamptz", "text", "timestamptz", "text")
+_RUN_FIELDS = (
+    "job", "run_id", "state", "event_time", "completed_at", "events", "inputs", "outputs",
+    "updated_at",
+)  # fmt: skip
+_RUN_TYPES = ("text", "text", "text", "timestamptz", "timestamptz", "int", "text", "text",
+              "timestamptz")  # fmt: skip
+
+
+def _pg_upsert(
+    conn: Connection,
+    table: str,
+    fields: Sequence[str],
+    types: Sequence[str],
+    key: Sequence[str],
+    rows: list[dict[str, Any]],
+) -> None:
+    """INSERT ... SELECT FROM unnest(arrays) ON CONFLICT DO UPDATE: one statement per batch."""
+    columns = ", ".join(fields)
+    arrays = ", ".join(f"%({f})s::{t}[]" for f, t in zip(fields, types, strict=True))
+    updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in fields if f not in key)
+    conn.exec_driver_sql(
+        f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}",
+        {f: [r.get(f) for r in rows] for f in fields},
+    )
+
+
 def _upsert_outputs(conn: Connection, rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     rows = [{k: v for k, v in r.items() if k != "new"} for r in rows]
+    if conn.dialect.name == "postgresql":
+        _pg_upsert(
+            conn, "lineage_outputs", _OUTPUT_FIELDS, _OUTPUT_TYPES, ("producer", "dataset_id"), rows
+        )
+        return
+    rows = [{f: r.get(f) for f in _OUTPUT_FIELDS} for r in rows]
     insert = conflict_insert(lineage_outputs, conn.dialect.name)
     conn.execute(
         insert.on_conflict_do_update(

@@ -261,6 +261,7 @@ lineage_outputs = sa.Table(
     sa.Column("producer", sa.String(LINEAGE_JOB_LENGTH), primary_key=True),
     sa.Column("dataset_id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("edge_set", sa.String(HASH_LENGTH), nullable=False),
+    sa.Column("facet_digest", sa.String(HASH_LENGTH), nullable=True),  # of what links came from
     sa.Column("current_since", UtcDateTime, nullable=False),
     sa.Column("last_run_id", sa.String(LINEAGE_RUN_ID_LENGTH), nullable=False),
     sa.Column("last_completed_at", UtcDateTime, nullable=False),

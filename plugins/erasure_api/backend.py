@@ -42,6 +42,7 @@ class ErasureBackend:
         self._api_settings = api_settings
         self._store: Store | None = None
         self._signer: RecordSigner | None = None
+        self._lineage: LineageStore | None = None
 
     def settings(self) -> Settings:
         with self._lock:
@@ -107,8 +108,12 @@ class ErasureBackend:
         return EventStore(self.store())
 
     def lineage(self) -> LineageStore:
-        """A lineage store for one request (its dataset-id cache is not shared by threads)."""
-        return LineageStore(self.store())
+        """The lineage store, one per API server process: its dataset ids stay cached between
+        requests, and it serialises its own writers (the database serialises processes)."""
+        with self._lock:
+            if self._lineage is None:
+                self._lineage = LineageStore(self.store())
+            return self._lineage
 
     def forget_vault(self) -> None:
         """Drop the Vault client after a Vault failure: the next request logs in afresh."""
@@ -121,6 +126,7 @@ class ErasureBackend:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            self._lineage = None
 
 
 class _NoKeyAccess:

@@ -58,6 +58,7 @@ def upgrade() -> None:
         sa.Column("producer", sa.String(length=1024), nullable=False),
         sa.Column("dataset_id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("edge_set", sa.String(length=64), nullable=False),
+        sa.Column("facet_digest", sa.String(length=64), nullable=True),
         sa.Column("current_since", sa.DateTime(timezone=True), nullable=False),
         sa.Column("last_run_id", sa.String(length=255), nullable=False),
         sa.Column("last_completed_at", sa.DateTime(timezone=True), nullable=False),
