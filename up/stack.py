@@ -159,8 +159,9 @@ def openlineage_environment(api_url: str, lineage_api_key: str) -> dict[str, str
     """The OpenLineage provider's http transport to `<api>/erasure/api/v1/lineage`."""
     transport = {
         "type": "http",
-        "url": f"{api_url}/erasure",
-        "endpoint": "api/v1/lineage",
+        # The client joins url and endpoint as URLs: a path on `url` would be replaced.
+        "url": api_url,
+        "endpoint": "erasure/api/v1/lineage",
         "auth": {"type": "api_key", "apiKey": lineage_api_key},
         "timeout": 10,
     }
