@@ -917,5 +917,6 @@ def timeline_edges(runs: Iterable[RunLineage]) -> ObservedLineage:
             for link in sorted(links, key=link_key):
                 edges[link_edge(producer, run_id, link, since, until)] = None
     result.edges = list(edges)
-    result.gaps = list(dict.fromkeys(g for _, g in latest_gap.values() if g is not None))
+    gaps = dict.fromkeys(g for _, g in latest_gap.values() if g is not None)
+    result.gaps = sorted(gaps, key=lambda g: (g.dataset or "", g.detail))  # as the store does
     return result

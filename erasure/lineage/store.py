@@ -771,7 +771,8 @@ class LineageStore:
             rows = conn.execute(
                 sa.select(lineage_outputs.c.gap).where(lineage_outputs.c.gap.is_not(None))
             ).scalars()
-            return [Gap.model_validate_json(str(text)) for text in rows]
+            gaps = [Gap.model_validate_json(str(text)) for text in rows]
+        return sorted(gaps, key=lambda g: (g.dataset or "", g.detail))
 
     def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Runs seen, newest first: job, run id, state, time, datasets."""

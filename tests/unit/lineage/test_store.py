@@ -242,3 +242,29 @@ def test_retention_purges_old_evidence_but_keeps_current_edges(store: Store) -> 
     report = lineage.purge(30, now=datetime(2026, 12, 1, tzinfo=UTC))
     assert (report.events, report.runs, report.edges) == (2, 2, 1)
     assert current(store) == {("crm.orders.b", "marts.customer_ltv.ltv")}
+
+
+def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> None:
+    """The demo estate planned both ways: same items, coverage, gaps and lineage snapshot."""
+    from pydantic import SecretStr
+
+    from erasure.demo.seed import DEMO_SUBJECT, build_demo
+    from erasure.model import SubjectRef
+    from erasure.workflow import make_plan
+
+    catalog = build_demo(tmp_path / "demo")
+    subject = SubjectRef(type=DEMO_SUBJECT[0], value=SecretStr(DEMO_SUBJECT[1]))
+    now = datetime(2026, 11, 29, 12, tzinfo=UTC)
+    in_memory = make_plan(catalog, subject, now=now, as_of=now)
+    with open_store(f"sqlite:///{tmp_path}/erasure.db") as opened:
+        stored = make_plan(catalog, subject, now=now, as_of=now, lineage_store=LineageStore(opened))
+        again = make_plan(catalog, subject, now=now, as_of=now, lineage_store=LineageStore(opened))
+    for plan in (stored, again):
+        assert plan.items == in_memory.items
+        assert (plan.coverage, plan.gaps, plan.cycles) == (
+            in_memory.coverage,
+            in_memory.gaps,
+            in_memory.cycles,
+        )
+        assert plan.lineage_snapshot == in_memory.lineage_snapshot
+        assert plan.lineage_as_of == now
