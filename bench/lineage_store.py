@@ -72,7 +72,7 @@ def _run(url: str, work: Path) -> None:
         f"load average {load:.1f} on {os.cpu_count()} cores",
         flush=True,
     )
-    env = {**os.environ, "ERASURE_STORE_URL": url}
+    env = {**os.environ, "ERASURE_STORE_URL": url, "ERASURE_CACHE_DIR": str(work / "cache")}
     from erasure.store import open_store
 
     open_store(url).close()  # migrated, as every command would
@@ -112,6 +112,12 @@ def _run(url: str, work: Path) -> None:
     )
 
     # -- plan -----------------------------------------------------------------------------------
+    cold_s, cold_mib, _ = _plan(env, facts.catalog, store=True)
+    print(
+        f"plan, first after the catalog changed (YAML parsed, then kept as JSON): {cold_s:.1f} s, "
+        f"peak RSS {cold_mib:,.0f} MiB",
+        flush=True,
+    )
     seconds, mib, plan = _plan(env, facts.catalog, store=True)
     exact = _check_plan(plan, facts)
     verdict = (
@@ -120,7 +126,7 @@ def _run(url: str, work: Path) -> None:
         else "FAIL"
     )
     print(
-        f"plan (default flags, store warm): {seconds:.1f} s, peak RSS {mib:,.0f} MiB, "
+        f"plan (default flags, the next one): {seconds:.1f} s, peak RSS {mib:,.0f} MiB, "
         f"{len(plan['items']) - 1:,} artefacts, truncated={plan['truncated']}, "
         f"{'exact' if not exact else 'WRONG: ' + '; '.join(exact[:3])}; target <= "
         f"{TARGETS['plan_s']:.0f} s and <= {TARGETS['plan_mib']:.0f} MiB: {verdict}",
