@@ -318,6 +318,8 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
             report.merge(lineage.ingest_file(path))
         if report.stored:
             lineage.refresh_index()  # so the next plan finds the index built
+        written = {name for run in report.touched for name in run.pop("output_names")}
+        gaps = [g for g in lineage.output_gaps() if g.dataset in written]
     finally:
         lineage.store.close()
     seconds = time.perf_counter() - started
@@ -327,9 +329,10 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
         "stored": report.stored,
         "duplicates": report.duplicates,
         "quarantined": report.quarantined,
-        "runs": report.runs,
+        "runs": report.touched,
         "edges": report.edges_opened,
         "edges_closed": report.edges_closed,
+        "gaps": [g.model_dump(mode="json") for g in gaps],
         "seconds": round(seconds, 3),
         "errors": errors,
     }
@@ -345,6 +348,8 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
     )
     for error in errors:
         print(f"  quarantined: {error}")
+    for gap in gaps:
+        print(f"  gap {gap.kind.value}: {gap.detail}")
     return 0
 
 

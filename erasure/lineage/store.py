@@ -91,6 +91,7 @@ class IngestReport(BaseModel):
     edges_opened: int = 0
     edges_closed: int = 0
     results: list[dict[str, Any]] = []  # {"event_id", "stored"} or {"error"}
+    touched: list[dict[str, Any]] = []  # runs the new events changed: run_id, job, state, outputs
 
     def merge(self, other: IngestReport) -> None:
         for name in ("received", "stored", "duplicates", "quarantined", "runs"):
@@ -98,6 +99,7 @@ class IngestReport(BaseModel):
         self.edges_opened += other.edges_opened
         self.edges_closed += other.edges_closed
         self.results.extend(other.results)
+        self.touched.extend(other.touched)
 
 
 class PurgeReport(BaseModel):
@@ -355,6 +357,15 @@ class LineageStore:
             ordered = sorted(merged.items(), key=lambda kv: kv[1].event_time)
             run = run_lineage([e for _, e in ordered], [i for i, _ in ordered])
             runs.append(run)
+            chunk.report.touched.append(
+                {
+                    "run_id": key[1],
+                    "job": key[0],
+                    "state": run.summary.state,
+                    "outputs": [r.qualified for r in run.summary.outputs],
+                    "output_names": [r.name for r in run.summary.outputs],
+                }
+            )
             run_rows.append(
                 {
                     "job": key[0],
