@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -281,12 +281,113 @@ def parse_decoded(data: Any) -> RunEvent:
 def _validate(data: Any, *, owned: bool) -> RunEvent:
     if not isinstance(data, Mapping):
         raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
+    if owned and isinstance(data, dict):
+        fast = _well_formed(data)
+        if fast is not None:
+            return fast
     try:
         return RunEvent.model_validate(
             data if owned and isinstance(data, dict) else dict(data), context={_OWNED: owned}
         )
     except ValidationError as exc:
         raise LineageError(f"malformed OpenLineage RunEvent: {_describe(exc)}") from exc
+
+
+_STATES = {state.value: state for state in RunState}
+
+
+def _well_formed(data: dict[str, Any]) -> RunEvent | None:
+    """The event built without the validators when it is plainly well formed (the usual
+    case at ingest rates), else None and the models validate it and describe what is wrong.
+
+    Checks exactly what the models check: identity fields present and not blank, an aware
+    eventTime, a known eventType, dataset lists of objects, facets as objects; other keys
+    are kept as the models keep them.
+    """
+    kind, when, run, job = (data.get(k) for k in ("eventType", "eventTime", "run", "job"))
+    if kind is not None:
+        kind = _STATES.get(kind.upper()) if isinstance(kind, str) else None
+        if kind is None:
+            return None
+    if not isinstance(when, str) or not isinstance(run, dict) or not isinstance(job, dict):
+        return None
+    try:
+        event_time = datetime.fromisoformat(when)
+    except ValueError:
+        return None
+    if event_time.tzinfo is None:
+        return None
+    for key in ("producer", "schemaURL"):
+        if not isinstance(data.get(key, ""), str):
+            return None
+    event_run = _part(EventRun, run, {"runId": "run_id"})
+    event_job = _part(EventJob, job, {"namespace": "namespace", "name": "name"})
+    inputs, outputs = _datasets(data.get("inputs")), _datasets(data.get("outputs"))
+    extra = _extra(data, _EVENT_KEYS, RunEvent)
+    if event_run is None or event_job is None or inputs is None or outputs is None:
+        return None
+    if extra is None:
+        return None
+    event = RunEvent.model_construct(
+        event_type=kind,
+        event_time=event_time,
+        run=event_run,
+        job=event_job,
+        inputs=inputs,
+        outputs=outputs,
+        producer=data.get("producer"),
+        schema_url=data.get("schemaURL"),
+        **extra,
+    )
+    event._raw = data
+    return event
+
+
+_EVENT_KEYS = frozenset(
+    {"eventType", "eventTime", "run", "job", "inputs", "outputs", "producer", "schemaURL"}
+)
+_Part = TypeVar("_Part", EventRun, EventJob, EventDataset)
+
+
+def _part(model: type[_Part], raw: dict[str, Any], names: dict[str, str]) -> _Part | None:
+    """A run, job or dataset object whose `names` (wire key -> field) are filled strings."""
+    values: dict[str, Any] = {}
+    for key, field_name in names.items():
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            return None
+        values[field_name] = value
+    facets = raw.get("facets", {})
+    extra = _extra(raw, {*names, "facets"}, model)
+    if not isinstance(facets, dict) or extra is None:
+        return None
+    return model.model_construct(facets=facets, **values, **extra)
+
+
+def _extra(
+    raw: dict[str, Any], known: Iterable[str], model: type[BaseModel]
+) -> dict[str, Any] | None:
+    """Keys the model keeps as extras; None when one would shadow a field (let it validate)."""
+    extra = {k: v for k, v in raw.items() if k not in known}
+    if any(k in model.model_fields for k in extra):
+        return None
+    return extra
+
+
+def _datasets(value: Any) -> list[EventDataset] | None:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        return None
+    out = []
+    for entry in value:
+        if not isinstance(entry, dict):
+            return None
+        dataset = _part(EventDataset, entry, {"namespace": "namespace", "name": "name"})
+        if dataset is None:
+            return None
+        out.append(dataset)
+    return out
 
 
 class _BadJson(Exception):
