@@ -184,19 +184,33 @@ def _copy_baseline(url: str, path: Path) -> float:
 
 
 def _cli_ingest(env: dict[str, str], path: Path) -> float:
-    t = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "erasure.cli", "lineage", "ingest", "--json", str(path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+    argv = [sys.executable, "-m", "erasure.cli", "lineage", "ingest", "--json", str(path)]
+    seconds, _, cpu, out = _measured(argv, env, "")
+    doc = json.loads(out)
+    print(
+        f"  (ingest process: {seconds:.1f} s wall, {cpu:.1f} s CPU for {doc['events']:,} events; "
+        f"{doc['events'] / cpu:,.0f} events per CPU second)",
+        flush=True,
     )
-    seconds = time.perf_counter() - t
-    if done.returncode != 0:
-        raise AssertionError(f"lineage ingest failed: {done.stderr[-2000:]}")
-    doc = json.loads(done.stdout)
     return float(doc["events"]) / seconds
+
+
+def _measured(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, float, float, str]:
+    """Wall seconds, peak RSS (MiB), CPU seconds (user + system) and stdout of one process."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t = time.perf_counter()
+        child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err)
+        assert child.stdin is not None
+        child.stdin.write(stdin.encode())
+        child.stdin.close()
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS and CPU
+        seconds = time.perf_counter() - t
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode != 0:
+            raise AssertionError(f"{argv[1:4]} failed: {err.read()[-2000:]}")
+        return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, out.read()
 
 
 def _day_of_runs(facts: EstateFacts, path: Path, *, seed: int) -> int:
@@ -315,20 +329,9 @@ def _plan(
         if store
         else [sys.executable, "-c", code]
     )  # fmt: skip
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t = time.perf_counter()
-        child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err)
-        assert child.stdin is not None
-        child.stdin.write((SUBJECT[1] + "\n").encode())
-        child.stdin.close()
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS
-        seconds = time.perf_counter() - t
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if child.returncode != 0:
-            raise AssertionError(f"plan failed: {err.read()[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, json.loads(out.read())
+    seconds, mib, cpu, out = _measured(argv, env, SUBJECT[1] + "\n")
+    print(f"  (plan process: {seconds:.1f} s wall, {cpu:.1f} s CPU)", flush=True)
+    return seconds, mib, json.loads(out)
 
 
 def _check_plan(plan: dict[str, Any], facts: EstateFacts) -> list[str]:
