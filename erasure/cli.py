@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
         help="identifier type and value; VALUE '-' reads it from stdin (kept out of ps/history)",
     )
     plan.add_argument("--max-nodes", type=int, default=None, help="bound on the closure size")
+    plan.add_argument(
+        "--at",
+        type=_instant,
+        default=None,
+        metavar="TIME",
+        help="plan over the lineage as it was at TIME (ISO 8601; default: the current lineage)",
+    )
+    _store_argument(plan)
     plan.add_argument("--json", action="store_true")
     plan.set_defaults(handler=_plan)
 
@@ -98,6 +108,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     closure.add_argument("--max-nodes", type=int, default=None)
     closure.add_argument("--max-depth", type=int, default=None)
+    closure.add_argument(
+        "--at",
+        type=_instant,
+        default=None,
+        metavar="TIME",
+        help="the closure over the lineage valid at TIME (ISO 8601), e.g. a plan's lineage_as_of",
+    )
+    _store_argument(closure)
     closure.add_argument("--json", action="store_true")
     closure.set_defaults(handler=_lineage_closure)
 
@@ -108,8 +126,27 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "--dry-run", action="store_true", help="only parse and summarise; store nothing"
     )
+    _store_argument(ingest)
     ingest.add_argument("--json", action="store_true")
     ingest.set_defaults(handler=_lineage_ingest)
+
+    status = lineage.add_parser("status", help="what the lineage store holds, and quarantine")
+    _store_argument(status)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_lineage_status)
+
+    purge = lineage.add_parser(
+        "purge", help="delete raw events, runs and superseded edges older than the retention"
+    )
+    purge.add_argument(
+        "--retention-days",
+        type=int,
+        default=None,
+        help="default: ERASURE_LINEAGE_RETENTION_DAYS (400)",
+    )
+    _store_argument(purge)
+    purge.add_argument("--json", action="store_true")
+    purge.set_defaults(handler=_lineage_purge)
 
     suppression = sub.add_parser("suppression", help="the suppression list (tombstones)")
     check = suppression.add_subparsers(metavar="WHAT").add_parser(
@@ -143,12 +180,44 @@ def _subject(text: str) -> SubjectRef:
     return SubjectRef(type=id_type.strip(), value=SecretStr(value))
 
 
+def _store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help="the erasure store holding the lineage (default: ERASURE_STORE_URL)",
+    )
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _open_lineage(args: argparse.Namespace) -> Any:
+    from erasure.config import Settings
+    from erasure.lineage.store import LineageStore
+    from erasure.store.database import open_store
+
+    return LineageStore(open_store(args.store or Settings().store_url))
+
+
 def _plan(args: argparse.Namespace) -> int:
     from erasure.planner import make_plan
 
     catalog = load_catalog(args.catalog)
+    subject = _subject(args.subject)
     kwargs: dict[str, Any] = {} if args.max_nodes is None else {"max_nodes": args.max_nodes}
-    plan = make_plan(catalog, _subject(args.subject), **kwargs)
+    lineage = _open_lineage(args)
+    try:
+        plan = make_plan(catalog, subject, lineage_store=lineage, as_of=args.at, **kwargs)
+    finally:
+        lineage.store.close()
     _emit_plan(plan, args.json)
     return 0
 
@@ -211,14 +280,17 @@ def _lineage_closure(args: argparse.Namespace) -> int:
     for name in args.roots:
         roots.append(catalog.by_name(name).ref)
     warehouse = Warehouse(catalog)
+    store = _open_lineage(args)
     try:
-        lineage = build_lineage(catalog, warehouse)
+        lineage = build_lineage(catalog, warehouse, store=store, as_of=args.at)
     finally:
         warehouse.dispose()
+        store.store.close()
     closure = lineage.graph.forward_closure(
         roots,
         max_nodes=args.max_nodes,
         max_depth=args.max_depth,
+        as_of=args.at,
         is_materialised=materialised_predicate(catalog),
     )
     datasets: list[dict[str, Any]] = [
@@ -237,12 +309,14 @@ def _lineage_closure(args: argparse.Namespace) -> int:
         "truncated_at": [r.as_dict() for r in closure.truncated_at],
         "cycles": [c.model_dump(mode="json") for c in closure.cycles],
         "lineage_snapshot": lineage.graph.snapshot_id(),
+        "as_of": None if args.at is None else args.at.isoformat(),
     }
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
+    at = "" if args.at is None else f" as of {args.at.isoformat()}"
     print(
-        f"Forward closure from {', '.join(r.name for r in roots)}: "
+        f"Forward closure from {', '.join(r.name for r in roots)}{at}: "
         f"{len(closure.datasets)} dataset(s){' (TRUNCATED)' if closure.truncated else ''}"
     )
     for entry in datasets:
@@ -255,18 +329,58 @@ def _lineage_closure(args: argparse.Namespace) -> int:
 
 
 def _lineage_ingest(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _lineage_ingest_dry_run(args)
+    from erasure.lineage.store import IngestReport
+
+    lineage = _open_lineage(args)
+    started = time.perf_counter()
+    report = IngestReport()
+    try:
+        for path in args.files:
+            report.merge(lineage.ingest_file(path))
+        if report.stored:
+            lineage.refresh_index()  # so the next plan finds the index built
+        written = {name for run in report.touched for name in run.pop("output_names")}
+        gaps = [g for g in lineage.output_gaps() if g.dataset in written]
+    finally:
+        lineage.store.close()
+    seconds = time.perf_counter() - started
+    errors = [str(r["error"]) for r in report.results if "error" in r]
+    doc = {
+        "events": report.received,
+        "stored": report.stored,
+        "duplicates": report.duplicates,
+        "quarantined": report.quarantined,
+        "runs": report.touched,
+        "edges": report.edges_opened,
+        "edges_closed": report.edges_closed,
+        "gaps": [g.model_dump(mode="json") for g in gaps],
+        "seconds": round(seconds, 3),
+        "errors": errors,
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    rate = report.received / seconds if seconds > 0 else 0.0
+    print(
+        f"{report.received} event(s): {report.stored} new, {report.duplicates} already stored, "
+        f"{report.quarantined} quarantined; {report.runs} run(s) updated, "
+        f"{report.edges_opened} edge(s) opened, {report.edges_closed} superseded "
+        f"({seconds:.1f} s, {rate:,.0f} events/s)"
+    )
+    for error in errors:
+        print(f"  quarantined: {error}")
+    for gap in gaps:
+        print(f"  gap {gap.kind.value}: {gap.detail}")
+    return 0
+
+
+def _lineage_ingest_dry_run(args: argparse.Namespace) -> int:
     from erasure.lineage.openlineage import edges_from_events, read_event_file
 
     events = [event for path in args.files for event in read_event_file(path)]
     observed = edges_from_events(events)
-    stored = 0
-    if not args.dry_run:
-        from erasure.config import Settings
-        from erasure.lineage.event_store import EventStore
-        from erasure.store.database import open_store
-
-        with open_store(Settings().store_url) as store:
-            stored = EventStore(store).add_all(events)
     runs: list[dict[str, Any]] = [
         {
             "run_id": r.run_id,
@@ -278,8 +392,8 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
     ]
     doc = {
         "events": len(events),
-        "stored": stored,
-        "duplicates": 0 if args.dry_run else len(events) - stored,
+        "stored": 0,
+        "duplicates": 0,
         "runs": runs,
         "edges": len(observed.edges),
         "gaps": [g.model_dump(mode="json") for g in observed.gaps],
@@ -287,14 +401,56 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
         return 0
-    where = (
-        "parsed (dry run)" if args.dry_run else f"{stored} new, {doc['duplicates']} already stored"
+    print(
+        f"{len(events)} event(s) parsed (dry run); {len(runs)} run(s), "
+        f"{len(observed.edges)} edge(s)"
     )
-    print(f"{len(events)} event(s) {where}; {len(runs)} run(s), {len(observed.edges)} edge(s)")
     for run in runs:
         print(f"  {run['state']:<9} {run['job']}  -> {', '.join(run['outputs']) or '-'}")
     for gap in observed.gaps:
         print(f"  gap {gap.kind.value}: {gap.detail}")
+    return 0
+
+
+def _lineage_status(args: argparse.Namespace) -> int:
+    lineage = _open_lineage(args)
+    try:
+        counts = lineage.counts()
+        quarantined = lineage.quarantined(limit=10)
+    finally:
+        lineage.store.close()
+    if args.json:
+        doc = {**counts, "recent_quarantine": [q.model_dump(mode="json") for q in quarantined]}
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(
+        f"{counts['events']:,} event(s), {counts['runs']:,} run(s), {counts['edges']:,} edge "
+        f"interval(s) ({counts['current_edges']:,} current) over {counts['datasets']:,} "
+        f"dataset(s), {counts['sources']:,} lineage source(s); "
+        f"{counts['quarantined']:,} quarantined; projection version {counts['version']}"
+    )
+    for q in quarantined:
+        print(f"  quarantined {q.received_at:%Y-%m-%d %H:%M:%S} {q.origin}: {q.reason}")
+    return 0
+
+
+def _lineage_purge(args: argparse.Namespace) -> int:
+    from erasure.config import Settings
+
+    days = args.retention_days or Settings().lineage_retention_days
+    lineage = _open_lineage(args)
+    try:
+        report = lineage.purge(days)
+    finally:
+        lineage.store.close()
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return 0
+    print(
+        f"purged lineage older than {report.cutoff:%Y-%m-%d} ({days} days): "
+        f"{report.events:,} event(s), {report.runs:,} run(s), {report.edges:,} superseded "
+        f"edge(s), {report.quarantined:,} quarantined"
+    )
     return 0
 
 

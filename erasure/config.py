@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # The erasure store (SQLAlchemy URL) and the catalog file.
     store_url: str = "sqlite:///./var/erasure.db"
     catalog_path: Path | None = None
+    # How long raw OpenLineage events, runs and superseded edges are kept
+    # (`erasure lineage purge`); current edges are kept whatever their age.
+    lineage_retention_days: int = Field(default=400, ge=1)
     # The nightly CRM export the crm_ingest DAG loads (CSV or JSON lines).
     crm_export: Path | None = None
     # How tasks reach Airflow itself (to run a rematerialisation DAG, to have the identifier

@@ -252,6 +252,9 @@ class Plan(BaseModel):
     truncated: bool = False
     lineage_snapshot: str  # content hash of the edges the plan was computed on
     created_at: datetime
+    # The instant the closure was walked at (None: the current lineage): with the snapshot,
+    # `erasure lineage closure --at` gives the same closure again.
+    lineage_as_of: datetime | None = None
 
     @model_validator(mode="before")
     @classmethod

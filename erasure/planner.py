@@ -18,6 +18,7 @@ from erasure.kanon import measure_k
 from erasure.lineage.graph import Closure, coverage
 from erasure.lineage.openlineage import RunEvent
 from erasure.lineage.sources import CatalogLineage, build_lineage
+from erasure.lineage.store import LineageStore
 from erasure.locate import Located, Location, delete_statement, locate, normalise_subject
 from erasure.model import (
     NOT_FOUND_RULE,
@@ -44,7 +45,9 @@ _BLOCKING_GAPS = frozenset({GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL, Ga
 SUPPRESSION_LIST = DatasetRef("erasure", "suppression_list")
 SUBJECT_SEARCH = DatasetRef("erasure", "subject_search")
 
-DEFAULT_MAX_NODES = 10_000
+# Large enough that an estate of 30,000 datasets (and eight times that) walks whole; the bound
+# stays so that a runaway graph still ends as a truncated closure, which escalates.
+DEFAULT_MAX_NODES = 250_000
 
 _ACTION_ORDER = {
     Action.ERASE_ROWS: 0,
@@ -90,15 +93,21 @@ def make_plan(
     events: Sequence[RunEvent] = (),
     max_nodes: int = DEFAULT_MAX_NODES,
     now: datetime | None = None,
+    lineage_store: LineageStore | None = None,
+    as_of: datetime | None = None,
 ) -> Plan:
     """Locate the subject, build the lineage the catalog names, and decide every artefact
-    (the CLI's `plan` and `demo`, and every request's plan step)."""
+    (the CLI's `plan` and `demo`, and every request's plan step).
+
+    With `lineage_store` the lineage is the store's projection (sources synced first);
+    `as_of` pins it to an instant (None: the current lineage).
+    """
     summary = summarise_subject(catalog, subject, pepper)
     own = warehouse is None
     warehouse = warehouse or Warehouse(catalog)
     try:
         location = location or locate(catalog, warehouse, subject)
-        lineage = build_lineage(catalog, warehouse, events)
+        lineage = build_lineage(catalog, warehouse, events, store=lineage_store, as_of=as_of)
         return plan_erasure(
             catalog, warehouse, location, lineage, summary, max_nodes=max_nodes, now=now
         )
@@ -125,6 +134,7 @@ def plan_erasure(
         roots,
         max_nodes=max_nodes,
         max_depth=max_depth,
+        as_of=lineage.as_of,
         is_materialised=materialised_predicate(catalog),
     )
     cov, coverage_gaps = coverage(
@@ -181,6 +191,7 @@ def plan_erasure(
         cycles=list(closure.cycles),
         truncated=closure.truncated,
         lineage_snapshot=lineage.graph.snapshot_id(),
+        lineage_as_of=lineage.as_of,
         created_at=now,
     )
 

@@ -37,6 +37,7 @@ class Warehouse:
         self._resolve = resolve
         self._engines: dict[str, Engine] = {}
         self._tables: dict[tuple[str, str], sa.Table | None] = {}
+        self._schemas: dict[str, dict[str, list[str]]] = {}
 
     def url(self, connection: str) -> sa.URL | str:
         """The SQLAlchemy URL of a catalog connection (it may hold a password: never log it)."""
@@ -113,17 +114,37 @@ class Warehouse:
         return self._tables[key]
 
     def columns(self, ds: DatasetSpec) -> list[str] | None:
-        """Column names from the catalog, else from the live table; None if unknown."""
+        """Column names from the catalog, else from the warehouse's schema; None if unknown.
+
+        The warehouse is asked once per connection (`schema`), never table by table: most
+        datasets of a large estate are known only from run events and are not in it.
+        """
         if ds.columns is not None:
             return list(ds.columns)
         if ds.connection is None:
             return None
-        table = self.table(ds)
-        return None if table is None else [c.name for c in table.columns]
+        columns = self.schema(ds.connection).get(ds.name)
+        return None if columns is None else list(columns)
+
+    def schema(self, connection: str) -> dict[str, list[str]]:
+        """`schema.table` -> column names of every table and view on a connection, in one
+        catalog query (information_schema; SQLite: one per attached database), cached."""
+        if connection not in self._schemas:
+            engine = self.engine(connection)
+            try:
+                with engine.connect() as conn:
+                    self._schemas[connection] = _read_schema(conn)
+            except sa.exc.OperationalError as exc:
+                raise WarehouseError(
+                    f"connection {connection!r}: cannot read its schema ({_first_line(exc)}); "
+                    "check the server is up and the URL is right"
+                ) from None
+        return self._schemas[connection]
 
     def forget_tables(self) -> None:
-        """Drop cached reflections (after a rebuild replaced a table)."""
+        """Drop cached reflections and schemas (after a rebuild replaced a table)."""
         self._tables.clear()
+        self._schemas.clear()
 
     def dispose(self) -> None:
         for engine in self._engines.values():
@@ -174,6 +195,44 @@ def _sqlite_semantics(engine: Engine, schemas: set[str]) -> None:
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN")
+
+
+_PG_SCHEMA = """SELECT table_schema, table_name, column_name FROM information_schema.columns
+    WHERE table_schema NOT IN ('pg_catalog', 'information_schema')
+    ORDER BY table_schema, table_name, ordinal_position"""
+
+
+def _read_schema(conn: Connection) -> dict[str, list[str]]:
+    """Every table's columns, keyed as datasets are named (`schema.table`, lower-cased)."""
+    found: dict[str, list[str]] = {}
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        for schema, table, column in conn.exec_driver_sql(_PG_SCHEMA):
+            found.setdefault(f"{schema}.{table}".lower(), []).append(column)
+            if schema == "public":  # a bare name resolves there on the default search path
+                found.setdefault(str(table).lower(), found[f"{schema}.{table}".lower()])
+        return found
+    if dialect == "sqlite":
+        databases = [row[1] for row in conn.exec_driver_sql("PRAGMA database_list")]
+        for database in databases:
+            if database == "temp":
+                continue
+            quoted = '"' + str(database).replace('"', '""') + '"'
+            literal = "'" + str(database).replace("'", "''") + "'"
+            rows = conn.exec_driver_sql(
+                f"SELECT m.name, p.name FROM {quoted}.sqlite_master AS m "
+                f"JOIN pragma_table_info(m.name, {literal}) AS p "
+                "WHERE m.type IN ('table', 'view') ORDER BY m.name, p.cid"
+            )
+            for table, column in rows:
+                key = str(table) if database == "main" else f"{database}.{table}"
+                found.setdefault(key.lower(), []).append(column)
+        return found
+    inspector = sa.inspect(conn)
+    for schema in inspector.get_schema_names():
+        for (_, table), columns in inspector.get_multi_columns(schema=schema).items():
+            found[f"{schema}.{table}".lower()] = [c["name"] for c in columns]
+    return found
 
 
 def _first_line(exc: Exception) -> str:

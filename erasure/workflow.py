@@ -25,7 +25,7 @@ from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.completion import completion_body
 from erasure.errors import RebuildFailed, VerificationFailed, describe_invalid
 from erasure.free_text import refuse_if_named
-from erasure.lineage.event_store import EventStore
+from erasure.lineage.store import LineageStore
 from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
 from erasure.model import Action, DatasetRef, Identity, Plan, PlanItem, SubjectRef
 from erasure.planner import SUPPRESSION_LIST, make_plan, must_precede
@@ -143,14 +143,16 @@ def _plan(
     location: Location,
     now: datetime | None,
 ) -> Plan:
+    now = now or datetime.now(UTC)
     return make_plan(
         svc.catalog,
         subject,
         pepper=svc.peppers.version(record.pepper_version),
         warehouse=svc.warehouse,
         location=location,
-        events=EventStore(svc.store).events(),
         now=now,
+        lineage_store=LineageStore(svc.store),
+        as_of=now,  # the plan pins the lineage as of the moment it decides
     )
 
 

@@ -104,6 +104,7 @@ def stack_environment(
     settings: Settings,
     task_token_key: str,
     tasks_password: str,
+    lineage_api_key: str | None = None,
     inherited: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The whole environment of `airflow standalone`, its tasks and its API server.
@@ -147,7 +148,28 @@ def stack_environment(
             "ERASURE_TASK_TOKEN_KEY": task_token_key,
         }
     )
+    if lineage_api_key is not None:
+        # Airflow's OpenLineage provider reports every task run to the erasure plugin's
+        # Marquez-compatible endpoint, authenticated by the lineage API key.
+        env.update(openlineage_environment(url, lineage_api_key))
     return env
+
+
+def openlineage_environment(api_url: str, lineage_api_key: str) -> dict[str, str]:
+    """The OpenLineage provider's http transport to `<api>/erasure/api/v1/lineage`."""
+    transport = {
+        "type": "http",
+        # The client joins url and endpoint as URLs: a path on `url` would be replaced.
+        "url": api_url,
+        "endpoint": "erasure/api/v1/lineage",
+        "auth": {"type": "api_key", "apiKey": lineage_api_key},
+        "timeout": 10,
+    }
+    return {
+        "ERASURE_LINEAGE_API_KEY": lineage_api_key,
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "airflow",
+    }
 
 
 def seed_tasks_password(home: Path) -> str:
@@ -199,6 +221,7 @@ class Stack:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = paths.airflow_home / "standalone.log"
         self.estate_built = False
+        self.lineage_api_key = "ol-" + secrets.token_urlsafe(32)
 
     @property
     def base_url(self) -> str:
@@ -246,6 +269,7 @@ class Stack:
             settings=settings,
             task_token_key=secrets.token_hex(32),
             tasks_password=seed_tasks_password(home),
+            lineage_api_key=self.lineage_api_key,
         )
         log = self.log_path.open("ab")
         try:

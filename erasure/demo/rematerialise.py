@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from erasure.actions.transaction import describe_failure, transaction
 from erasure.catalog import Catalog
 from erasure.errors import RebuildFailed
+from erasure.model import DatasetRef, LineageEdge
 from erasure.warehouse import Warehouse
 
 # dag_id -> the tables it materialises, in order.
@@ -50,3 +51,19 @@ def rematerialise(catalog: Catalog, warehouse: Warehouse, dag_id: str) -> dict[s
                 ) from None
     warehouse.forget_tables()
     return rows
+
+
+def table_lineage(
+    catalog: Catalog, warehouse: Warehouse, dag_id: str
+) -> dict[DatasetRef, list[LineageEdge]]:
+    """Column lineage of each table the DAG rebuilds, from its declared SELECT: what the run
+    reports to OpenLineage."""
+    from erasure.lineage.sources import declared_table_lineage
+
+    tables = REMATERIALISATION_DAGS.get(dag_id, [])
+    return {
+        catalog.by_name(table).ref: declared_table_lineage(
+            catalog, warehouse, table, select_of(catalog, table)
+        )
+        for table in tables
+    }

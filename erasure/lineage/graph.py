@@ -381,6 +381,11 @@ class InMemoryLineageGraph:
             return set()
         return set(self._index(as_of).upstream_set(i))
 
+    def has_upstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> bool:
+        """Whether any valid edge leads into ``ds`` (no set of upstreams is made)."""
+        i = self._ids.get(ds)
+        return i is not None and int(self._index(as_of).in_degree[i]) > 0
+
     def downstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> set[DatasetRef]:
         """Datasets with a valid edge from ``ds``."""
         i = self._ids.get(ds)
@@ -466,7 +471,7 @@ class InMemoryLineageGraph:
     ) -> Closure:
         """The public Closure for a walk; unknown roots lead, with no lineage of their own."""
         refs, ids, offset = self._refs, self._ids, len(unknown)
-        datasets = unknown + [refs[i] for i in walk.ordered]
+        datasets = unknown + list(map(refs.__getitem__, walk.ordered))
         extra = {r: k for k, r in enumerate(unknown)}
         locate, ordered, whole = walk.locate, walk.ordered, walk.whole
 
@@ -570,31 +575,70 @@ def coverage(
     roots = set(closure.roots)
     total = known_total = 0
     gaps: list[Gap] = []
-    for ds in closure.datasets:
-        if ds in roots:
-            continue
-        incoming = graph.edges_into(ds, as_of=closure.as_of)
-        known = {e.target.column for e in incoming if e.target.column is not None}
-        table_level = [e for e in incoming if e.target.column is None]
-        columns = set(columns_of(ds) or ()) | known
-        if not columns and table_level:
-            columns = {"*"}  # nothing to name: the table as a whole is one unknown column
-        total += len(columns)
-        known_total += len(known)
-        if table_level and not known:
-            producers = sorted({e.producer for e in table_level})
+    derived = [ds for ds in closure.datasets if ds not in roots]
+    summary = _incoming(graph, derived, closure.as_of)
+    for ds in derived:
+        producers = summary.producers.get(ds, set())
+        listed = columns_of(ds)
+        if listed:
+            known = summary.names(ds)
+            width = len(set(listed) | known)
+            found = len(known)
+        else:  # no catalog columns: the count is enough, no set of names is made
+            width = found = summary.counts.get(ds, 0)
+        if not width and producers:
+            width = 1  # nothing to name: the table as a whole is one unknown column
+        total += width
+        known_total += found
+        if producers and not found:
             gaps.append(
                 Gap(
                     kind=GapKind.TABLE_ONLY_LINEAGE,
                     dataset=ds,
                     detail=(
-                        f"only table-level lineage (from {', '.join(producers)}): "
-                        f"origin of {len(columns)} column(s) unknown"
+                        f"only table-level lineage (from {', '.join(sorted(producers))}): "
+                        f"origin of {width} column(s) unknown"
                     ),
                 )
             )
     share = known_total / total if total else 1.0
     return share, sorted(gaps, key=lambda g: _name_key(g.dataset) if g.dataset else ("", ""))
+
+
+@dataclass
+class IncomingColumns:
+    """What valid edges say about the columns of some datasets (coverage reads this)."""
+
+    counts: dict[DatasetRef, int]  # distinct columns reached by column-level edges
+    producers: dict[DatasetRef, set[str]]  # producers of table-level edges
+    names: Callable[[DatasetRef], set[str]]  # the columns behind a count, when needed
+
+
+def _incoming(
+    graph: LineageGraph, datasets: list[DatasetRef], as_of: datetime | None
+) -> IncomingColumns:
+    """Column-level reach and table-level producers of each dataset's valid incoming edges.
+
+    A graph that can count this on its own arrays (the store's) does; others are read edge
+    by edge.
+    """
+    counted = getattr(graph, "incoming_columns", None)
+    if counted is not None:
+        result: IncomingColumns = counted(datasets, as_of=as_of)
+        return result
+    known: dict[DatasetRef, set[str]] = {}
+    producers: dict[DatasetRef, set[str]] = {}
+    for ds in datasets:
+        incoming = graph.edges_into(ds, as_of=as_of)
+        known[ds] = {e.target.column for e in incoming if e.target.column is not None}
+        table = {e.producer for e in incoming if e.target.column is None}
+        if table:
+            producers[ds] = table
+    return IncomingColumns(
+        counts={ds: len(names) for ds, names in known.items()},
+        producers=producers,
+        names=lambda ds: known.get(ds, set()),
+    )
 
 
 # -- the two walk engines: same result, different cost profile -------------------------------
@@ -686,7 +730,7 @@ def _walk_arrays(
     frontier, level = root_ids, 0
     while frontier.size and (max_depth is None or level < max_depth):
         reached = _gather(index.out_indptr, index.out_indices, frontier)
-        new = np.unique(reached[~in_closure[reached]])
+        new = _distinct(reached[~in_closure[reached]], index.n)
         if new.size == 0:
             break
         level += 1
@@ -706,7 +750,7 @@ def _walk_arrays(
     tails = np.repeat(nodes, index.out_degree[nodes])
     heads = _gather(index.out_indptr, index.out_indices, nodes)
     inside = in_closure[heads]
-    stopped = np.unique(tails[~inside])
+    stopped = _distinct(tails[~inside], index.n)
     in_degree = np.bincount(heads[inside], minlength=index.n)[nodes]
 
     if stopped.size:
@@ -725,7 +769,10 @@ def _walk_arrays(
     first = np.zeros(index.n, dtype=bool)
     first[root_ids] = True
     first = first[nodes] & (in_degree == 0)
-    order = np.lexsort((within, np.where(first, index.rank[nodes], index.block[nodes]), ~first))
+    # One packed key (each part below 2**31) sorts as the lexsort of the three would.
+    primary = np.where(first, index.rank[nodes], index.block[nodes])
+    key = ((~first).astype(np.int64) << 62) | (primary << 31) | within
+    order = np.argsort(key, kind="stable")
     ordered = nodes[order]
     at = np.full(index.n, -1, dtype=np.int64)
     at[ordered] = np.arange(ordered.size, dtype=np.int64)
@@ -786,6 +833,21 @@ def _gather(indptr: IntArray, indices: IntArray, rows: IntArray) -> IntArray:
     offsets = np.repeat(starts - (ends - lengths), lengths)
     gathered: IntArray = indices[np.arange(total, dtype=np.int64) + offsets]
     return gathered
+
+
+def _distinct(ids: IntArray, n: int) -> IntArray:
+    """The distinct ids among ``ids`` (all below ``n``), ascending, as np.unique gives them.
+
+    A mark per node and one scan: for ids drawn from a few tens of thousands of nodes this
+    beats sorting or hashing a large array of repeats.
+    """
+    if ids.size < 64:
+        small: IntArray = np.unique(ids)
+        return small
+    seen = np.zeros(n, dtype=bool)
+    seen[ids] = True
+    found: IntArray = np.flatnonzero(seen)
+    return found
 
 
 def _indptr(rows: IntArray, n: int) -> IntArray:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -27,6 +27,7 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -45,16 +46,26 @@ from erasure.model import (
 
 __all__ = [
     "EventDataset",
+    "EventItem",
     "EventJob",
     "EventRun",
     "ObservedLineage",
+    "OutputLineage",
     "RunEvent",
+    "RunLineage",
     "RunState",
     "RunSummary",
     "edges_from_events",
     "event_id",
+    "link_edge",
+    "parse_decoded",
     "parse_event",
     "read_event_file",
+    "read_event_items",
+    "run_lineage",
+    "runs_from_events",
+    "timeline",
+    "timeline_edges",
 ]
 
 
@@ -70,6 +81,7 @@ class RunState(StrEnum):
 
 
 TERMINAL_STATES = frozenset({RunState.COMPLETE, RunState.ABORT, RunState.FAIL})
+_OWNED = "owned"  # validation context: the input dict was made for this event alone
 
 
 def _not_blank(value: str) -> str:
@@ -143,16 +155,25 @@ class RunEvent(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_raw(cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent]) -> RunEvent:
+    def _keep_raw(
+        cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent], info: ValidationInfo
+    ) -> RunEvent:
         event = handler(data)
         if isinstance(data, Mapping):
-            event._raw = copy.deepcopy(dict(data))
+            # Parsed from JSON text, the dict is ours alone: copying 30,000 events per plan
+            # cost more than validating them.
+            owned = bool(info.context and info.context.get(_OWNED))
+            event._raw = dict(data) if owned else copy.deepcopy(dict(data))
         return event
 
     @property
     def raw(self) -> dict[str, Any]:
         """The event exactly as received (a copy): what evidence stores."""
         return copy.deepcopy(self._content())
+
+    def content(self) -> dict[str, Any]:
+        """The event as received, not copied: read it, never change it."""
+        return self._content()
 
     def _content(self) -> dict[str, Any]:
         # model_construct skips validators, so nothing was captured: use the fields set.
@@ -248,14 +269,125 @@ def parse_event(raw: Mapping[str, Any] | str | bytes) -> RunEvent:
             ) from exc
         except UnicodeDecodeError as exc:
             raise LineageError(f"OpenLineage event is not UTF-8 text: {exc.reason}") from exc
-    else:
-        data = raw
+        return parse_decoded(data)
+    return _validate(raw, owned=False)
+
+
+def parse_decoded(data: Any) -> RunEvent:
+    """Validate one event just decoded from JSON text (the caller keeps no reference to it)."""
+    return _validate(data, owned=True)
+
+
+def _validate(data: Any, *, owned: bool) -> RunEvent:
     if not isinstance(data, Mapping):
         raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
+    if owned and isinstance(data, dict):
+        fast = _well_formed(data)
+        if fast is not None:
+            return fast
     try:
-        return RunEvent.model_validate(dict(data))
+        return RunEvent.model_validate(
+            data if owned and isinstance(data, dict) else dict(data), context={_OWNED: owned}
+        )
     except ValidationError as exc:
         raise LineageError(f"malformed OpenLineage RunEvent: {_describe(exc)}") from exc
+
+
+_STATES = {state.value: state for state in RunState}
+
+
+def _well_formed(data: dict[str, Any]) -> RunEvent | None:
+    """The event built without the validators when it is plainly well formed (the usual
+    case at ingest rates), else None and the models validate it and describe what is wrong.
+
+    Checks exactly what the models check: identity fields present and not blank, an aware
+    eventTime, a known eventType, dataset lists of objects, facets as objects; other keys
+    are kept as the models keep them.
+    """
+    kind, when, run, job = (data.get(k) for k in ("eventType", "eventTime", "run", "job"))
+    if kind is not None:
+        kind = _STATES.get(kind.upper()) if isinstance(kind, str) else None
+        if kind is None:
+            return None
+    if not isinstance(when, str) or not isinstance(run, dict) or not isinstance(job, dict):
+        return None
+    try:
+        event_time = datetime.fromisoformat(when)
+    except ValueError:
+        return None
+    if event_time.tzinfo is None:
+        return None
+    for key in ("producer", "schemaURL"):
+        if not isinstance(data.get(key, ""), str):
+            return None
+    event_run = _part(EventRun, run, {"runId": "run_id"})
+    event_job = _part(EventJob, job, {"namespace": "namespace", "name": "name"})
+    inputs, outputs = _datasets(data.get("inputs")), _datasets(data.get("outputs"))
+    extra = _extra(data, _EVENT_KEYS, RunEvent)
+    if event_run is None or event_job is None or inputs is None or outputs is None:
+        return None
+    if extra is None:
+        return None
+    event = RunEvent.model_construct(
+        event_type=kind,
+        event_time=event_time,
+        run=event_run,
+        job=event_job,
+        inputs=inputs,
+        outputs=outputs,
+        producer=data.get("producer"),
+        schema_url=data.get("schemaURL"),
+        **extra,
+    )
+    event._raw = data
+    return event
+
+
+_EVENT_KEYS = frozenset(
+    {"eventType", "eventTime", "run", "job", "inputs", "outputs", "producer", "schemaURL"}
+)
+_Part = TypeVar("_Part", EventRun, EventJob, EventDataset)
+
+
+def _part(model: type[_Part], raw: dict[str, Any], names: dict[str, str]) -> _Part | None:
+    """A run, job or dataset object whose `names` (wire key -> field) are filled strings."""
+    values: dict[str, Any] = {}
+    for key, field_name in names.items():
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            return None
+        values[field_name] = value
+    facets = raw.get("facets", {})
+    extra = _extra(raw, {*names, "facets"}, model)
+    if not isinstance(facets, dict) or extra is None:
+        return None
+    return model.model_construct(facets=facets, **values, **extra)
+
+
+def _extra(
+    raw: dict[str, Any], known: Iterable[str], model: type[BaseModel]
+) -> dict[str, Any] | None:
+    """Keys the model keeps as extras; None when one would shadow a field (let it validate)."""
+    extra = {k: v for k, v in raw.items() if k not in known}
+    if any(k in model.model_fields for k in extra):
+        return None
+    return extra
+
+
+def _datasets(value: Any) -> list[EventDataset] | None:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        return None
+    out = []
+    for entry in value:
+        if not isinstance(entry, dict):
+            return None
+        dataset = _part(EventDataset, entry, {"namespace": "namespace", "name": "name"})
+        if dataset is None:
+            return None
+        out.append(dataset)
+    return out
 
 
 class _BadJson(Exception):
@@ -296,13 +428,28 @@ def _array_items(text: str) -> Iterator[tuple[int, Any]]:
 
 
 def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
+    """(line, element); a line that is not JSON yields a _BadJson and the next lines go on."""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
-            raise _BadJson(number, exc.msg) from exc
+            yield number, _BadLine(exc.msg, line)
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    """A line's JSON value with the line itself: stored as received, not re-serialised."""
+
+    value: Any
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _BadLine:
+    message: str
+    text: str
 
 
 def _file_items(text: str) -> Iterator[tuple[int, Any]]:
@@ -320,20 +467,107 @@ def _file_items(text: str) -> Iterator[tuple[int, Any]]:
 
 def read_event_file(path: Path) -> list[RunEvent]:
     """Read a JSON-lines file (blank lines ok), a JSON array file or a single-event file."""
+    events: list[RunEvent] = []
+    for item in read_event_items(path):
+        if isinstance(item.parsed, LineageError):
+            raise item.parsed
+        events.append(item.parsed)
+    return events
+
+
+@dataclass(frozen=True, slots=True)
+class EventItem:
+    """One element of an event file: the event, or why it is not one (with its text)."""
+
+    where: str  # "<path>:<line>"
+    parsed: RunEvent | LineageError
+    text: str  # the element's JSON text as read, when the file gave it (else "")
+
+
+def read_event_items(path: Path) -> Iterator[EventItem]:
+    """Every element of an event file, malformed ones included, so ingest can quarantine them.
+
+    A file that is not JSON at all from some point on yields one error item for the rest.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as handle:
+            head = handle.read(4096)
+            lines = None if head.lstrip().startswith("[") else _streamed_lines(head, handle)
+            if lines is not None:
+                # JSON lines, read a line at a time: a year's file need not fit in memory.
+                yield from _items(path, lines)
+                return
+            text = head + handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
-    events: list[RunEvent] = []
+    yield from _items(path, _file_items(text))
+
+
+def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
+    """JSON lines from an open file, or None when its first line is not a whole JSON value
+    (a pretty-printed single event, read whole instead)."""
+    first_end = head.find("\n")
+    first = head if first_end < 0 else head[:first_end]
+    if first.strip() and first_end >= 0:
+        try:
+            json.loads(first)
+        except json.JSONDecodeError:
+            return None
+    elif first.strip():
+        return None  # one line, no newline within the first 4 KiB: read it whole
+
+    def lines() -> Iterator[tuple[int, Any]]:
+        rest = head
+        number = 0
+        while True:
+            cut = rest.find("\n")
+            while cut < 0:
+                more = handle.read(1 << 16)
+                if not more:
+                    break
+                rest += more
+                cut = rest.find("\n")
+            if cut < 0:
+                line, rest = rest, ""
+            else:
+                line, rest = rest[:cut], rest[cut + 1 :]
+            number += 1
+            if line.strip():
+                try:
+                    yield number, _Decoded(json.loads(line), line)
+                except json.JSONDecodeError as exc:
+                    yield number, _BadLine(exc.msg, line)
+            if cut < 0:
+                return
+
+    return lines()
+
+
+def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventItem]:
     try:
-        for line, data in _file_items(text):
+        for line, data in items:
+            where = f"{path}:{line}"
+            if isinstance(data, _BadLine):
+                error = LineageError(f"{where}: not valid JSON: {data.message}")
+                yield EventItem(where, error, data.text)
+                continue
+            text = ""
+            if isinstance(data, _Decoded):
+                data, text = data.value, data.text
             try:
-                events.append(parse_event(data))
+                event: RunEvent | LineageError = parse_decoded(data)
             except LineageError as exc:
-                raise LineageError(f"{path}:{line}: {exc}") from exc
+                event = LineageError(f"{where}: {exc}")
+            if not text and isinstance(event, LineageError):
+                text = _text(data)
+            yield EventItem(where, event, text)
     except _BadJson as exc:
-        raise LineageError(f"{path}:{exc.line}: not valid JSON: {exc.message}") from exc
-    return events
+        where = f"{path}:{exc.line}"
+        yield EventItem(where, LineageError(f"{where}: not valid JSON: {exc.message}"), "")
+
+
+def _text(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)
 
 
 def event_id(event: RunEvent) -> str:
@@ -413,10 +647,14 @@ def _classify(transformation: _Transformation) -> tuple[EdgeType, EdgeSubtype]:
 
 def _legacy_classify(lineage: _FieldLineage) -> tuple[EdgeType, EdgeSubtype]:
     """No `transformations`: DIRECT (safe), subtype only as far as the legacy fields say."""
-    legacy = (lineage.transformationType or "").strip().upper()
+    return _legacy_kind(lineage.transformationType, lineage.transformationDescription)
+
+
+def _legacy_kind(kind: str | None, description: str | None) -> tuple[EdgeType, EdgeSubtype]:
+    legacy = (kind or "").strip().upper()
     if legacy == "IDENTITY":
         return EdgeType.DIRECT, EdgeSubtype.IDENTITY
-    if legacy or (lineage.transformationDescription or "").strip():
+    if legacy or (description or "").strip():
         return EdgeType.DIRECT, EdgeSubtype.TRANSFORMATION  # MASKED and free text included
     return EdgeType.DIRECT, EdgeSubtype.UNKNOWN
 
@@ -458,52 +696,195 @@ def _column_links(
     return links
 
 
-def _edges_for_output(
-    run: _MergedRun, output: DatasetRef, facets: Mapping[str, Any], observed_at: datetime
-) -> tuple[list[LineageEdge], Gap | None]:
-    """Edges into one output of a completed run; table-level edges and a gap without columns."""
-    producer = f"{run.job.namespace}/{run.job.name}"
+_SUBTYPE_NAMES = {subtype.value: subtype for subtype in EdgeSubtype}
+
+
+def _fields_links(output: DatasetRef, raw: Any) -> list[_Link] | None:
+    """`_column_links` for the common shape (only `fields`, well formed) read as plain JSON;
+    None for anything else, which the validated models then read (and describe if broken).
+
+    Column facets carry most of an event's bytes: validating each input field as a model
+    cost more than everything else ingest does.
+    """
+    if not isinstance(raw, dict) or raw.get("dataset"):
+        return None
+    fields = raw.get("fields")
+    if fields is None:
+        return []
+    if not isinstance(fields, dict):
+        return None
+    refs: dict[tuple[str, str], DatasetRef] = {}
+    links: list[_Link] = []
+    for column, lineage in fields.items():
+        if not isinstance(lineage, dict):
+            return None
+        inputs = lineage.get("inputFields")
+        if not isinstance(inputs, list):
+            return None
+        target = FieldRef(output, column)
+        for source in inputs:
+            if not isinstance(source, dict):
+                return None
+            namespace, name, column_name = (
+                source.get("namespace"),
+                source.get("name"),
+                source.get("field"),
+            )
+            if not (
+                isinstance(namespace, str)
+                and isinstance(name, str)
+                and isinstance(column_name, str)
+            ):
+                return None
+            ref = refs.get((namespace, name))
+            if ref is None:
+                ref = refs[(namespace, name)] = DatasetRef(namespace, name.lower())
+            field_ref = FieldRef(ref, column_name)
+            transformations = source.get("transformations")
+            if not transformations:
+                if transformations is not None and not isinstance(transformations, list):
+                    return None
+                legacy = lineage.get("transformationType"), lineage.get("transformationDescription")
+                if any(v is not None and not isinstance(v, str) for v in legacy):
+                    return None
+                links.append((field_ref, target, *_legacy_kind(*legacy)))
+                continue
+            if not isinstance(transformations, list):
+                return None
+            for transformation in transformations:
+                if not isinstance(transformation, dict):
+                    return None
+                kind, subtype = transformation.get("type"), transformation.get("subtype")
+                if not isinstance(kind, str) or not (subtype is None or isinstance(subtype, str)):
+                    return None
+                edge_type = (
+                    EdgeType.INDIRECT
+                    if kind.strip().upper() == EdgeType.INDIRECT
+                    else EdgeType.DIRECT
+                )
+                found = _SUBTYPE_NAMES.get((subtype or "").strip().upper(), EdgeSubtype.UNKNOWN)
+                links.append((field_ref, target, edge_type, found))
+    return links
+
+
+class OutputLineage:
+    """What one completed run says about one of its outputs: links, or a gap without columns.
+
+    Read lazily: a run that repeats its job's facets is recognised by `facet_digest` alone,
+    and its links are never built.
+    """
+
+    __slots__ = ("_facets", "_inputs", "_job", "_read_links", "output")
+
+    def __init__(
+        self,
+        output: DatasetRef,
+        facets: Mapping[str, Any],
+        inputs: Sequence[DatasetRef],
+        job: EventJob,
+    ) -> None:
+        self.output = output
+        self._facets = facets
+        self._inputs = inputs
+        self._job = job
+        self._read_links: tuple[tuple[_Link, ...], Gap | None] | None = None
+
+    @property
+    def links(self) -> tuple[_Link, ...]:
+        """Distinct links, in facet order."""
+        return self._read()[0]
+
+    @property
+    def gap(self) -> Gap | None:
+        return self._read()[1]
+
+    def facet_digest(self) -> str:
+        """Digest of everything the links are read from: equal digests, equal links."""
+        basis = [
+            self._facets.get("columnLineage"),
+            self._facets.get("schema"),
+            [ref.qualified for ref in self._inputs],
+            f"{self._job.namespace}/{self._job.name}",
+        ]
+        # Key order as sent: a producer repeats its own order, and a digest that differs only
+        # by order makes the links be read and compared, never a wrong answer.
+        text = json.dumps(basis, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _read(self) -> tuple[tuple[_Link, ...], Gap | None]:
+        if self._read_links is None:
+            self._read_links = _output_lineage(self._job, self.output, self._facets, self._inputs)
+        return self._read_links
+
+
+@dataclass(frozen=True, slots=True)
+class RunLineage:
+    """One run: its summary as evidence and, when it completed, the lineage it published."""
+
+    summary: RunSummary
+    producer: str  # "<job namespace>/<job name>"
+    completed_at: datetime | None  # the COMPLETE event's time; None: no edges (FAIL, ABORT, open)
+    outputs: tuple[OutputLineage, ...] = ()
+
+
+def _output_lineage(
+    job: EventJob, output: DatasetRef, facets: Mapping[str, Any], inputs: Sequence[DatasetRef]
+) -> tuple[tuple[_Link, ...], Gap | None]:
+    """Links into one output of a completed run; table-level links and a gap without columns."""
+    producer = f"{job.namespace}/{job.name}"
     gap: Gap | None = None
     problem = "carries no columnLineage facet"
     facet: _ColumnLineageFacet | None = None
+    fast: list[_Link] | None = None
     if facets.get("columnLineage") is not None:
-        try:
-            facet = _ColumnLineageFacet.model_validate(facets["columnLineage"])
-        except ValidationError as exc:
-            problem = f"has an unreadable columnLineage facet ({_describe(exc)})"
+        fast = _fields_links(output, facets["columnLineage"])
+        if fast is None:
+            try:
+                facet = _ColumnLineageFacet.model_validate(facets["columnLineage"])
+            except ValidationError as exc:
+                problem = f"has an unreadable columnLineage facet ({_describe(exc)})"
 
-    if facet is not None:
+    if fast is not None:
+        links = fast
+    elif facet is not None:
         links = _column_links(output, facets, facet)
     else:
         table = FieldRef(output, None)
-        links = [
-            (FieldRef(s, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN) for s in run.inputs
-        ]
+        links = [(FieldRef(s, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN) for s in inputs]
         gap = Gap(
             kind=GapKind.TABLE_ONLY_LINEAGE,
             detail=f"job {producer} wrote {output.qualified} but {problem}; "
             "only table-level lineage is known",
             dataset=output,
         )
-    edges = [
-        LineageEdge(
-            source=source,
-            target=target,
-            type=kind,
-            subtype=subtype,
-            origin=EdgeOrigin.OBSERVED,
-            producer=producer,
-            run_id=run.run_id,
-            run_state=RunState.COMPLETE.value,
-            observed_at=observed_at,
-        )
-        for source, target, kind, subtype in links
-    ]
-    return edges, gap
+    return tuple(dict.fromkeys(links)), gap
 
 
-def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
-    """Merge events per run and publish the edges of completed runs (duplicates ignored)."""
+def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> RunLineage:
+    """Merge the events of one run (same job and run id) into its summary and lineage."""
+    run = _merge_run(list(events))
+    state_event = run.terminal or run.latest
+    state = state_event.event_type.value if state_event.event_type else RunState.OTHER.value
+    producer = f"{run.job.namespace}/{run.job.name}"
+    summary = RunSummary(
+        run_id=run.run_id,
+        job=producer,
+        state=state,
+        event_time=state_event.event_time,
+        inputs=tuple(run.inputs),
+        outputs=tuple(run.outputs),
+        event_ids=tuple(event_ids),
+    )
+    if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
+        # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
+        return RunLineage(summary, producer, None)
+    inputs = tuple(run.inputs)
+    outputs = tuple(OutputLineage(o, facets, inputs, run.job) for o, facets in run.outputs.items())
+    return RunLineage(summary, producer, run.terminal.event_time, outputs)
+
+
+def runs_from_events(events: Iterable[RunEvent]) -> list[RunLineage]:
+    """Group events by run (duplicates ignored) and merge each run, in first-seen order."""
     seen: set[str] = set()
     by_run: dict[tuple[str, str, str], list[RunEvent]] = {}
     ids: dict[tuple[str, str, str], list[str]] = {}
@@ -515,32 +896,128 @@ def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
         key = (event.job.namespace, event.job.name, event.run.run_id)
         by_run.setdefault(key, []).append(event)
         ids.setdefault(key, []).append(identity)
+    return [run_lineage(run_events, ids[key]) for key, run_events in by_run.items()]
 
+
+def link_edge(
+    producer: str,
+    run_id: str,
+    link: _Link,
+    valid_from: datetime | None,
+    valid_to: datetime | None,
+) -> LineageEdge:
+    """The observed edge for one link, valid over [valid_from, valid_to)."""
+    source, target, kind, subtype = link
+    return LineageEdge(
+        source=source,
+        target=target,
+        type=kind,
+        subtype=subtype,
+        origin=EdgeOrigin.OBSERVED,
+        producer=producer,
+        run_id=run_id,
+        run_state=RunState.COMPLETE.value,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        observed_at=valid_from,
+    )
+
+
+def edges_from_events(events: Iterable[RunEvent]) -> ObservedLineage:
+    """Merge events per run and publish the edges of completed runs (duplicates ignored).
+
+    Each completed run's edges as it published them (observed_at = its COMPLETE), with no
+    validity interval; `timeline_edges` gives the point-in-time view.
+    """
     result = ObservedLineage()
     edges: dict[LineageEdge, None] = {}
     gaps: dict[Gap, None] = {}
-    for key, run_events in by_run.items():
-        run = _merge_run(run_events)
-        state_event = run.terminal or run.latest
-        state = state_event.event_type.value if state_event.event_type else RunState.OTHER.value
-        result.runs.append(
-            RunSummary(
-                run_id=run.run_id,
-                job=f"{run.job.namespace}/{run.job.name}",
-                state=state,
-                event_time=state_event.event_time,
-                inputs=tuple(run.inputs),
-                outputs=tuple(run.outputs),
-                event_ids=tuple(ids[key]),
-            )
-        )
-        if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
-            continue  # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
-        for output, facets in run.outputs.items():
-            new_edges, gap = _edges_for_output(run, output, facets, run.terminal.event_time)
-            edges.update(dict.fromkeys(new_edges))
-            if gap is not None:
-                gaps[gap] = None
+    for run in runs_from_events(events):
+        result.runs.append(run.summary)
+        for output in run.outputs:
+            for source, target, kind, subtype in output.links:
+                edge = LineageEdge(
+                    source=source,
+                    target=target,
+                    type=kind,
+                    subtype=subtype,
+                    origin=EdgeOrigin.OBSERVED,
+                    producer=run.producer,
+                    run_id=run.summary.run_id,
+                    run_state=RunState.COMPLETE.value,
+                    observed_at=run.completed_at,
+                )
+                edges[edge] = None
+            if output.gap is not None:
+                gaps[output.gap] = None
     result.edges = list(edges)
     result.gaps = list(gaps)
+    return result
+
+
+def link_key(link: _Link) -> tuple[str, str, str, str, str, str, str, str]:
+    """A total order on links (a table-level end has no column: it sorts first)."""
+    source, target, kind, subtype = link
+    return (
+        source.dataset.namespace, source.dataset.name, source.column or "",
+        target.dataset.namespace, target.dataset.name, target.column or "",
+        kind.value, subtype.value,
+    )  # fmt: skip
+
+
+Publication = tuple[datetime, str, frozenset[_Link]]  # (completed at, run id, links)
+
+
+def timeline(
+    publications: Iterable[Publication],
+) -> list[tuple[frozenset[_Link], str, datetime, datetime | None]]:
+    """Validity intervals of one producer's edge sets into one output.
+
+    Each completed run supersedes the producer's previous edges into that output: runs in a
+    row that publish the same set extend one interval (no new edges); a run that publishes
+    another set ends the previous one at its time (valid_to) and opens its own. Returns
+    (links, opening run id, valid_from, valid_to or None while current).
+    """
+    ordered = sorted(publications, key=lambda p: (p[0], p[1]))
+    out: list[tuple[frozenset[_Link], str, datetime, datetime | None]] = []
+    current: tuple[frozenset[_Link], str, datetime] | None = None
+    for completed_at, run_id, links in ordered:
+        if current is not None and current[0] == links:
+            continue
+        if current is not None:
+            out.append((current[0], current[1], current[2], completed_at))
+        current = (links, run_id, completed_at)
+    if current is not None:
+        out.append((current[0], current[1], current[2], None))
+    return out
+
+
+def timeline_edges(runs: Iterable[RunLineage]) -> ObservedLineage:
+    """The point-in-time view of observed lineage: every run, and edges with their intervals.
+
+    A later COMPLETE of the same job supersedes the job's earlier edges into the outputs it
+    wrote again (valid_to = its time); gaps are those of each output's latest completed run.
+    """
+    result = ObservedLineage()
+    series: dict[tuple[str, DatasetRef], list[Publication]] = {}
+    latest_gap: dict[tuple[str, DatasetRef], tuple[datetime, Gap | None]] = {}
+    for run in runs:
+        result.runs.append(run.summary)
+        if run.completed_at is None:
+            continue
+        for output in run.outputs:
+            key = (run.producer, output.output)
+            series.setdefault(key, []).append(
+                (run.completed_at, run.summary.run_id, frozenset(output.links))
+            )
+            if key not in latest_gap or latest_gap[key][0] <= run.completed_at:
+                latest_gap[key] = (run.completed_at, output.gap)
+    edges: dict[LineageEdge, None] = {}
+    for (producer, _), publications in series.items():
+        for links, run_id, since, until in timeline(publications):
+            for link in sorted(links, key=link_key):
+                edges[link_edge(producer, run_id, link, since, until)] = None
+    result.edges = list(edges)
+    gaps = dict.fromkeys(g for _, g in latest_gap.values() if g is not None)
+    result.gaps = sorted(gaps, key=lambda g: (g.dataset or "", g.detail))  # as the store does
     return result

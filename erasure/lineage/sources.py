@@ -1,82 +1,241 @@
-"""Assemble the lineage graph a plan walks: declared (rebuild SQL, lineage SQL files) and
-observed (OpenLineage run-event files), mapped onto catalog identities through explicit
-aliases only.
+"""Assemble the lineage graph a plan walks: declared (rebuild SQL, lineage SQL files, dbt
+manifests) and observed (OpenLineage run events), mapped onto catalog identities through
+explicit aliases only.
+
+With a `LineageStore` (production, and every plan of a request) the sources are synced into
+the store first: a declared source is parsed only when its digest changed, an event file is
+ingested only when it changed, and the graph is the store's projection. Without one (tests,
+`erasure demo`) the same sources are read into an in-memory graph.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import ErasureError
-from erasure.lineage.graph import InMemoryLineageGraph
-from erasure.lineage.openlineage import RunEvent, edges_from_events, read_event_file
+from erasure.lineage.gaps import sql_gap_kind
+from erasure.lineage.graph import InMemoryLineageGraph, LineageGraph
+from erasure.lineage.openlineage import (
+    RunEvent,
+    read_event_file,
+    runs_from_events,
+    timeline_edges,
+)
 from erasure.lineage.sql import sql_lineage, to_lineage_edges
+from erasure.lineage.store import DeclaredSource, IngestReport, LineageStore
 from erasure.model import DatasetRef, FieldRef, Gap, GapKind, LineageEdge
 from erasure.warehouse import Warehouse
+
+_WORD = re.compile(r"[a-z_][a-z0-9_$]*")
+_EVENT_FILES = "#events"  # scope suffix of event-file sources in `lineage_sources`
 
 
 @dataclass
 class CatalogLineage:
-    """The graph plus what the sources could not tell."""
+    """The graph plus what the sources could not tell, and the instant walks should use."""
 
-    graph: InMemoryLineageGraph
+    graph: LineageGraph
     gaps: list[Gap] = field(default_factory=list)
+    as_of: datetime | None = None  # None: the current lineage
 
 
 def build_lineage(
     catalog: Catalog,
     warehouse: Warehouse | None = None,
     stored_events: Iterable[RunEvent] = (),
+    *,
+    store: LineageStore | None = None,
+    as_of: datetime | None = None,
 ) -> CatalogLineage:
     """Read every lineage source the catalog names, plus events received over HTTP or
-    `erasure lineage ingest`, into one graph."""
-    graph = InMemoryLineageGraph()
+    `erasure lineage ingest`, into one graph valid at `as_of` (None: current)."""
+    declared = declared_sources(catalog, warehouse)
     gaps: list[Gap] = []
-    schema = _schema(catalog, warehouse)
+    graph: LineageGraph
+    if store is None:
+        memory = InMemoryLineageGraph()
+        for source in declared:
+            edges, source_gaps = source.parse()
+            memory.add_edges(edges)
+            gaps.extend(source_gaps)
+        # One call over every file: a run's START and COMPLETE may sit in different files.
+        events = [
+            event
+            for pattern in catalog.lineage.openlineage
+            for path in catalog.resolve(pattern)
+            for event in read_event_file(path)
+        ]
+        events.extend(stored_events)  # the same event from a file and the store counts once
+        observed = timeline_edges(runs_from_events(events))
+        memory.add_edges(_canonical(catalog, observed.edges))
+        gaps.extend(observed.gaps)
+        graph = memory
+    else:
+        gaps.extend(store.sync_declared(_scope(catalog), declared))
+        sync_event_files(store, catalog)
+        events = list(stored_events)
+        if events:
+            store.ingest(events)
+        stored = store.graph()
+        graph = stored.canonical(catalog.canonical)
+        gaps.extend(store.output_gaps())
+    gaps.extend(_catalog_gaps(catalog, graph, as_of))
+    return CatalogLineage(graph, _unique(gaps), as_of)
+
+
+def sync_event_files(store: LineageStore, catalog: Catalog) -> IngestReport:
+    """Ingest the catalog's OpenLineage files that changed since they were last ingested."""
+    report = IngestReport()
+    scope = _scope(catalog) + _EVENT_FILES
+    paths = [p for pattern in catalog.lineage.openlineage for p in catalog.resolve(pattern)]
+    for path in paths:
+        report.merge(store.ingest_file_if_changed(path, scope=scope))
+    return report
+
+
+def declared_sources(catalog: Catalog, warehouse: Warehouse | None) -> list[DeclaredSource]:
+    """Every declared lineage source of the catalog, each with the digest of what it reads."""
+    sources: list[DeclaredSource] = []
+    schema: _Schema | None = None
+
+    def the_schema() -> _Schema:
+        nonlocal schema
+        if schema is None:
+            schema = _Schema(_schema(catalog, warehouse))
+        return schema
+
     for ds in catalog.datasets:
         if ds.rebuild is not None and ds.rebuild.sql is not None:
             script = ";\n".join(s.rstrip().rstrip(";") for s in ds.rebuild.sql)
             dialect = _dialect(catalog, warehouse, ds)
-            _add_sql(
-                catalog,
-                graph,
-                gaps,
-                script,
-                dialect,
-                schema,
-                ds.namespace,
-                ds.name,
-                f"catalog:{ds.name}.rebuild",
+            sources.append(
+                _sql_source(
+                    catalog,
+                    the_schema(),
+                    f"rebuild:{ds.namespace}/{ds.name}",
+                    "rebuild_sql",
+                    script,
+                    dialect,
+                    ds.namespace,
+                    ds.name,
+                    f"catalog:{ds.name}.rebuild",
+                )
             )
-    for source in catalog.lineage.sql:
-        for path in catalog.resolve(source.path):
+    for sql_source in catalog.lineage.sql:
+        for path in catalog.resolve(sql_source.path):
             target = _target_from_file(path)
-            namespace = _namespace_for(catalog, target)
-            _add_sql(
-                catalog,
-                graph,
-                gaps,
-                path.read_text(),
-                source.dialect,
-                schema,
-                namespace,
-                target,
-                f"sql:{path.name}",
+            sources.append(
+                _sql_source(
+                    catalog,
+                    the_schema(),
+                    f"sql:{path.resolve()}",
+                    "sql",
+                    path.read_text(),
+                    sql_source.dialect,
+                    _namespace_for(catalog, target),
+                    target,
+                    f"sql:{path.name}",
+                )
             )
-    # One call over every file: a run's START and COMPLETE may sit in different files.
-    events = [
-        event
-        for pattern in catalog.lineage.openlineage
-        for path in catalog.resolve(pattern)
-        for event in read_event_file(path)
-    ]
-    events.extend(stored_events)  # the same event from a file and the store counts once
-    observed = edges_from_events(events)
-    graph.add_edges(_canonical(catalog, observed.edges))
-    gaps.extend(observed.gaps)
+    for dbt_source in catalog.lineage.dbt:
+        from erasure.lineage.dbt import manifest_source
+
+        for path in catalog.resolve(dbt_source.manifest):
+            sources.append(
+                manifest_source(
+                    catalog,
+                    path,
+                    dbt_source,
+                    the_schema().tables,
+                    partial(_canonical, catalog),
+                )
+            )
+    return sources
+
+
+def _sql_source(
+    catalog: Catalog,
+    schema: _Schema,
+    key: str,
+    kind: str,
+    script: str,
+    dialect: str | None,
+    namespace: str,
+    target: str,
+    producer: str,
+) -> DeclaredSource:
+    relevant = schema.relevant(script)
+    digest = _digest(
+        {
+            "script": script,
+            "dialect": dialect,
+            "namespace": namespace,
+            "target": target,
+            "producer": producer,
+            "schema": relevant,
+        }
+    )
+
+    dataset = catalog.canonical(DatasetRef(namespace, target))
+
+    def parse() -> tuple[list[LineageEdge], list[Gap]]:
+        lineage = sql_lineage(script, dialect=dialect, schema=relevant, default_target=target)
+        edges = to_lineage_edges(lineage, namespace=namespace, producer=producer)
+        gaps = [
+            Gap(kind=sql_gap_kind(text), dataset=dataset, detail=f"{producer}: {text}")
+            for text in lineage.gaps
+        ]
+        return _canonical(catalog, edges), gaps
+
+    return DeclaredSource(key=key, kind=kind, digest=digest, parse=parse)
+
+
+def declared_table_lineage(
+    catalog: Catalog, warehouse: Warehouse | None, table: str, script: str
+) -> list[LineageEdge]:
+    """The column edges a SELECT that produces `table` declares (catalog identities)."""
+    source = _sql_source(
+        catalog,
+        _Schema(_schema(catalog, warehouse)),
+        f"sql:{table}",
+        "sql",
+        script,
+        None,
+        _namespace_for(catalog, table),
+        table,
+        f"sql:{table}.sql",
+    )
+    edges, _ = source.parse()
+    return edges
+
+
+class _Schema:
+    """The schema for sqlglot, and the part of it a script can refer to."""
+
+    def __init__(self, tables: dict[str, list[str]]) -> None:
+        self.tables = tables
+        self._by_last: dict[str, list[str]] = {}
+        for name in tables:
+            self._by_last.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+
+    def relevant(self, script: str) -> dict[str, list[str]]:
+        """Tables whose last name part appears as a word of the script (a superset of the
+        tables it reads): the schema a parse depends on, so its digest changes with them."""
+        words = set(_WORD.findall(script.lower()))
+        names = sorted(n for w in words for n in self._by_last.get(w, ()))
+        return {n: self.tables[n] for n in names}
+
+
+def _catalog_gaps(catalog: Catalog, graph: LineageGraph, as_of: datetime | None) -> list[Gap]:
+    gaps: list[Gap] = []
     for ds in catalog.datasets:
         if ds.producer is not None and ds.producer.opaque:
             gaps.append(
@@ -87,7 +246,7 @@ def build_lineage(
                 )
             )
         producer = _declared_producer(ds)
-        if producer is not None and not graph.upstream(ds.ref):
+        if producer is not None and not _has_upstream(graph, ds.ref, as_of):
             gaps.append(
                 Gap(
                     kind=GapKind.NO_EVENTS,
@@ -96,7 +255,14 @@ def build_lineage(
                     "declares its inputs: whether it derives from the subject is unknown",
                 )
             )
-    return CatalogLineage(graph, _unique(gaps))
+    return gaps
+
+
+def _has_upstream(graph: LineageGraph, ref: DatasetRef, as_of: datetime | None) -> bool:
+    quick = getattr(graph, "has_upstream", None)
+    if quick is not None:
+        return bool(quick(ref, as_of=as_of))
+    return bool(graph.upstream(ref, as_of=as_of))
 
 
 def _declared_producer(ds: DatasetSpec) -> str | None:
@@ -113,51 +279,16 @@ def _declared_producer(ds: DatasetSpec) -> str | None:
     return None
 
 
-def _add_sql(
-    catalog: Catalog,
-    graph: InMemoryLineageGraph,
-    gaps: list[Gap],
-    script: str,
-    dialect: str | None,
-    schema: dict[str, list[str]],
-    namespace: str,
-    target: str,
-    producer: str,
-) -> None:
-    lineage = sql_lineage(script, dialect=dialect, schema=schema, default_target=target)
-    edges = to_lineage_edges(lineage, namespace=namespace, producer=producer)
-    graph.add_edges(_canonical(catalog, edges))
-    for text in lineage.gaps:
-        gaps.append(
-            Gap(
-                kind=_gap_kind(text),
-                dataset=catalog.canonical(DatasetRef(namespace, target)),
-                detail=f"{producer}: {text}",
-            )
-        )
-
-
-def _gap_kind(text: str) -> GapKind:
-    lowered = text.lower()
-    if "table-level lineage only" in lowered:
-        return GapKind.TABLE_ONLY_LINEAGE
-    if "opaque" in lowered or "function" in lowered:
-        return GapKind.OPAQUE_PRODUCER
-    if "parse" in lowered or "unsupported" in lowered:
-        return GapKind.UNPARSEABLE_SQL
-    return GapKind.UNRESOLVED_COLUMN
-
-
 def _target_from_file(path: Path) -> str:
     """`sql/marts.customer_ltv.sql` declares lineage into `marts.customer_ltv`."""
     return path.name.removesuffix(".sql").lower()
 
 
 def _namespace_for(catalog: Catalog, name: str) -> str:
-    for ds in catalog.datasets:
-        if ds.name == name:
-            return ds.namespace
-    return catalog.datasets[0].namespace if catalog.datasets else "default"
+    try:
+        return catalog.by_name(name).namespace
+    except ErasureError:
+        return catalog.datasets[0].namespace if catalog.datasets else "default"
 
 
 def _canonical(catalog: Catalog, edges: Iterable[LineageEdge]) -> list[LineageEdge]:
@@ -180,18 +311,19 @@ def _field(catalog: Catalog, ref: FieldRef) -> FieldRef:
 
 
 def _schema(catalog: Catalog, warehouse: Warehouse | None) -> dict[str, list[str]]:
-    """Table -> columns for sqlglot: the catalog's, else the live warehouse's."""
+    """Table -> columns for sqlglot: the catalog's, else the warehouse's (one catalog query
+    per connection, never a reflection per table)."""
     schema: dict[str, list[str]] = {}
-    for ds in catalog.datasets:
-        columns: list[str] | None = list(ds.columns) if ds.columns is not None else None
-        if columns is None and warehouse is not None and ds.connection is not None:
+    if warehouse is not None:
+        for connection in sorted({ds.connection for ds in catalog.datasets if ds.connection}):
             try:
-                columns = warehouse.columns(ds)
-            except ErasureError:
-                columns = None
-        if columns:
-            schema[ds.name] = columns
-    return schema
+                schema.update(warehouse.schema(connection))
+            except ErasureError:  # an unusable connection is reported when the plan queries it
+                continue
+    for ds in catalog.datasets:
+        if ds.columns is not None:
+            schema[ds.name] = list(ds.columns)
+    return {name: columns for name, columns in schema.items() if columns}
 
 
 def _dialect(catalog: Catalog, warehouse: Warehouse | None, ds: DatasetSpec) -> str | None:
@@ -201,6 +333,15 @@ def _dialect(catalog: Catalog, warehouse: Warehouse | None, ds: DatasetSpec) -> 
         return warehouse.dialect(ds.connection)
     except ErasureError:  # an unusable connection is reported when the plan queries it
         return None
+
+
+def _scope(catalog: Catalog) -> str:
+    return f"catalog:{catalog.base_dir}"
+
+
+def _digest(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _unique(gaps: list[Gap]) -> list[Gap]:

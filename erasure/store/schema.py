@@ -220,3 +220,121 @@ lineage_events = sa.Table(
     sa.Column("received_at", UtcDateTime, nullable=False, index=True),
     comment="Raw OpenLineage run events: immutable, stored once per content hash.",
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# The lineage store (erasure.lineage.store): raw events above are projected once, on ingest,
+# into runs and edge-set intervals; declared lineage (SQL, rebuild SQL, dbt manifests) is
+# parsed when its source changes. Plans read `lineage_edge_sets` through `lineage_index`,
+# never the raw events. Everything below is derived and may be rebuilt from the raw events
+# and the catalog's sources (`erasure lineage reproject`).
+
+SOURCE_KEY_LENGTH = 1024
+COLUMN_LENGTH = 512
+
+lineage_datasets = sa.Table(
+    "lineage_datasets",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("namespace", sa.String(LINEAGE_JOB_LENGTH), nullable=False),
+    sa.Column("name", sa.String(LINEAGE_JOB_LENGTH), nullable=False),
+    sa.UniqueConstraint("namespace", "name", name="uq_lineage_datasets_identity"),
+    comment="OpenLineage dataset identities (namespace, name) the edges refer to by id.",
+)
+
+lineage_runs = sa.Table(
+    "lineage_runs",
+    metadata,
+    sa.Column("job", sa.String(LINEAGE_JOB_LENGTH), primary_key=True),
+    sa.Column("run_id", sa.String(LINEAGE_RUN_ID_LENGTH), primary_key=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("event_time", UtcDateTime, nullable=False, index=True),
+    sa.Column("completed_at", UtcDateTime, nullable=True),
+    sa.Column("events", sa.Integer, nullable=False),
+    sa.Column("inputs", sa.Text, nullable=False),  # JSON list of "namespace/name"
+    sa.Column("outputs", sa.Text, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    comment="Every run seen, its state and datasets: FAIL/ABORT runs are evidence, no edges.",
+)
+
+lineage_outputs = sa.Table(
+    "lineage_outputs",
+    metadata,
+    sa.Column("producer", sa.String(LINEAGE_JOB_LENGTH), primary_key=True),
+    sa.Column("dataset_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("edge_set", sa.String(HASH_LENGTH), nullable=False),
+    sa.Column("facet_digest", sa.String(HASH_LENGTH), nullable=True),  # of what links came from
+    sa.Column("current_since", UtcDateTime, nullable=False),
+    sa.Column("last_run_id", sa.String(LINEAGE_RUN_ID_LENGTH), nullable=False),
+    sa.Column("last_completed_at", UtcDateTime, nullable=False),
+    sa.Column("gap", sa.Text, nullable=True),  # JSON Gap of the latest run, if any
+    comment="Per producer and output: the current edge set's digest and the latest run.",
+)
+
+lineage_edge_sets = sa.Table(
+    "lineage_edge_sets",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("target_dataset_id", sa.Integer, nullable=False),
+    sa.Column("producer", sa.String(LINEAGE_JOB_LENGTH), nullable=False),
+    sa.Column("origin", sa.String(8), nullable=False),
+    sa.Column("run_id", sa.String(LINEAGE_RUN_ID_LENGTH), nullable=True),
+    sa.Column("run_state", sa.String(16), nullable=True),
+    sa.Column("valid_from", UtcDateTime, nullable=True),
+    sa.Column("valid_to", UtcDateTime, nullable=True),
+    sa.Column("observed_at", UtcDateTime, nullable=True),
+    sa.Column("source_key", sa.String(SOURCE_KEY_LENGTH), nullable=True),  # declared only
+    sa.Column("edges", sa.Integer, nullable=False),
+    # JSON [[source dataset id, source column, target column, type, subtype], ...]
+    sa.Column("links", sa.Text, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),  # projection version of last change
+    sa.Index("ix_lineage_edge_sets_producer_target", "producer", "target_dataset_id"),
+    sa.Index("ix_lineage_edge_sets_source_key", "source_key"),
+    sa.Index("ix_lineage_edge_sets_version", "version"),
+    comment="Edge sets with their validity: one producer's edges into one dataset over an "
+    "interval (observed: from completed runs; declared: from a source).",
+)
+
+lineage_sources = sa.Table(
+    "lineage_sources",
+    metadata,
+    sa.Column("source_key", sa.String(SOURCE_KEY_LENGTH), primary_key=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("scope", sa.String(SOURCE_KEY_LENGTH), nullable=False, index=True),
+    sa.Column("digest", sa.String(HASH_LENGTH), nullable=False),
+    sa.Column("gaps", sa.Text, nullable=False),  # JSON list of Gap
+    sa.Column("edges", sa.Integer, nullable=False),
+    sa.Column("seen_at", UtcDateTime, nullable=False),
+    comment="Declared lineage sources and event files, by content digest: parsed on change.",
+)
+
+lineage_quarantine = sa.Table(
+    "lineage_quarantine",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("received_at", UtcDateTime, nullable=False, index=True),
+    sa.Column("origin", sa.String(SOURCE_KEY_LENGTH), nullable=False),  # "http", "<file>:<line>"
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    comment="Malformed OpenLineage events, kept with the reason they were refused.",
+)
+
+lineage_state = sa.Table(
+    "lineage_state",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+    comment="Counters of the projection: 'version' moves whenever an edge changes.",
+)
+
+lineage_index = sa.Table(
+    "lineage_index",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("snapshot", sa.String(128), nullable=False),
+    sa.Column("edges", sa.BigInteger, nullable=False),
+    sa.Column("built_at", UtcDateTime, nullable=False),
+    sa.Column("blob", sa.LargeBinary, nullable=False),
+    comment="The columnar edge index plans load, as of a projection version.",
+)

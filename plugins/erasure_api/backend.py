@@ -14,6 +14,7 @@ from erasure.audit.signing import DEFAULT_KEY_NAME, RecordSigner, TransitSigner
 from erasure.config import Settings
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure.lineage.event_store import EventStore
+from erasure.lineage.store import LineageStore
 from erasure.registry.action_log import ActionLog
 from erasure.registry.plans import PlanBook
 from erasure.registry.requests import RequestBook
@@ -40,6 +41,7 @@ class ErasureBackend:
         self._api_settings = api_settings
         self._store: Store | None = None
         self._signer: RecordSigner | None = None
+        self._lineage: LineageStore | None = None
 
     def settings(self) -> Settings:
         with self._lock:
@@ -106,6 +108,14 @@ class ErasureBackend:
     def events(self) -> EventStore:
         return EventStore(self.store())
 
+    def lineage(self) -> LineageStore:
+        """The lineage store, one per API server process: its dataset ids stay cached between
+        requests, and it serialises its own writers (the database serialises processes)."""
+        with self._lock:
+            if self._lineage is None:
+                self._lineage = LineageStore(self.store())
+            return self._lineage
+
     def forget_vault(self) -> None:
         """Drop the Vault client after a Vault failure: the next request logs in afresh."""
         with self._lock:
@@ -117,3 +127,4 @@ class ErasureBackend:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            self._lineage = None

@@ -6,6 +6,7 @@ Each route is a thin call into `erasure`; who may call it is in `erasure_api.aut
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import zlib
 from datetime import UTC, date, datetime
@@ -24,7 +25,6 @@ from erasure.audit.chain import ChainReport
 from erasure.audit.export import export_json, render_html
 from erasure.audit.records import REQUEST_REF, CompletionRecord, RecordError, RecordStatus
 from erasure.errors import LineageError
-from erasure.lineage.openlineage import event_id, parse_event
 from erasure.model import Cycle, Gap, Plan
 from erasure.registry.action_log import ActionRecord, ActionStatus
 from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
@@ -34,7 +34,7 @@ from erasure_api.scrub import ERASURE_DAG_ID, discard_run, scrub_request
 
 log = logging.getLogger(__name__)
 
-MAX_EVENT_BYTES = 8 * 1024 * 1024
+MAX_EVENT_BYTES = 64 * 1024 * 1024  # one event, or a batch of a few thousand
 
 router = APIRouter(prefix="/api/v1")
 BackendDep = Annotated[ErasureBackend, Depends(backend_of)]
@@ -143,6 +143,16 @@ class IngestResponse(BaseModel):
     stored: bool  # False: an identical event was stored before
 
 
+class BatchIngestResponse(BaseModel):
+    """A JSON array of events: what happened to each, in order, and the counts."""
+
+    received: int
+    stored: int
+    duplicates: int
+    quarantined: int  # malformed elements, kept with their reason; the others are stored
+    results: list[dict[str, object]]  # {"event_id", "stored"} or {"error"}
+
+
 # ---------------------------------------------------------------------------------------------
 # Lineage
 
@@ -150,24 +160,61 @@ class IngestResponse(BaseModel):
 @router.post(
     "/lineage",
     status_code=status.HTTP_201_CREATED,
-    response_model=IngestResponse,
+    response_model=IngestResponse | BatchIngestResponse,
     responses={200: {"description": "Already stored"}, 400: {"description": "Malformed"}},
 )
 async def ingest_lineage(
     request: Request, caller: LineageWriterDep, backend: BackendDep
 ) -> JSONResponse:
-    """Marquez-compatible OpenLineage ingest: one RunEvent per POST."""
+    """Marquez-compatible OpenLineage ingest: one RunEvent, or a JSON array of them.
+
+    Every event is validated, stored once and projected into the lineage store in the same
+    transaction (a batch in one). Malformed ones are quarantined with their reason: a single
+    malformed event is a 400, a malformed element of an array is counted in the answer.
+    """
     body = await _event_body(request)
+    lineage = backend.lineage()
     try:
-        event = parse_event(body)
-        stored = await run_in_threadpool(lambda: backend.events().add(event))
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = _not_json(exc)
+        await run_in_threadpool(lambda: lineage.quarantine("http", reason, _as_text(body)))
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, reason) from None
+    try:
+        report = await run_in_threadpool(lambda: lineage.ingest_json(data, origin="http"))
     except LineageError as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
-    document = IngestResponse(event_id=event_id(event), stored=stored)
+    created = report.stored > 0
+    if isinstance(data, list):
+        batch = BatchIngestResponse(
+            received=report.received,
+            stored=report.stored,
+            duplicates=report.duplicates,
+            quarantined=report.quarantined,
+            results=report.results,
+        )
+        return JSONResponse(
+            batch.model_dump(),
+            status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+    (result,) = report.results
+    if "error" in result:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, str(result["error"]))
+    document = IngestResponse(event_id=str(result["event_id"]), stored=bool(result["stored"]))
     return JSONResponse(
         document.model_dump(),
-        status_code=status.HTTP_201_CREATED if stored else status.HTTP_200_OK,
+        status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
     )
+
+
+def _not_json(exc: json.JSONDecodeError | UnicodeDecodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"OpenLineage event is not UTF-8 text: {exc.reason}"
+    return f"OpenLineage event is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+
+
+def _as_text(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")
 
 
 async def _event_body(request: Request) -> bytes:
@@ -195,7 +242,10 @@ async def _event_body(request: Request) -> bytes:
 
 
 def _too_large() -> str:
-    return f"an OpenLineage event may be at most {MAX_EVENT_BYTES // (1024 * 1024)} MiB"
+    return (
+        f"an OpenLineage request body may be at most {MAX_EVENT_BYTES // (1024 * 1024)} MiB; "
+        "send a large batch as several arrays"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

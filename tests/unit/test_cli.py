@@ -20,6 +20,14 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target / "catalog.yaml"
 
 
+@pytest.fixture(autouse=True)
+def store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test's own erasure store: plan, closure and ingest keep the lineage there."""
+    url = f"sqlite:///{tmp_path}/erasure.db"
+    monkeypatch.setenv("ERASURE_STORE_URL", url)
+    return url
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()

@@ -436,3 +436,33 @@ def test_event_id_hashes_canonical_json() -> None:
 def test_run_event_built_directly_has_an_id() -> None:
     event = RunEvent.model_validate(minimal())
     assert event_id(event) == event_id(parse_event(minimal()))
+
+
+def test_a_plainly_well_formed_event_reads_as_the_models_read_it() -> None:
+    """Ingest builds common events without the validators: the same event, field by field."""
+    from erasure.lineage.openlineage import RunEvent, _well_formed
+
+    samples = [json.loads(line) for line in _demo_lines()] + [
+        minimal("complete", customField={"kept": True}),
+        minimal(inputs=None, outputs=None),
+        {**minimal(), "run": {"runId": "r", "facets": {"parent": {}}, "extraRun": 1}},
+    ]
+    for raw in samples:
+        fast = _well_formed(json.loads(json.dumps(raw)))
+        assert fast is not None
+        slow = RunEvent.model_validate(raw)
+        assert fast.model_dump(by_alias=True) == slow.model_dump(by_alias=True)
+        assert event_id(fast) == event_id(slow)
+    for broken in (
+        {**minimal(), "eventTime": "2025-06-02T02:00:00"},  # no zone
+        {**minimal(), "eventType": "FINISHED"},
+        {**minimal(), "job": {"namespace": " ", "name": "x"}},
+        {**minimal(), "outputs": [{"namespace": PG}]},
+        {**minimal(), "run": {"runId": "r", "facets": None}},
+    ):
+        assert _well_formed(broken) is None  # left to the models, which say what is wrong
+
+
+def _demo_lines() -> list[str]:
+    path = Path(__file__).resolve().parents[3] / "erasure/demo/estate/lineage/events.jsonl"
+    return path.read_text().splitlines()

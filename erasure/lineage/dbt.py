@@ -1,0 +1,192 @@
+"""Declared lineage from a dbt project's `manifest.json` (what `dbt compile` writes).
+
+Each model, snapshot and seed is a dataset `schema.alias`; its upstreams are the nodes and
+sources in `depends_on`. Column lineage comes from the model's compiled SQL through the same
+parser as other declared SQL, with the manifest's documented columns and the catalog's
+schema, so `*` expands where the columns are known. An upstream the SQL does not resolve to
+columns still gets a table-level edge, so the closure never misses a dependency dbt knows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from erasure.catalog import Catalog, DbtLineageSource
+from erasure.errors import ErasureError, LineageError
+from erasure.lineage.gaps import sql_gap_kind
+from erasure.lineage.sql import sql_lineage, to_lineage_edges
+from erasure.lineage.store import DeclaredSource
+from erasure.model import (
+    DatasetRef,
+    EdgeOrigin,
+    EdgeSubtype,
+    EdgeType,
+    FieldRef,
+    Gap,
+    GapKind,
+    LineageEdge,
+)
+
+_MATERIALISED = frozenset({"model", "snapshot", "seed"})
+# dbt adapter type -> sqlglot dialect where the names differ
+_DIALECTS = {"postgres": "postgres", "redshift": "redshift", "snowflake": "snowflake",
+             "bigquery": "bigquery", "databricks": "databricks", "spark": "spark",
+             "duckdb": "duckdb", "trino": "trino", "sqlite": "sqlite"}  # fmt: skip
+
+Canonical = Callable[[Iterable[LineageEdge]], list[LineageEdge]]
+
+
+def manifest_source(
+    catalog: Catalog,
+    path: Path,
+    spec: DbtLineageSource,
+    schema: dict[str, list[str]],
+    canonical: Canonical,
+) -> DeclaredSource:
+    """The manifest as one declared source: parsed again only when it (or the schema) changes."""
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise LineageError(f"{path}: cannot read the dbt manifest: {exc}") from None
+    digest = hashlib.sha256(
+        blob + json.dumps([spec.namespace, spec.dialect, sorted(schema.items())]).encode()
+    ).hexdigest()
+
+    def parse() -> tuple[list[LineageEdge], list[Gap]]:
+        edges, gaps = manifest_lineage(catalog, path, blob, spec, schema)
+        return canonical(edges), gaps
+
+    return DeclaredSource(
+        key=f"dbt:{path.resolve()}", kind="dbt_manifest", digest=digest, parse=parse
+    )
+
+
+def manifest_lineage(
+    catalog: Catalog,
+    path: Path,
+    blob: bytes,
+    spec: DbtLineageSource,
+    schema: dict[str, list[str]],
+) -> tuple[list[LineageEdge], list[Gap]]:
+    """Edges and gaps of every model in a manifest."""
+    try:
+        manifest = json.loads(blob)
+        nodes: dict[str, Any] = manifest.get("nodes") or {}
+        sources: dict[str, Any] = manifest.get("sources") or {}
+        adapter = str((manifest.get("metadata") or {}).get("adapter_type") or "")
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
+        raise LineageError(
+            f"{path}: not a dbt manifest.json ({type(exc).__name__}); run `dbt compile` and "
+            "point lineage.dbt at target/manifest.json"
+        ) from None
+    dialect = spec.dialect or _DIALECTS.get(adapter)
+    relations = {uid: _relation(node) for uid, node in {**sources, **nodes}.items()}
+    databases = {str(n.get("database") or "").lower() for n in {**sources, **nodes}.values()}
+    documented = dict(schema)
+    for uid, node in {**sources, **nodes}.items():
+        columns = list((node.get("columns") or {}).keys())
+        name = relations.get(uid)
+        if name and columns and name not in documented:
+            documented[name] = [c.lower() for c in columns]
+
+    edges: list[LineageEdge] = []
+    gaps: list[Gap] = []
+    for uid, node in nodes.items():
+        if node.get("resource_type") not in _MATERIALISED:
+            continue
+        target = relations.get(uid)
+        if not target:
+            continue
+        namespace = _namespace(catalog, spec, target)
+        producer = f"dbt:{uid}"
+        dataset = catalog.canonical(DatasetRef(namespace, target))
+        upstreams = [
+            name
+            for u in (node.get("depends_on") or {}).get("nodes") or []
+            if (name := relations.get(u)) is not None
+        ]
+        code = node.get("compiled_code") or node.get("compiled_sql")
+        reached: set[str] = set()
+        if code:
+            lineage = sql_lineage(
+                str(code), dialect=dialect, schema=documented, default_target=target
+            )
+            for edge in to_lineage_edges(lineage, namespace=namespace, producer=producer):
+                edge = _strip_database(edge, databases, catalog, spec)
+                reached.add(edge.source.dataset.name)
+                edges.append(edge)
+            gaps += [
+                Gap(kind=sql_gap_kind(text), dataset=dataset, detail=f"{producer}: {text}")
+                for text in lineage.gaps
+            ]
+        elif upstreams:
+            gaps.append(
+                Gap(
+                    kind=GapKind.TABLE_ONLY_LINEAGE,
+                    dataset=dataset,
+                    detail=f"{producer}: the manifest has no compiled SQL (run `dbt compile`); "
+                    "only table-level lineage is known",
+                )
+            )
+        for upstream in upstreams:
+            if upstream not in reached:
+                edges.append(
+                    LineageEdge(
+                        source=FieldRef(
+                            DatasetRef(_namespace(catalog, spec, upstream), upstream), None
+                        ),
+                        target=FieldRef(DatasetRef(namespace, target), None),
+                        type=EdgeType.DIRECT,
+                        subtype=EdgeSubtype.UNKNOWN,
+                        origin=EdgeOrigin.DECLARED,
+                        producer=producer,
+                    )
+                )
+    return edges, gaps
+
+
+def _relation(node: dict[str, Any]) -> str | None:
+    """`schema.alias` (`schema.identifier` for a source), lower-cased, as the catalog names it."""
+    schema = node.get("schema")
+    name = node.get("identifier") or node.get("alias") or node.get("name")
+    if not schema or not name:
+        return None
+    return f"{schema}.{name}".lower()
+
+
+def _strip_database(
+    edge: LineageEdge, databases: set[str], catalog: Catalog, spec: DbtLineageSource
+) -> LineageEdge:
+    """Compiled SQL names `database.schema.table`; the catalog names `schema.table`."""
+
+    def fix(ref: FieldRef) -> FieldRef:
+        parts = ref.dataset.name.split(".")
+        if len(parts) == 3 and parts[0] in databases:
+            name = ".".join(parts[1:])
+            return FieldRef(DatasetRef(_namespace(catalog, spec, name), name), ref.column)
+        return ref
+
+    source, target = fix(edge.source), fix(edge.target)
+    if (source, target) == (edge.source, edge.target):
+        return edge
+    return LineageEdge(
+        source=source,
+        target=target,
+        type=edge.type,
+        subtype=edge.subtype,
+        origin=edge.origin,
+        producer=edge.producer,
+    )
+
+
+def _namespace(catalog: Catalog, spec: DbtLineageSource, name: str) -> str:
+    if spec.namespace is not None:
+        return spec.namespace
+    try:
+        return catalog.by_name(name).namespace
+    except ErasureError:
+        return catalog.datasets[0].namespace if catalog.datasets else "default"

@@ -1,0 +1,464 @@
+"""The projected lineage as columns: what a plan loads instead of a million edge objects.
+
+`ColumnarEdges` holds every edge of the store as parallel numpy arrays (datasets, columns,
+producers and run ids interned), serialises to one blob for `lineage_index`, and takes the
+rows changed since it was built. `StoredLineageGraph` is the `LineageGraph` over it: the
+closure machinery of the in-memory graph, with edges turned into `LineageEdge` objects only
+where a caller reads them (evidence, `edges_into`), and coverage counted on the arrays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from json.encoder import encode_basestring
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from erasure.errors import LineageError
+from erasure.lineage.graph import (
+    SMALL_CLOSURE,
+    IncomingColumns,
+    InMemoryLineageGraph,
+    IntArray,
+    is_valid,
+)
+from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_OPEN_START = int(np.iinfo(np.int64).min)
+_OPEN_END = int(np.iinfo(np.int64).max)
+_NONE_TIME = _OPEN_START  # observed_at None
+_FORMAT = 1
+_TYPES = list(EdgeType)
+_SUBTYPES = list(EdgeSubtype)
+_ORIGINS = list(EdgeOrigin)
+_INT_FIELDS = (
+    "eid", "src", "src_col", "dst", "dst_col", "type", "subtype", "origin",
+    "producer", "run", "state", "valid_from", "valid_to", "observed",
+)  # fmt: skip
+
+
+def _micros(dt: datetime | None, none: int) -> int:
+    if dt is None:
+        return none
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return (dt - _EPOCH) // timedelta(microseconds=1)
+
+
+def _datetime(value: int, none: int) -> datetime | None:
+    return None if value == none else _EPOCH + timedelta(microseconds=value)
+
+
+@dataclass
+class ColumnarEdges:
+    """Every stored edge as parallel arrays; strings and datasets interned."""
+
+    datasets: list[DatasetRef]
+    strings: list[str | None]  # index 0 is None
+    eid: IntArray  # store edge id, ascending
+    src: IntArray
+    src_col: IntArray
+    dst: IntArray
+    dst_col: IntArray
+    type: IntArray
+    subtype: IntArray
+    origin: IntArray
+    producer: IntArray
+    run: IntArray
+    state: IntArray
+    valid_from: IntArray
+    valid_to: IntArray
+    observed: IntArray
+    digest: npt.NDArray[np.bytes_] | None = None  # edge_digest per row, once computed
+
+    def edge_digests(self) -> npt.NDArray[np.bytes_]:
+        """`graph.edge_digest` of every row; computed once, then kept (and saved) with them."""
+        if self.digest is None:
+            self.digest = self.digests()
+        return self.digest
+
+    @property
+    def size(self) -> int:
+        return int(self.eid.size)
+
+    # -- building -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_rows(
+        cls, rows: Sequence[tuple[Any, ...]], datasets: Mapping[int, DatasetRef]
+    ) -> ColumnarEdges:
+        """From `lineage_edge_sets` rows (id, target dataset, producer, origin, run id, run
+        state, valid_from, valid_to, observed_at, links JSON), one edge per link."""
+        builder = _Builder([], [None])
+        return builder.build(rows, datasets)
+
+    def updated(
+        self, rows: Sequence[tuple[Any, ...]], datasets: Mapping[int, DatasetRef]
+    ) -> ColumnarEdges:
+        """These arrays with the given sets replacing theirs (same id) or added."""
+        if not rows:
+            return self
+        builder = _Builder(list(self.datasets), list(self.strings))
+        delta = builder.build(rows, datasets)
+        keep = ~np.isin(self.eid, np.array([int(r[0]) for r in rows], dtype=np.int64))
+        arrays = {
+            name: np.concatenate([getattr(self, name)[keep], getattr(delta, name)])
+            for name in _INT_FIELDS
+        }
+        order = np.argsort(arrays["eid"], kind="stable")
+        digest = None
+        if self.digest is not None:  # only the new rows are digested
+            digest = np.concatenate([self.digest[keep], delta.edge_digests()])[order]
+        return ColumnarEdges(
+            datasets=delta.datasets,
+            strings=delta.strings,
+            digest=digest,
+            **{name: value[order] for name, value in arrays.items()},
+        )
+
+    def with_edges(self, edges: Iterable[LineageEdge]) -> ColumnarEdges:
+        """These arrays plus edges that are not in the store (ids above every stored one)."""
+        start = int(self.eid.max()) + 1 if self.eid.size else 1
+        ids = {ref: i for i, ref in enumerate(self.datasets)}
+        rows = []
+        for k, e in enumerate(edges):
+            for ref in (e.source.dataset, e.target.dataset):
+                if ref not in ids:
+                    ids[ref] = -len(ids) - 1
+            link = [ids[e.source.dataset], e.source.column, e.target.column, e.type.value,
+                    e.subtype.value]  # fmt: skip
+            rows.append(
+                (
+                    start + k, ids[e.target.dataset], e.producer, e.origin.value, e.run_id,
+                    e.run_state, e.valid_from, e.valid_to, e.observed_at, [link],
+                )
+            )  # fmt: skip
+        refs = {i: ref for ref, i in ids.items()}
+        return self.updated(rows, refs)
+
+    def remapped(self, canonical: Callable[[DatasetRef], DatasetRef]) -> ColumnarEdges:
+        """The same edges with every dataset replaced by `canonical(dataset)` (aliases merged)."""
+        mapped = [canonical(ref) for ref in self.datasets]
+        if mapped == self.datasets:
+            return self
+        unique: dict[DatasetRef, int] = {}
+        position = np.array([unique.setdefault(r, len(unique)) for r in mapped], dtype=np.int64)
+        arrays = {name: getattr(self, name) for name in _INT_FIELDS}
+        arrays["src"], arrays["dst"] = position[self.src], position[self.dst]
+        return ColumnarEdges(datasets=list(unique), strings=self.strings, **arrays)
+
+    # -- serialising ----------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        header = {
+            "format": _FORMAT,
+            "datasets": [[r.namespace, r.name] for r in self.datasets],
+            "strings": self.strings,
+        }
+        np.savez(
+            buffer,
+            header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+            digest=self.edge_digests(),
+            **{name: getattr(self, name) for name in _INT_FIELDS},
+        )
+        return zlib.compress(buffer.getvalue(), 1)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> ColumnarEdges:
+        try:
+            data = np.load(io.BytesIO(zlib.decompress(blob)), allow_pickle=False)
+            header = json.loads(data["header"].tobytes())
+        except (zlib.error, ValueError, KeyError, OSError) as exc:
+            raise LineageError(
+                f"the stored lineage index cannot be read ({type(exc).__name__}); delete the "
+                "lineage_index row and the next plan rebuilds it"
+            ) from None
+        if header.get("format") != _FORMAT:
+            raise LineageError(
+                "the stored lineage index has another format; delete the lineage_index row"
+            )
+        return cls(
+            datasets=[DatasetRef(ns, name) for ns, name in header["datasets"]],
+            strings=header["strings"],
+            digest=data.get("digest"),
+            **{name: data[name].astype(np.int64) for name in _INT_FIELDS},
+        )
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def valid(self, as_of: datetime | None) -> npt.NDArray[np.bool_]:
+        """Mask of the edges valid at `as_of` (None: current, i.e. not ended)."""
+        if as_of is None:
+            mask: npt.NDArray[np.bool_] = self.valid_to == _OPEN_END
+            return mask
+        t = _micros(as_of, 0)
+        both: npt.NDArray[np.bool_] = (self.valid_from <= t) & (t < self.valid_to)
+        return both
+
+    def edge(self, k: int) -> LineageEdge:
+        """Row `k` as a LineageEdge."""
+        s, refs = self.strings, self.datasets
+        return LineageEdge(
+            source=FieldRef(refs[int(self.src[k])], s[int(self.src_col[k])]),
+            target=FieldRef(refs[int(self.dst[k])], s[int(self.dst_col[k])]),
+            type=_TYPES[int(self.type[k])],
+            subtype=_SUBTYPES[int(self.subtype[k])],
+            origin=_ORIGINS[int(self.origin[k])],
+            producer=s[int(self.producer[k])] or "",
+            run_id=s[int(self.run[k])],
+            run_state=s[int(self.state[k])],
+            valid_from=_datetime(int(self.valid_from[k]), _OPEN_START),
+            valid_to=_datetime(int(self.valid_to[k]), _OPEN_END),
+            observed_at=_datetime(int(self.observed[k]), _NONE_TIME),
+        )
+
+    def digests(self) -> npt.NDArray[np.bytes_]:
+        """`graph.edge_digest` of every row, computed from the interned strings."""
+        quoted = ["null" if v is None else encode_basestring(v) for v in self.strings]
+        ns = [encode_basestring(r.namespace) for r in self.datasets]
+        names = [encode_basestring(r.name) for r in self.datasets]
+        types = [encode_basestring(t.value) for t in _TYPES]
+        subtypes = [encode_basestring(t.value) for t in _SUBTYPES]
+        origins = [encode_basestring(o.value) for o in _ORIGINS]
+        times: dict[int, str] = {}
+
+        def iso(value: int, none: int) -> str:
+            text = times.get(value)
+            if text is None:
+                dt = _datetime(value, none)
+                text = times[value] = "null" if dt is None else encode_basestring(dt.isoformat())
+            return text
+
+        sha = hashlib.sha256
+        out = bytearray()
+        columns = zip(
+            self.src.tolist(), self.src_col.tolist(), self.dst.tolist(), self.dst_col.tolist(),
+            self.type.tolist(), self.subtype.tolist(), self.origin.tolist(),
+            self.producer.tolist(), self.run.tolist(), self.state.tolist(),
+            self.valid_from.tolist(), self.valid_to.tolist(), self.observed.tolist(),
+            strict=True,
+        )  # fmt: skip
+        for s, sc, d, dc, t, st, o, p, r, rs, vf, vt, ob in columns:
+            text = (
+                f"[{ns[s]},{names[s]},{quoted[sc]},{ns[d]},{names[d]},{quoted[dc]},{types[t]},"
+                f"{subtypes[st]},{origins[o]},{quoted[p]},{quoted[r]},{quoted[rs]},"
+                f"{iso(vf, _OPEN_START)},{iso(vt, _OPEN_END)},{iso(ob, _NONE_TIME)}]"
+            )
+            out += sha(text.encode()).digest()
+        return np.frombuffer(bytes(out), dtype="S32")
+
+
+class _Builder:
+    """Interns datasets and strings while turning rows into arrays."""
+
+    def __init__(self, datasets: list[DatasetRef], strings: list[str | None]) -> None:
+        self.datasets = datasets
+        self.dataset_ids = {r: i for i, r in enumerate(datasets)}
+        self.strings = strings
+        self.string_ids: dict[str | None, int] = {s: i for i, s in enumerate(strings)}
+
+    def build(
+        self, rows: Sequence[tuple[Any, ...]], datasets: Mapping[int, DatasetRef]
+    ) -> ColumnarEdges:
+        local: dict[int, int] = {}
+        dataset_ids, known = self.dataset_ids, self.datasets
+
+        def ds(store_id: int) -> int:
+            i = local.get(store_id)
+            if i is None:
+                ref = datasets[store_id]
+                i = dataset_ids.get(ref)
+                if i is None:
+                    i = dataset_ids[ref] = len(known)
+                    known.append(ref)
+                local[store_id] = i
+            return i
+
+        strings, string_ids = self.strings, self.string_ids
+
+        def text(value: str | None) -> int:
+            i = string_ids.get(value)
+            if i is None:
+                i = string_ids[value] = len(strings)
+                strings.append(value)
+            return i
+
+        type_ids = {t.value: i for i, t in enumerate(_TYPES)}
+        subtype_ids = {t.value: i for i, t in enumerate(_SUBTYPES)}
+        origin_ids = {o.value: i for i, o in enumerate(_ORIGINS)}
+        times: dict[object, int] = {}
+
+        def micros(value: datetime | None, none: int) -> int:
+            if value is None:
+                return none
+            found = times.get(value)
+            if found is None:
+                found = times[value] = _micros(value, none)
+            return found
+
+        values: dict[str, list[int]] = {name: [] for name in _INT_FIELDS}
+        eid, src, src_col, dst, dst_col = (
+            values[n] for n in ("eid", "src", "src_col", "dst", "dst_col")
+        )
+        kinds, subtypes, origins = values["type"], values["subtype"], values["origin"]
+        producers, runs, states = values["producer"], values["run"], values["state"]
+        starts, ends, observed = values["valid_from"], values["valid_to"], values["observed"]
+        for set_id, target, producer, origin, run_id, state, vf, vt, ob, links in rows:
+            links = json.loads(links) if isinstance(links, str) else links
+            n = len(links)
+            target_id = ds(int(target))
+            eid += [int(set_id)] * n
+            dst += [target_id] * n
+            producers += [text(producer)] * n
+            origins += [origin_ids[origin]] * n
+            runs += [text(run_id)] * n
+            states += [text(state)] * n
+            starts += [micros(vf, _OPEN_START)] * n
+            ends += [micros(vt, _OPEN_END)] * n
+            observed += [micros(ob, _NONE_TIME)] * n
+            for source, source_column, target_column, kind, subtype in links:
+                src.append(ds(int(source)))
+                src_col.append(text(source_column))
+                dst_col.append(text(target_column))
+                kinds.append(type_ids[kind])
+                subtypes.append(subtype_ids[subtype])
+        cols: dict[str, Any] = {n: np.array(values[n], dtype=np.int64) for n in _INT_FIELDS}
+        return ColumnarEdges(datasets=known, strings=strings, **cols)
+
+
+class StoredLineageGraph(InMemoryLineageGraph):
+    """A LineageGraph over the store's columnar index; edges become objects when read."""
+
+    def __init__(
+        self,
+        columns: ColumnarEdges,
+        *,
+        snapshot: str | None = None,
+        small_closure: int = SMALL_CLOSURE,
+    ) -> None:
+        super().__init__(small_closure=small_closure)
+        self._load(columns)
+        self._stored_snapshot = snapshot
+
+    def _load(self, columns: ColumnarEdges) -> None:
+        self._columns = columns
+        used = np.zeros(len(columns.datasets), dtype=bool)
+        used[columns.src] = True
+        used[columns.dst] = True
+        # Datasets no edge names any more (purged) are left out, as in the in-memory graph.
+        keep = np.flatnonzero(used)
+        remap = np.full(len(columns.datasets), -1, dtype=np.int64)
+        remap[keep] = np.arange(keep.size, dtype=np.int64)
+        self._refs = [columns.datasets[i] for i in keep.tolist()]
+        self._ids = {r: i for i, r in enumerate(self._refs)}
+        self._src_ids = remap[columns.src]
+        self._dst_ids = remap[columns.dst]
+        self._src = self._src_ids  # type: ignore[assignment]  # arrays serve as well
+        self._dst = self._dst_ids  # type: ignore[assignment]
+        self._valid_from = columns.valid_from  # type: ignore[assignment]
+        self._valid_to = columns.valid_to  # type: ignore[assignment]
+        self._by_target: tuple[IntArray, IntArray] | None = None
+        self._invalidate()
+
+    @property
+    def columns(self) -> ColumnarEdges:
+        return self._columns
+
+    def canonical(self, canonical: Callable[[DatasetRef], DatasetRef]) -> StoredLineageGraph:
+        """This graph with datasets re-addressed by `canonical` (the catalog's aliases)."""
+        columns = self._columns.remapped(canonical)
+        if columns is self._columns:
+            return self
+        return StoredLineageGraph(columns, small_closure=self._small_closure)
+
+    def add_edges(self, edges: Iterable[LineageEdge]) -> None:
+        """Add edges in memory only (the store is not written); equal ones are ignored."""
+        edges = list(edges)
+        if not edges:
+            return
+        known = set(self.edges())
+        fresh = list(dict.fromkeys(e for e in edges if e not in known))
+        if fresh:
+            self._load(self._columns.with_edges(fresh))
+            self._stored_snapshot = None
+
+    def edges(self) -> Iterator[LineageEdge]:
+        """Every stored edge in store order, superseded ones included."""
+        columns = self._columns
+        return (columns.edge(k) for k in range(columns.size))
+
+    def edges_into(self, ds: DatasetRef, *, as_of: datetime | None = None) -> list[LineageEdge]:
+        """Valid edges whose target is a column of ``ds`` (or ``ds`` as a whole)."""
+        i = self._ids.get(ds)
+        if i is None:
+            return []
+        order, indptr = self._target_rows()
+        rows = order[indptr[i] : indptr[i + 1]].tolist()
+        edges = [self._columns.edge(k) for k in rows]
+        return [e for e in edges if is_valid(e, as_of)]
+
+    def incoming_columns(
+        self, datasets: Iterable[DatasetRef], *, as_of: datetime | None = None
+    ) -> IncomingColumns:
+        """Column reach and table-level producers of the datasets' valid incoming edges,
+        counted on the arrays: no edge objects, no set of names unless asked for."""
+        wanted = np.zeros(len(self._refs), dtype=bool)
+        picked = [self._ids[d] for d in datasets if d in self._ids]
+        columns = self._columns
+        strings = columns.strings
+        if not picked:
+            return IncomingColumns({}, {}, lambda _: set())
+        wanted[np.array(picked, dtype=np.int64)] = True
+        valid = columns.valid(as_of)
+        mask = valid & wanted[self._dst_ids]
+        dst, col = self._dst_ids[mask], columns.dst_col[mask]
+        table = col == 0
+        width = len(strings)
+        pairs = np.unique(dst[~table] * width + col[~table])
+        per_dataset = np.bincount(pairs // width, minlength=len(self._refs))
+        counts = {self._refs[i]: int(per_dataset[i]) for i in np.flatnonzero(per_dataset).tolist()}
+        producers: dict[DatasetRef, set[str]] = {}
+        table_pairs = np.unique(dst[table] * width + columns.producer[mask][table])
+        for key in table_pairs.tolist():
+            d, p = divmod(key, width)
+            producers.setdefault(self._refs[d], set()).add(strings[p] or "")
+        order, indptr = self._target_rows()
+
+        def names(ds: DatasetRef) -> set[str]:
+            i = self._ids.get(ds)
+            if i is None:
+                return set()
+            rows = order[indptr[i] : indptr[i + 1]]
+            rows = rows[valid[rows] & (columns.dst_col[rows] != 0)]
+            return {strings[c] or "" for c in np.unique(columns.dst_col[rows]).tolist()}
+
+        return IncomingColumns(counts, producers, names)
+
+    def snapshot_id(self) -> str:
+        """Content hash of the stored edge set, equal to ``snapshot_digest(self.edges())``."""
+        if self._stored_snapshot is None:
+            ordered = np.sort(self._columns.edge_digests())
+            if ordered.size:
+                first = np.ones(ordered.size, dtype=bool)
+                first[1:] = ordered[1:] != ordered[:-1]
+                ordered = ordered[first]
+            self._stored_snapshot = hashlib.sha256(ordered.tobytes()).hexdigest()
+        return self._stored_snapshot
+
+    def _target_rows(self) -> tuple[IntArray, IntArray]:
+        if self._by_target is None:
+            order = np.argsort(self._dst_ids, kind="stable")
+            indptr = np.zeros(len(self._refs) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self._dst_ids, minlength=len(self._refs)), out=indptr[1:])
+            self._by_target = (order, indptr)
+        return self._by_target

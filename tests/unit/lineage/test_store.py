@@ -1,0 +1,270 @@
+"""The lineage store: events projected once into runs and edge intervals, read back by plans.
+
+Every test runs on SQLite (embedded) and on the local Postgres (production) alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from erasure.lineage.graph import snapshot_digest
+from erasure.lineage.openlineage import parse_event, runs_from_events, timeline_edges
+from erasure.lineage.store import DeclaredSource, LineageStore
+from erasure.model import (
+    DatasetRef,
+    EdgeOrigin,
+    EdgeSubtype,
+    EdgeType,
+    FieldRef,
+    LineageEdge,
+)
+from erasure.store import Store, open_store
+from erasure.store.schema import lineage_edge_sets, lineage_index
+
+NS = "postgres://wh:5432"
+JOB = "build_marts.customer_ltv"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/erasure.db"
+    else:
+        base = request.getfixturevalue("postgres_url")
+        url = base
+    with open_store(url) as opened:
+        if request.param == "postgres":  # one database for the session: start each test empty
+            with opened.engine.begin() as conn:
+                for table in (
+                    "lineage_index", "lineage_edge_sets", "lineage_outputs", "lineage_runs",
+                    "lineage_sources", "lineage_quarantine", "lineage_datasets",
+                ):  # fmt: skip
+                    conn.exec_driver_sql(f"DELETE FROM {table}")
+                conn.exec_driver_sql("ALTER TABLE lineage_events DISABLE TRIGGER USER")
+                conn.exec_driver_sql("DELETE FROM lineage_events")
+                conn.exec_driver_sql("ALTER TABLE lineage_events ENABLE TRIGGER USER")
+        yield opened
+
+
+def event(
+    run: str,
+    kind: str = "COMPLETE",
+    at: str = "2026-11-01T02:00:00Z",
+    columns: dict[str, list[str]] | None = None,
+    job: str = JOB,
+    output: str = "marts.customer_ltv",
+) -> dict[str, Any]:
+    """A run event of `job` writing `output`; `columns` maps output column -> input columns."""
+    fields = {
+        target: {
+            "inputFields": [
+                {"namespace": NS, "name": "crm.orders", "field": source} for source in sources
+            ]
+        }
+        for target, sources in (columns or {"ltv": ["amount"]}).items()
+    }
+    return {
+        "eventType": kind,
+        "eventTime": at,
+        "producer": "https://github.com/apache/airflow/tree/providers-openlineage/2.20.3",
+        "run": {"runId": run},
+        "job": {"namespace": "airflow", "name": job},
+        "inputs": [{"namespace": NS, "name": "crm.orders"}],
+        "outputs": [
+            {"namespace": NS, "name": output, "facets": {"columnLineage": {"fields": fields}}}
+        ],
+    }
+
+
+def ingest(store: Store, *events: dict[str, Any]) -> Any:
+    return LineageStore(store).ingest([parse_event(e) for e in events])
+
+
+def current(store: Store) -> set[tuple[str, str]]:
+    graph = LineageStore(store).graph()
+    return {(str(e.source), str(e.target)) for e in graph.edges() if e.valid_to is None}
+
+
+ORDERS = DatasetRef(NS, "crm.orders")
+LTV = DatasetRef(NS, "marts.customer_ltv")
+
+
+def test_a_completed_run_publishes_its_edges_once(store: Store) -> None:
+    first = ingest(store, event("r1", "START"), event("r1"))
+    assert (first.stored, first.runs, first.edges_opened) == (2, 1, 1)
+    again = ingest(store, event("r1", "START"), event("r1"))
+    assert (again.stored, again.duplicates, again.edges_opened) == (0, 2, 0)
+    assert current(store) == {("crm.orders.amount", "marts.customer_ltv.ltv")}
+    (run,) = LineageStore(store).runs()
+    assert (run["state"], run["events"]) == ("COMPLETE", 2)
+
+
+def test_failed_and_aborted_runs_are_evidence_without_edges(store: Store) -> None:
+    ingest(store, event("r1", "START"), event("r1", "FAIL"), event("r2", "ABORT"))
+    assert current(store) == set()
+    assert {r["state"] for r in LineageStore(store).runs()} == {"FAIL", "ABORT"}
+
+
+def test_a_later_complete_supersedes_the_jobs_earlier_edges(store: Store) -> None:
+    ingest(store, event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["amount"]}))
+    ingest(store, event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["net_amount"]}))
+    graph = LineageStore(store).graph()
+    old = datetime(2026, 11, 1, 12, tzinfo=UTC)
+    new = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    into = {at: {str(e.source) for e in graph.edges_into(LTV, as_of=at)} for at in (old, new)}
+    assert into == {old: {"crm.orders.amount"}, new: {"crm.orders.net_amount"}}
+    assert {str(e.source) for e in graph.edges_into(LTV)} == {"crm.orders.net_amount"}
+    before = datetime(2026, 10, 1, tzinfo=UTC)
+    assert graph.forward_closure([ORDERS], as_of=before).datasets == [ORDERS]
+
+
+def test_repeated_runs_with_the_same_lineage_add_no_edge_rows(store: Store) -> None:
+    runs = [event(f"r{d}", at=f"2026-11-{d:02d}T02:00:00Z") for d in range(1, 29)]
+    report = ingest(store, *runs)
+    assert (report.stored, report.edges_opened, report.edges_closed) == (28, 1, 0)
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(lineage_edge_sets)).scalar() == 1
+
+
+def test_a_late_run_is_placed_in_its_time_not_its_arrival(store: Store) -> None:
+    ingest(store, event("r3", at="2026-11-03T02:00:00Z", columns={"ltv": ["c"]}))
+    ingest(store, event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]}))
+    ingest(store, event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"]}))
+    graph = LineageStore(store).graph()
+    sources = {
+        day: {
+            str(e.source)
+            for e in graph.edges_into(LTV, as_of=datetime(2026, 11, day, 12, tzinfo=UTC))
+        }
+        for day in (1, 2, 3)
+    }
+    assert sources == {1: {"crm.orders.a"}, 2: {"crm.orders.b"}, 3: {"crm.orders.c"}}
+
+
+def test_the_store_agrees_with_the_in_memory_timeline(store: Store) -> None:
+    events = [
+        event("r1", "START", at="2026-11-01T01:00:00Z"),
+        event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"], "n": ["b"]}),
+        event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["a"]}),
+        event("r3", "FAIL", at="2026-11-03T02:00:00Z", columns={"ltv": ["z"]}),
+        event("r4", at="2026-11-04T02:00:00Z", columns={"ltv": ["a"], "n": ["b"]}),
+        event("x1", at="2026-11-02T03:00:00Z", job="other", output="marts.other"),
+    ]
+    parsed = [parse_event(e) for e in events]
+    LineageStore(store, batch_size=2).ingest(parsed)
+    expected = timeline_edges(runs_from_events(parsed)).edges
+    graph = LineageStore(store).graph()
+    assert set(graph.edges()) == set(expected)
+    assert graph.snapshot_id() == snapshot_digest(expected)
+
+
+def test_plans_read_an_index_that_follows_every_change(store: Store) -> None:
+    lineage = LineageStore(store)
+    ingest(store, event("r1", at="2026-11-01T02:00:00Z"))
+    first = lineage.graph()  # builds and saves the index
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(lineage_index.c.version)).scalar() is not None
+    ingest(store, event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"]}))
+    second = lineage.graph()  # the saved index plus the rows changed since
+    assert set(second.edges()) != set(first.edges())
+    assert second.snapshot_id() == snapshot_digest(second.edges())
+    rebuilt = LineageStore(store)
+    with store.engine.begin() as conn:
+        conn.execute(lineage_index.delete())
+    assert rebuilt.graph().snapshot_id() == second.snapshot_id()
+
+
+def test_malformed_events_are_quarantined_with_their_reason(store: Store) -> None:
+    lineage = LineageStore(store)
+    broken = event("r1")
+    del broken["eventTime"]
+    report = lineage.ingest_json([event("r2"), broken, "not an event"], origin="http")
+    assert (report.received, report.stored, report.quarantined) == (3, 1, 2)
+    reasons = [q.reason for q in lineage.quarantined()]
+    assert any("eventTime" in r for r in reasons)
+    assert any("must be a JSON object" in r for r in reasons)
+    assert report.results[1]["error"] and report.results[0]["stored"] is True
+
+
+def test_an_event_file_with_bad_lines_stores_the_good_ones(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text(json.dumps(event("r1")) + "\n{not json\n" + json.dumps(event("r2")) + "\n")
+    report = LineageStore(store).ingest_file(path)
+    assert (report.stored, report.quarantined) == (2, 1)
+    (bad,) = LineageStore(store).quarantined()
+    assert bad.origin == f"{path}:2" and bad.body == "{not json"
+
+
+def _declared(key: str, digest: str, source_col: str, calls: list[str]) -> DeclaredSource:
+    def parse() -> tuple[list[LineageEdge], list[Any]]:
+        calls.append(key)
+        edge = LineageEdge(
+            FieldRef(ORDERS, source_col),
+            FieldRef(LTV, "ltv"),
+            EdgeType.DIRECT,
+            EdgeSubtype.AGGREGATION,
+            EdgeOrigin.DECLARED,
+            "sql:marts.customer_ltv.sql",
+        )
+        return [edge], []
+
+    return DeclaredSource(key=key, kind="sql", digest=digest, parse=parse)
+
+
+def test_declared_lineage_is_parsed_when_it_changes_not_per_plan(store: Store) -> None:
+    lineage, calls = LineageStore(store), []
+    lineage.sync_declared("catalog:a", [_declared("sql:x", "d1", "amount", calls)])
+    lineage.sync_declared("catalog:a", [_declared("sql:x", "d1", "amount", calls)])
+    assert calls == ["sql:x"]
+    lineage.sync_declared("catalog:a", [_declared("sql:x", "d2", "net", calls)])
+    assert calls == ["sql:x", "sql:x"]
+    graph = lineage.graph()
+    assert {str(e.source) for e in graph.edges_into(LTV)} == {"crm.orders.net"}
+    # the first version was always valid, until the change
+    assert {
+        str(e.source) for e in graph.edges_into(LTV, as_of=datetime(2000, 1, 1, tzinfo=UTC))
+    } == {"crm.orders.amount"}
+    lineage.sync_declared("catalog:a", [])  # the file is gone from the catalog
+    assert list(lineage.graph().edges_into(LTV)) == []
+
+
+def test_retention_purges_old_evidence_but_keeps_current_edges(store: Store) -> None:
+    lineage = LineageStore(store)
+    ingest(store, event("r1", at="2025-01-01T02:00:00Z", columns={"ltv": ["a"]}))
+    ingest(store, event("r2", at="2025-02-01T02:00:00Z", columns={"ltv": ["b"]}))
+    report = lineage.purge(30, now=datetime(2026, 12, 1, tzinfo=UTC))
+    assert (report.events, report.runs, report.edges) == (2, 2, 1)
+    assert current(store) == {("crm.orders.b", "marts.customer_ltv.ltv")}
+
+
+def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> None:
+    """The demo estate planned both ways: same items, coverage, gaps and lineage snapshot."""
+    from pydantic import SecretStr
+
+    from erasure.demo.seed import DEMO_SUBJECT, build_demo
+    from erasure.model import SubjectRef
+    from erasure.workflow import make_plan
+
+    catalog = build_demo(tmp_path / "demo")
+    subject = SubjectRef(type=DEMO_SUBJECT[0], value=SecretStr(DEMO_SUBJECT[1]))
+    now = datetime(2026, 11, 29, 12, tzinfo=UTC)
+    in_memory = make_plan(catalog, subject, now=now, as_of=now)
+    with open_store(f"sqlite:///{tmp_path}/erasure.db") as opened:
+        stored = make_plan(catalog, subject, now=now, as_of=now, lineage_store=LineageStore(opened))
+        again = make_plan(catalog, subject, now=now, as_of=now, lineage_store=LineageStore(opened))
+    for plan in (stored, again):
+        assert plan.items == in_memory.items
+        assert (plan.coverage, plan.gaps, plan.cycles) == (
+            in_memory.coverage,
+            in_memory.gaps,
+            in_memory.cycles,
+        )
+        assert plan.lineage_snapshot == in_memory.lineage_snapshot
+        assert plan.lineage_as_of == now
