@@ -13,12 +13,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m demo
+	$(BIN)/python -m local.demo
 
 # Airflow standalone with this repo's DAGs and plugin, OpenBao and the demo estate, in var/;
 # runs until Ctrl-C. `make up UP_ARGS=--fresh` starts over, `UP_ARGS="--port 8090"` moves it.
 up: $(STAMP)
-	$(BIN)/python -m up $(UP_ARGS)
+	$(BIN)/python -m local.up $(UP_ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m local.bench
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

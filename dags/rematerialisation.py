@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import DAG, BaseOperator
 
-from erasure.demo.rematerialise import REMATERIALISATION_DAGS
+from erasure.sample.rematerialise import REMATERIALISATION_DAGS
 
 
 class RematerialiseOperator(BaseOperator):
@@ -24,7 +24,7 @@ class RematerialiseOperator(BaseOperator):
         self.rebuild_dag_id = rebuild_dag_id
 
     def execute(self, context: Any) -> dict[str, int]:
-        from erasure.demo.rematerialise import rematerialise
+        from erasure.sample.rematerialise import rematerialise
 
         catalog, warehouse = _estate()
         try:
@@ -38,7 +38,7 @@ class RematerialiseOperator(BaseOperator):
         from openlineage.client.event_v2 import Dataset
         from openlineage.client.facet_v2 import column_lineage_dataset as facet
 
-        from erasure.demo.rematerialise import table_lineage
+        from erasure.sample.rematerialise import table_lineage
 
         catalog, warehouse = _estate()
         try:

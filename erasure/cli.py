@@ -223,8 +223,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from erasure.demo.seed import DEMO_SUBJECT, build_demo
     from erasure.planner import make_plan
+    from erasure.sample.seed import DEMO_SUBJECT, build_demo
 
     catalog = build_demo(args.dir)
     id_type, value = DEMO_SUBJECT

@@ -41,7 +41,7 @@ _OPEN_START = int(np.iinfo(np.int64).min)
 _OPEN_END = int(np.iinfo(np.int64).max)
 _AS_OF_CACHE = 8  # indexes kept for distinct as_of instants (plans reuse a few)
 # Below this many datasets a closure is walked in plain Python: numpy's per-call cost
-# exceeds the whole walk. Measured crossover on the bench estate; see bench/closure.py.
+# exceeds the whole walk. Measured crossover on the bench estate; see local/bench/closure.py.
 SMALL_CLOSURE = 256
 _DIGEST = hashlib.sha256().digest_size
 _json_string: Callable[[str], str] = encode_basestring  # a JSON string literal, non-ASCII kept

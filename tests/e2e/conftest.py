@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from demo.runner import decision_for
 from erasure.errors import ConfigError
 from erasure.keys.vault import find_bao_binary
-from up.stack import ERASURE_DAG, Stack, StackError, StackPaths
+from local.demo.runner import decision_for
+from local.up.stack import ERASURE_DAG, Stack, StackError, StackPaths
 
 RUN_TIMEOUT_SECONDS = 360
 POLL_SECONDS = 2.0

@@ -18,7 +18,7 @@ from erasure.lineage.store import LineageStore
 from erasure.model import DatasetRef, EdgeOrigin
 from erasure.store import open_store
 from erasure.warehouse import Warehouse
-from up.stack import Stack
+from local.up.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -30,13 +30,13 @@ import pytest
 import sqlalchemy as sa
 from websockets.sync.client import ClientConnection, connect
 
-from demo.runner import load_decisions
 from erasure.catalog import load_catalog
-from erasure.demo.seed import DEMO_SUBJECT
 from erasure.prompts import PROMPT_PREFIX
+from erasure.sample.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
+from local.demo.runner import load_decisions
+from local.up.stack import REPO, Stack
 from tests.e2e.conftest import AirflowApi, erasure_conf
-from up.stack import REPO, Stack
 
 pytestmark = [
     pytest.mark.integration,

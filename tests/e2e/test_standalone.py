@@ -24,12 +24,12 @@ import hvac
 import pytest
 import sqlalchemy as sa
 
-from demo.runner import load_decisions
 from erasure.catalog import load_catalog
-from erasure.demo.seed import DEMO_SUBJECT
+from erasure.sample.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
+from local.demo.runner import load_decisions
+from local.up.stack import Stack
 from tests.e2e.conftest import AirflowApi, erasure_conf
-from up.stack import Stack
 
 pytestmark = [
     pytest.mark.integration,

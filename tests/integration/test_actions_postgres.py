@@ -11,10 +11,10 @@ import sqlalchemy as sa
 
 from erasure.actions.rebuild import RebuildFailed, rebuild
 from erasure.catalog import Catalog, RebuildSpec
-from erasure.demo.seed import build_demo
 from erasure.locate import locate, parked_location
 from erasure.model import Action, DatasetRef
 from erasure.planner import make_plan, rebuild_order
+from erasure.sample.seed import build_demo
 from erasure.verify import recount
 from erasure.warehouse import Warehouse
 from tests.unit.actions.support import (

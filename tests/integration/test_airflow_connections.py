@@ -19,14 +19,14 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from demo.runner import REPO, erasure_environment, load_decisions, run_erasure
 from erasure.catalog import load_catalog
-from erasure.demo.embedded import open_demo
 from erasure.errors import CatalogError, WarehouseError
 from erasure.keys.vault import EmbeddedOpenBao
+from erasure.sample.embedded import open_demo
 from erasure.services import Services
 from erasure.store import open_store
 from erasure.suppression import SuppressionList
+from local.demo.runner import REPO, erasure_environment, load_decisions, run_erasure
 from tests.integration.test_crm_ingest import (
     CUSTOMERS,
     KEPT,

@@ -15,12 +15,12 @@ import sqlalchemy as sa
 from erasure import workflow
 from erasure.actions.escalate import DeletionRefused
 from erasure.audit.records import RecordKind, RecordStatus
-from erasure.demo.embedded import open_demo
 from erasure.free_text import NamesSubject
 from erasure.keys.pepper import PepperMissing, PepperStore
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
 from erasure.prompts import escalation_prompt
+from erasure.sample.embedded import open_demo
 from erasure.services import Services
 from erasure.workflow import StepError, UpstreamFailed
 from tests.integration.workflow_support import CONF, answer, item_named, run_request

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from demo.runner import REPO, erasure_environment, load_decisions, run_erasure
-from erasure.demo.embedded import open_demo
-from erasure.demo.seed import DEMO_SUBJECT
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
+from erasure.sample.embedded import open_demo
+from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
 from erasure.workflow import items_for
+from local.demo.runner import REPO, erasure_environment, load_decisions, run_erasure
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 

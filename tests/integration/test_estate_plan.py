@@ -1,6 +1,6 @@
 """The default plan on an estate of the size this system exists for is exact, not truncated.
 
-The generated estate (bench.estate): 30,000 datasets, ~30,000 run events with ~940,000
+The generated estate (local.bench.estate): 30,000 datasets, ~30,000 run events with ~940,000
 column edges, three Postgres root tables. Timings are checked by `make bench`, not here.
 """
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from bench.estate import ROOTS, SUBJECT, generate
 from erasure.catalog import load_catalog
 from erasure.lineage.store import LineageStore
 from erasure.model import SubjectRef
 from erasure.store import open_store
 from erasure.workflow import make_plan
+from local.bench.estate import ROOTS, SUBJECT, generate
 
 pytestmark = [pytest.mark.postgres, pytest.mark.estate, pytest.mark.integration]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from erasure.demo.seed import DEMO_SUBJECT, build_demo
 from erasure.model import Action, Plan, SubjectRef
 from erasure.planner import make_plan
+from erasure.sample.seed import DEMO_SUBJECT, build_demo
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

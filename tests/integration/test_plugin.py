@@ -63,7 +63,7 @@ OTHER_CANARY = f"john.canary.{RUN}@example.org"
 REF = f"REQ-{RUN}-1"
 OTHER_REF = f"REQ-{RUN}-2"
 DONE_REF = f"REQ-{RUN}-0"
-DEMO_EVENTS = REPO / "erasure" / "demo" / "estate" / "lineage" / "events.jsonl"
+DEMO_EVENTS = REPO / "erasure" / "sample" / "estate" / "lineage" / "events.jsonl"
 
 READ_ROUTES = [
     "/erasure/api/v1/requests",
@@ -200,7 +200,7 @@ def registry(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> Boo
 @pytest.fixture(scope="module")
 def requests_registered(registry: Books) -> dict[str, str]:
     """Two requests as the DAG's register step leaves them; REF also planned and acting."""
-    catalog = load_catalog(REPO / "erasure" / "demo" / "estate" / "catalog.yaml")
+    catalog = load_catalog(REPO / "erasure" / "sample" / "estate" / "catalog.yaml")
     hashes = {}
     for ref, identifier in ((REF, CANARY), (OTHER_REF, OTHER_CANARY)):
         done = register(registry,

@@ -13,13 +13,13 @@ from erasure import workflow
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.crm_ingest import ingest_crm_export
 from erasure.deadlines import deadline_report
-from erasure.demo.embedded import open_demo
 from erasure.errors import ErasureError, StoreError, VaultError, VerificationFailed
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
 from erasure.planner import SUBJECT_SEARCH
 from erasure.prompts import escalation_prompt
 from erasure.rulings import Ruling, RulingOption
+from erasure.sample.embedded import open_demo
 from erasure.services import Services
 from erasure.suppression import identifier_columns
 from tests.integration.workflow_support import (

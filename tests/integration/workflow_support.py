@@ -12,11 +12,11 @@ from typing import Any
 
 from erasure import workflow
 from erasure.actions.rebuild import RunOutcome
-from erasure.demo.rematerialise import rematerialise
-from erasure.demo.seed import DEMO_SUBJECT
 from erasure.errors import ErasureError, VaultError
 from erasure.model import Action, DatasetRef
 from erasure.rulings import DpoAnswer, option_for_label
+from erasure.sample.rematerialise import rematerialise
+from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
 
 CANARY = DEMO_SUBJECT[1]

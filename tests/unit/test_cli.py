@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from erasure.cli import main
-from erasure.demo.seed import DEMO_SUBJECT, build_demo
+from erasure.sample.seed import DEMO_SUBJECT, build_demo
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ import sqlalchemy as sa
 from pydantic import SecretStr
 
 from erasure.catalog import Catalog
-from erasure.demo.seed import build_demo
 from erasure.locate import Location, locate, parked_location
 from erasure.model import Action, Plan, SubjectRef
 from erasure.planner import make_plan
+from erasure.sample.seed import build_demo
 from erasure.verify import VerificationFailed, recount
 from erasure.warehouse import Warehouse
 from tests.unit.actions.support import (

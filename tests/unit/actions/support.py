@@ -17,7 +17,6 @@ from erasure.actions.rebuild import (
     rebuild,
 )
 from erasure.catalog import Catalog
-from erasure.demo.seed import DEMO_SUBJECT
 from erasure.locate import Location
 from erasure.model import (
     Action,
@@ -30,6 +29,7 @@ from erasure.model import (
     SubjectSummary,
 )
 from erasure.planner import rebuild_order
+from erasure.sample.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
 
 # Everything that identifies the demo subject, in any form the estate stores or derives it.

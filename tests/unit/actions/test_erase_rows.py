@@ -8,10 +8,10 @@ from pydantic import SecretStr
 
 from erasure.actions.erase_rows import EraseFailed, EraseRefused, erase_rows
 from erasure.catalog import Catalog
-from erasure.demo.seed import build_demo
 from erasure.locate import locate
 from erasure.model import Action, SubjectRef
 from erasure.planner import make_plan
+from erasure.sample.seed import build_demo
 from erasure.warehouse import Warehouse
 from tests.unit.actions.support import (
     assert_no_subject_values,

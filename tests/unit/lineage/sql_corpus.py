@@ -6,7 +6,7 @@ source to every target, and `s.{a;b} => t.{x;y}` pairs them (`s.a -> t.x`, `s.b 
 case may give `default_db` / `default_schema`, as `erasure lineage sql` takes them. A case is
 *exact* when the set of (source, target, type) it produces equals the expected set,
 and *strict* when the subtypes agree as well. Used by `test_sql_corpus.py` and
-`bench/sql_lineage.py`.
+`local/bench/sql_lineage.py`.
 """
 
 from __future__ import annotations

@@ -464,5 +464,5 @@ def test_a_plainly_well_formed_event_reads_as_the_models_read_it() -> None:
 
 
 def _demo_lines() -> list[str]:
-    path = Path(__file__).resolve().parents[3] / "erasure/demo/estate/lineage/events.jsonl"
+    path = Path(__file__).resolve().parents[3] / "erasure/sample/estate/lineage/events.jsonl"
     return path.read_text().splitlines()

@@ -1,7 +1,7 @@
 """The column-lineage conformance corpus: every case gives exactly the edges it declares.
 
 The cases (`data/sql_corpus/`) are written in the shapes public column-lineage suites test;
-`python -m bench sql_lineage` prints the same corpus per class, beside sqlglot's `lineage()`.
+`python -m local.bench sql_lineage` prints the same corpus per class, beside sqlglot's `lineage()`.
 """
 
 from __future__ import annotations

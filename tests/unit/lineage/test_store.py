@@ -248,7 +248,7 @@ def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> Non
     """The demo estate planned both ways: same items, coverage, gaps and lineage snapshot."""
     from pydantic import SecretStr
 
-    from erasure.demo.seed import DEMO_SUBJECT, build_demo
+    from erasure.sample.seed import DEMO_SUBJECT, build_demo
     from erasure.model import SubjectRef
     from erasure.workflow import make_plan
 

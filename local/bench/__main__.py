@@ -1,4 +1,4 @@
-"""Run the benchmarks: every `bench/<name>.py` with a `main()`, or only the names given."""
+"""Run the benchmarks: every `local/bench/<name>.py` with a `main()`, or only the names given."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def discover() -> dict[str, Callable[[], object]]:
     for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        entry = getattr(importlib.import_module(f"bench.{info.name}"), "main", None)
+        entry = getattr(importlib.import_module(f"local.bench.{info.name}"), "main", None)
         if callable(entry):
             found[info.name] = entry
     return found

@@ -1,6 +1,6 @@
 """The lineage store at the size of a real estate, each number beside its baseline.
 
-On a generated 30,000-dataset estate (`bench.estate`: ~30k run events, ~940k column edges,
+On a generated 30,000-dataset estate (`local.bench.estate`: ~30k run events, ~940k column edges,
 three Postgres root tables, a ~4 MB catalog) in a throwaway Postgres database:
 
 - ingest through `erasure lineage ingest` (whole process), for the estate's first load and
@@ -33,9 +33,9 @@ import httpx
 import networkx as nx
 import psycopg
 
-from bench.estate import NAMESPACE, ROOTS, SUBJECT, EstateFacts, generate
+from local.bench.estate import NAMESPACE, ROOTS, SUBJECT, EstateFacts, generate
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ADMIN_URL = os.environ.get(
     "ERASURE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )

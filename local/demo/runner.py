@@ -2,7 +2,7 @@
 
 Embedded defaults: the demo estate on SQLite, an OpenBao dev server started here (and stopped
 by its pid), Airflow's metadata DB in var/airflow. The DPO's prompts are answered from the
-visible erasure/demo/estate/decisions.yaml, as she would answer them in the UI.
+visible erasure/sample/estate/decisions.yaml, as she would answer them in the UI.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import yaml
 from erasure.planner import SUBJECT_SEARCH
 from erasure.prompts import NOT_FOUND_PROMPT, PROMPT_PREFIX
 
-REPO = Path(__file__).resolve().parent.parent
-DECISIONS = REPO / "erasure" / "demo" / "estate" / "decisions.yaml"
+REPO = Path(__file__).resolve().parents[2]
+DECISIONS = REPO / "erasure" / "sample" / "estate" / "decisions.yaml"
 DEMO_DPO = {"id": "demo-dpo", "name": "Demo DPO (decisions.yaml)"}
 PROMPT_SETTLE = timedelta(seconds=2)
 
@@ -205,9 +205,9 @@ def main() -> int:
         stderr=subprocess.DEVNULL,
     )
 
-    from erasure.demo.embedded import open_demo
-    from erasure.demo.seed import DEMO_SUBJECT
     from erasure.keys.vault import EmbeddedOpenBao
+    from erasure.sample.embedded import open_demo
+    from erasure.sample.seed import DEMO_SUBJECT
 
     with EmbeddedOpenBao() as bao:
         print(f"OpenBao dev server at {bao.address} (pid {bao.pid}).", flush=True)
@@ -225,7 +225,7 @@ def main() -> int:
         }
         run = run_erasure(conf, load_decisions())
         sync = run_crm_sync()
-        from demo.summary import print_summary
+        from local.demo.summary import print_summary
 
         return print_summary(settings, conf["request_ref"], run, sync)
 

@@ -10,8 +10,8 @@ import sys
 import time
 from types import FrameType
 
-from erasure.demo.seed import DEMO_SUBJECT
-from up.stack import DEFAULT_PORT, REPO, TASKS_USER, USERS, Stack, StackError, StackPaths
+from erasure.sample.seed import DEMO_SUBJECT
+from local.up.stack import DEFAULT_PORT, REPO, TASKS_USER, USERS, Stack, StackError, StackPaths
 
 VAR = REPO / "var"
 PATHS = StackPaths.under(VAR, "-up")  # var/airflow-up, var/openbao-up, var/demo-up

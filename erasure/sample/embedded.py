@@ -11,12 +11,12 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from erasure.config import Settings
-from erasure.demo.seed import CRM_EXPORT, build_demo
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, connect
 from erasure.pseudonym import normalise, subject_hash
+from erasure.sample.seed import CRM_EXPORT, build_demo
 
 ARCHIVE = "archive.customer_events"
 

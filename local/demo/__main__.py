@@ -2,6 +2,6 @@ from __future__ import annotations
 
 import sys
 
-from demo.runner import main
+from local.demo.runner import main
 
 sys.exit(main())

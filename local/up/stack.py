@@ -24,13 +24,13 @@ from types import TracebackType
 
 import httpx
 
-from demo.runner import airflow_environment, erasure_environment
 from erasure.config import Settings
-from erasure.demo.embedded import demo_settings, open_demo
-from erasure.demo.rematerialise import REMATERIALISATION_DAGS
 from erasure.keys.vault import EmbeddedOpenBao
+from erasure.sample.embedded import demo_settings, open_demo
+from erasure.sample.rematerialise import REMATERIALISATION_DAGS
+from local.demo.runner import airflow_environment, erasure_environment
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ERASURE_DAG = "gdpr_erasure"
 # Logins, each with a simple-auth-manager role: the DPO acts (op), the auditor reads (viewer).
 # The rebuild tasks log in as TASKS_USER to trigger rematerialisation DAGs: `user` may trigger

@@ -15,7 +15,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from erasure.catalog import Catalog, load_catalog
-from erasure.demo.rematerialise import REMATERIALISATION_DAGS, rematerialise, select_of
+from erasure.sample.rematerialise import REMATERIALISATION_DAGS, rematerialise, select_of
 from erasure.warehouse import Warehouse
 
 DEMO_SUBJECT = ("email", "alice.smith@example.com")
@@ -34,7 +34,7 @@ def copy_estate(target: Path) -> Path:
     """A fresh copy of the packaged estate (catalog, SQL, lineage) in `target`."""
     if target.exists():
         shutil.rmtree(target)
-    source = resources.files("erasure.demo") / "estate"
+    source = resources.files("erasure.sample") / "estate"
     with resources.as_file(source) as path:
         shutil.copytree(path, target)
     return target / "catalog.yaml"

@@ -1,1 +1,0 @@
-"""Benchmarks: `python -m bench [NAME ...]` runs every module here that defines `main()`."""

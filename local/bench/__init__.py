@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m local.bench [NAME ...]` runs every module here that defines `main()`."""
