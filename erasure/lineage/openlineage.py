@@ -58,6 +58,7 @@ __all__ = [
     "edges_from_events",
     "event_id",
     "link_edge",
+    "minimised",
     "parse_decoded",
     "parse_event",
     "read_event_file",
@@ -82,6 +83,15 @@ class RunState(StrEnum):
 
 TERMINAL_STATES = frozenset({RunState.COMPLETE, RunState.ABORT, RunState.FAIL})
 _OWNED = "owned"  # validation context: the input dict was made for this event alone
+
+# The run and job facets an event keeps. Producers put whatever they know about a run into
+# these facets: Airflow's `airflow` run facet carries the DAG run's conf and note, and an
+# `errorMessage` can quote a database driver's bound parameters. None of that is lineage and
+# some of it may be personal data, so it is dropped before the event is hashed or stored.
+# Kept: what identifies and links runs, and what describes the job. Dataset facets (schema,
+# column lineage) are lineage and are kept whole.
+KEPT_RUN_FACETS = frozenset({"parent", "nominalTime", "processing_engine"})
+KEPT_JOB_FACETS = frozenset({"sql", "jobType", "documentation", "sourceCodeLocation"})
 
 
 def _not_blank(value: str) -> str:
@@ -128,7 +138,8 @@ class EventDataset(BaseModel):
 
 
 class RunEvent(BaseModel):
-    """An OpenLineage RunEvent: the parts lineage needs, every other field kept as sent."""
+    """An OpenLineage RunEvent: the parts lineage needs, every other field kept as sent
+    (except the run and job facets `minimised` drops)."""
 
     model_config = ConfigDict(extra="allow")  # wire names only: the raw event is the evidence
 
@@ -278,9 +289,26 @@ def parse_decoded(data: Any) -> RunEvent:
     return _validate(data, owned=True)
 
 
+def minimised(data: Any) -> Any:
+    """`data` without the run and job facets lineage does not keep (see KEPT_RUN_FACETS);
+    `data` itself when it has none to drop. The caller's objects are never changed."""
+    if not isinstance(data, Mapping):
+        return data
+    parts: dict[str, Any] = {}
+    for part, kept in (("run", KEPT_RUN_FACETS), ("job", KEPT_JOB_FACETS)):
+        value = data.get(part)
+        facets = value.get("facets") if isinstance(value, Mapping) else None
+        if isinstance(facets, Mapping) and not kept.issuperset(facets):
+            trimmed = {name: facet for name, facet in facets.items() if name in kept}
+            rest = {key: item for key, item in value.items() if key != "facets"}
+            parts[part] = {**rest, "facets": trimmed} if trimmed else rest
+    return {**data, **parts} if parts else data
+
+
 def _validate(data: Any, *, owned: bool) -> RunEvent:
     if not isinstance(data, Mapping):
         raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
+    data = minimised(data)
     if owned and isinstance(data, dict):
         fast = _well_formed(data)
         if fast is not None:
@@ -554,6 +582,8 @@ def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventItem]:
             text = ""
             if isinstance(data, _Decoded):
                 data, text = data.value, data.text
+            if minimised(data) is not data:
+                data, text = minimised(data), ""  # the line holds facets that are not kept
             try:
                 event: RunEvent | LineageError = parse_decoded(data)
             except LineageError as exc:

@@ -37,6 +37,7 @@ from erasure.lineage.openlineage import (
     RunLineage,
     event_id,
     link_key,
+    minimised,
     parse_decoded,
     read_event_items,
     run_lineage,
@@ -183,7 +184,7 @@ class LineageStore:
                 parsed: RunEvent | LineageError = parse_decoded(item)
             except LineageError as exc:
                 parsed = exc
-            text = "" if isinstance(parsed, RunEvent) else _dump(item)
+            text = "" if isinstance(parsed, RunEvent) else _dump(minimised(item))
             incoming.append(EventItem(where, parsed, text))
         return self.ingest(incoming, origin=origin)
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from erasure.lineage.event_store import EventStore
 from erasure.lineage.graph import snapshot_digest
 from erasure.lineage.openlineage import parse_event, runs_from_events, timeline_edges
 from erasure.lineage.store import DeclaredSource, LineageStore
@@ -202,6 +203,55 @@ def test_an_event_file_with_bad_lines_stores_the_good_ones(store: Store, tmp_pat
     assert bad.origin == f"{path}:2" and bad.body == "{not json"
 
 
+CANARY = "zoë.canary@example.org"
+
+
+def _with_airflow_facets(e: dict[str, Any]) -> dict[str, Any]:
+    """`e` as Airflow's OpenLineage provider sends it: the DAG run's conf and note in `run`."""
+    dag_run = {"conf": {"identifier": CANARY, "notes": f"called about {CANARY}"}, "note": CANARY}
+    e["run"]["facets"] = {
+        "airflow": {"dagRun": dag_run},
+        "errorMessage": {"message": f"parameters: ('{CANARY}',)"},
+        "parent": {"run": {"runId": "01a231cf-c230-787d-8d3a-39f8446f0a0d"}},
+    }
+    e["job"]["facets"] = {"airflow": {"taskTree": {}}, "ownership": {"owners": [CANARY]}}
+    return e
+
+
+def _stored_text(store: Store) -> str:
+    with store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT raw FROM lineage_events").all()
+        rows += conn.exec_driver_sql("SELECT body FROM lineage_quarantine").all()
+    return "\n".join(str(row[0]) for row in rows)
+
+
+def test_run_and_job_facets_that_are_not_lineage_are_never_stored(
+    store: Store, tmp_path: Path
+) -> None:
+    lineage = LineageStore(store)
+    lineage.ingest([parse_event(_with_airflow_facets(event("r1", "START")))])
+    broken = _with_airflow_facets(event("r2"))
+    del broken["eventTime"]
+    lineage.ingest_json([_with_airflow_facets(event("r2")), broken], origin="http")
+    path = tmp_path / "events.jsonl"
+    path.write_text(json.dumps(_with_airflow_facets(event("r3"))) + "\n")
+    report = lineage.ingest_file(path)
+
+    assert report.stored == 1 and lineage.quarantined()
+    stored = _stored_text(store)
+    assert "canary" not in stored and "canary" not in json.dumps(stored)
+    (kept,) = [e for e in EventStore(store).events() if e.run.run_id == "r3"]
+    assert set(kept.run.facets) == {"parent"} and not kept.job.facets
+    assert current(store) == {("crm.orders.amount", "marts.customer_ltv.ltv")}
+
+
+def test_events_differing_only_in_dropped_facets_are_one_event(store: Store) -> None:
+    plain, with_conf = event("r1"), _with_airflow_facets(event("r1"))
+    del with_conf["run"]["facets"]["parent"]
+    assert ingest(store, plain).stored == 1
+    assert ingest(store, with_conf).stored == 0
+
+
 def _declared(key: str, digest: str, source_col: str, calls: list[str]) -> DeclaredSource:
     def parse() -> tuple[list[LineageEdge], list[Any]]:
         calls.append(key)
@@ -248,8 +298,8 @@ def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> Non
     """The demo estate planned both ways: same items, coverage, gaps and lineage snapshot."""
     from pydantic import SecretStr
 
-    from erasure.sample.seed import DEMO_SUBJECT, build_demo
     from erasure.model import SubjectRef
+    from erasure.sample.seed import DEMO_SUBJECT, build_demo
     from erasure.workflow import make_plan
 
     catalog = build_demo(tmp_path / "demo")
