@@ -297,7 +297,9 @@ def minimised(data: Any) -> Any:
     parts: dict[str, Any] = {}
     for part, kept in (("run", KEPT_RUN_FACETS), ("job", KEPT_JOB_FACETS)):
         value = data.get(part)
-        facets = value.get("facets") if isinstance(value, Mapping) else None
+        if not isinstance(value, Mapping):
+            continue
+        facets = value.get("facets")
         if isinstance(facets, Mapping) and not kept.issuperset(facets):
             trimmed = {name: facet for name, facet in facets.items() if name in kept}
             rest = {key: item for key, item in value.items() if key != "facets"}
