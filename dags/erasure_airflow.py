@@ -1,19 +1,13 @@
-"""How erasure tasks reach Airflow itself: run a rematerialisation DAG and wait for it, and
-have the erasure plugin scrub the identifier from the metadata DB.
+"""How erasure tasks reach Airflow itself: run a rematerialisation DAG and wait for it.
 
-Two ways, chosen by ERASURE_AIRFLOW_ACCESS: `rest` (a real deployment: Airflow's REST API
-and the plugin's scrub endpoint, authenticated) or `inprocess` (under `dag.test()`, where the
-ORM is allowed and no scheduler runs triggered DAGs).
+Two ways, chosen by ERASURE_AIRFLOW_ACCESS: `rest` (a real deployment: Airflow's REST API,
+authenticated) or `inprocess` (under `dag.test()`, where no scheduler runs triggered DAGs).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -21,7 +15,6 @@ import httpx
 from erasure.actions.rebuild import RunOutcome, TriggerDag
 from erasure.config import Settings, env_name
 from erasure.errors import ConfigError, RebuildFailed
-from erasure.services import Services
 
 log = logging.getLogger(__name__)
 DAGS_FOLDER = Path(__file__).resolve().parent
@@ -46,77 +39,6 @@ def rematerialisation_run_id(request_ref: str, dag_id: str, map_index: int, atte
     (409, then waits for it), and two artefacts the same DAG builds never share a run (the
     second would take the first's, finished before its own upstreams were)."""
     return f"erasure-{request_ref}-{dag_id}-{map_index}-try{attempt}"
-
-
-def task_token(settings: Settings, target: str, purpose: str = "scrub") -> str:
-    """The HMAC a task shows the plugin to scrub this request (or discard this run)."""
-    if settings.task_token_key is None:
-        raise ConfigError(f"{env_name('task_token_key')} is not set (shared with the API server)")
-    key = settings.task_token_key.get_secret_value().encode()
-    return hmac.new(key, f"{purpose}:{target}".encode(), hashlib.sha256).hexdigest()
-
-
-def scrub(svc: Services, request_ref: str) -> None:
-    """Have the raw identifier removed from dag_run.conf and the audit log."""
-    settings = svc.settings
-    if settings.airflow_access == "inprocess":
-        from airflow.utils.session import create_session
-
-        _plugins_on_path()
-        from erasure_api.scrub import scrub_request
-
-        with create_session() as session:
-            result = scrub_request(session, request_ref)
-        log.info(
-            "request %s: identifier scrubbed from %d run conf(s) and %d audit-log row(s)",
-            request_ref,
-            result.runs,
-            result.log_rows,
-        )
-        svc.requests.mark_scrubbed(request_ref, datetime.now(UTC))
-        return
-    _post_to_plugin(settings, f"requests/{request_ref}/scrub", request_ref, "scrub")
-
-
-def discard(settings: Settings, run_id: str) -> None:
-    """Have a rejected submission's identifier removed from its run's conf and audit log."""
-    if settings.airflow_access == "inprocess":
-        from airflow.utils.session import create_session
-
-        _plugins_on_path()
-        from erasure_api.scrub import discard_run
-
-        with create_session() as session:
-            result = discard_run(session, run_id)
-        log.info(
-            "rejected run %s: identifier discarded from %d run conf(s) and %d audit-log row(s)",
-            run_id,
-            result.runs,
-            result.log_rows,
-        )
-        return
-    _post_to_plugin(settings, f"runs/{run_id}/discard", run_id, "discard")
-
-
-def _plugins_on_path() -> None:
-    from airflow.configuration import conf
-
-    plugins = conf.get("core", "plugins_folder")
-    if plugins not in sys.path:
-        sys.path.append(plugins)
-
-
-def _post_to_plugin(settings: Settings, route: str, target: str, purpose: str) -> None:
-    url = f"{settings.airflow_api_url.rstrip('/')}/erasure/api/v1/{route}"
-    response = httpx.post(
-        url, headers={"X-Erasure-Task-Token": task_token(settings, target, purpose)}, timeout=30
-    )
-    if response.status_code >= 300:
-        raise ConfigError(
-            f"the erasure plugin at {settings.airflow_api_url} refused the {purpose} of {target} "
-            f"(HTTP {response.status_code}); check the plugin is installed and "
-            f"{env_name('task_token_key')} matches the API server's"
-        )
 
 
 def _run_in_process(dag_id: str) -> RunOutcome:

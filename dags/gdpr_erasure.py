@@ -1,14 +1,15 @@
-"""GDPR Art. 17 erasure: one run per request, from the DPO's form to a verified completion.
+"""GDPR Art. 17 erasure: one run per request, from the DPO's desk to a verified completion.
 
 Thin: every task calls one step of `erasure.workflow`; only request references, dataset
-names, hashes and counts travel in XCom. Submit with run id `erasure-<request_ref>`; a second
-submission of the same reference does nothing new and says so in the register task's log.
+names, hashes and counts travel in XCom. Runs are started by the erasure desk (the plugin),
+whose conf holds the request reference and the handle of the sealed submission, never what
+the DPO typed; a second submission of the same reference does nothing new and says so in the
+register task's log.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,6 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from erasure.config import Settings
 from erasure.rulings import EXEMPTIONS
-from erasure.submission import LEGAL_GROUNDS
 
 if TYPE_CHECKING:
     from erasure.model import DatasetRef
@@ -28,20 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _identifier_types() -> list[str]:
-    """The catalog's identifier types for the form; parsing never fails on a missing catalog."""
-    path = os.environ.get("ERASURE_CATALOG_PATH")
-    if path:
-        try:
-            from erasure.catalog import load_catalog
-
-            return sorted(load_catalog(path).identifiers)
-        except Exception:  # a broken catalog is reported by the register task, not the parser
-            log.warning("could not read the catalog at %s for the trigger form", path)
-    return ["customer_id", "email", "phone"]
-
-
-IDENTIFIER_TYPES = _identifier_types()
 WAIT_FOR_ORDER = timedelta(seconds=2)
 # A transient failure (warehouse, Vault) is retried soon; a lasting one fails the run, and the
 # DPO clears the failed task after fixing it: every step resumes without acting twice.
@@ -149,45 +135,13 @@ def _in_order() -> Iterator[None]:
             description="Your reference for this request, e.g. DSR-2026-0042 (letters, digits, "
             ". _ -). One reference, one erasure: resubmitting it does nothing new.",
         ),
-        "identifier_type": Param(
-            "email" if "email" in IDENTIFIER_TYPES else IDENTIFIER_TYPES[0],
+        "submission": Param(
             type="string",
-            enum=IDENTIFIER_TYPES,
-            title="Identifier type",
-            description="What the person gave you to identify themselves.",
-        ),
-        "identifier": Param(
-            type="string",
-            minLength=1,
-            title="Identifier",
-            description="The email address, customer number or phone number. It is parked "
-            "encrypted in Vault and scrubbed from Airflow as soon as the run starts.",
-        ),
-        "received_on": Param(
-            type="string",
-            format="date",
-            title="Date received",
-            description="When the request reached you: the one-month deadline runs from it.",
-        ),
-        "legal_ground": Param(
-            "art17_1_b",
-            type="string",
-            enum=[g.value for g in LEGAL_GROUNDS],
-            values_display={g.value: label for g, label in LEGAL_GROUNDS.items()},
-            title="Legal ground",
-            description="The Art. 17(1) ground the request relies on.",
-        ),
-        "notes": Param(
-            None,
-            type=["null", "string"],
-            title="Notes",
-            description="Optional. Parked encrypted with the identifier and destroyed with it.",
-        ),
-        "dry_run": Param(
-            False,
-            type="boolean",
-            title="Dry run",
-            description="Only locate and plan; change nothing.",
+            pattern=r"^sub-[0-9a-f]{32}$",
+            title="Sealed submission",
+            description="Set by the erasure desk, which seals what the DPO typed before any of "
+            "it reaches Airflow. Do not trigger this DAG by hand: submit requests on the desk "
+            "(Erasure > New request).",
         ),
     },
     render_template_as_native_obj=True,
@@ -196,23 +150,14 @@ def _in_order() -> Iterator[None]:
 def gdpr_erasure() -> None:
     @task
     def register() -> dict[str, Any]:
-        from erasure_airflow import discard, scrub
-
         from erasure import workflow
-        from erasure.errors import RequestError, SubjectError
-        from erasure.free_text import NamesSubject
 
         ctx = get_current_context()
         run_id = ctx["run_id"]
         with _services() as svc:
-            try:
-                registration = workflow.register(svc, dict(ctx["params"]), run_id)
-            except (RequestError, SubjectError, NamesSubject):
-                # Rejected: nothing was parked, and the typed identifier must not stay in
-                # Airflow either. The DPO submits a corrected request as a new run.
-                discard(svc.settings, run_id)
-                raise
-            scrub(svc, registration.request_ref)
+            # Opens the sealed submission on this worker; refused, it is destroyed and the DPO
+            # submits a corrected request on the desk.
+            registration = workflow.register(svc, dict(ctx["params"]), run_id)
         duplicate = registration.owner_run_id != run_id
         if duplicate:
             log.warning(

@@ -59,15 +59,12 @@ class Settings(BaseSettings):
     lineage_retention_days: int = Field(default=400, ge=1)
     # The nightly CRM export the crm_ingest DAG loads (CSV or JSON lines).
     crm_export: Path | None = None
-    # How tasks reach Airflow itself (to run a rematerialisation DAG, to have the identifier
-    # scrubbed from the metadata DB): its REST API and the erasure plugin, or in-process
-    # under dag.test() (the embedded demo and the tests).
+    # How tasks reach Airflow itself (to run a rematerialisation DAG): its REST API, or
+    # in-process under dag.test() (the embedded demo and the tests).
     airflow_access: Literal["rest", "inprocess"] = "rest"
     airflow_api_url: str = "http://127.0.0.1:8080"
     airflow_api_user: str | None = None
     airflow_api_password: SecretStr | None = None
-    # Key of the HMAC tokens tasks present to the plugin's scrub endpoint.
-    task_token_key: SecretStr | None = None
     # Who may rule on an escalation: an author holding one of these roles (FAB roles in
     # production). Off only where no auth manager can tell (dag.test, the embedded demo).
     dpo_roles: list[str] = Field(default_factory=lambda: ["DPO"])

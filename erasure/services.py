@@ -17,6 +17,7 @@ from erasure.audit.signing import TransitSigner
 from erasure.catalog import Catalog, load_catalog
 from erasure.config import Settings, env_name
 from erasure.errors import ConfigError
+from erasure.intake import SubmissionBox, TransitSubmissionKey
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import SubjectKeyStore, keystore_from_settings
 from erasure.keys.pepper import PepperStore, would_orphan
@@ -77,6 +78,7 @@ class Services:
     rulings: RulingBook
     suppression: SuppressionList
     ledger: RecordLedger
+    submissions: SubmissionBox
 
     @classmethod
     def open(
@@ -128,6 +130,9 @@ class Services:
             rulings=RulingBook(store),
             suppression=SuppressionList(store),
             ledger=RecordLedger(store, TransitSigner(vault, settings.vault_transit_mount)),
+            submissions=SubmissionBox(
+                store, TransitSubmissionKey(vault, settings.vault_transit_mount)
+            ),
         )
 
     def close(self) -> None:

@@ -30,11 +30,6 @@ _MAX_IDENTIFIER = 512
 _MAX_NOTES = 4000
 
 
-# What the Airflow plugin leaves in dag_run.conf and the audit log in place of the identifier
-# and notes once they are parked (see erasure.registry).
-SCRUBBED = "[parked in Vault]"
-
-
 # ---------------------------------------------------------------------------------------------
 # Vocabulary
 

@@ -74,7 +74,7 @@ def second_look(
     key_hashes: Sequence[str],
     suppression: SuppressionList,
     pepper: Pepper,
-    scrubbed: bool | None,
+    submissions_held: int,
 ) -> tuple[list[Check], list[Recount]]:
     """Every check of the second look, and the recounts (which ones found the subject)."""
     recounts = recount(catalog, warehouse, identities, reference_keys, plan, check=False)
@@ -137,15 +137,14 @@ def second_look(
                 passed=root.rows == 0 or shared,
             )
         )
-    if scrubbed is not None:
-        checks.append(
-            Check(
-                target="airflow metadata",
-                check="identifier scrubbed",
-                result="yes" if scrubbed else "NOT YET",
-                passed=scrubbed,
-            )
+    checks.append(
+        Check(
+            target="erasure desk",
+            check="sealed submission destroyed",
+            result="yes" if not submissions_held else f"NOT YET ({submissions_held} kept)",
+            passed=not submissions_held,
         )
+    )
     return checks, recounts
 
 

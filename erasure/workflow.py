@@ -23,8 +23,15 @@ from erasure.actions.shred import ShredEvidence, destroyed_by_others, key_hashes
 from erasure.actions.tombstone import TombstoneEvidence, insert_tombstones
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.completion import completion_body
-from erasure.errors import RebuildFailed, VerificationFailed, describe_invalid
-from erasure.free_text import refuse_if_named
+from erasure.errors import (
+    RebuildFailed,
+    RequestError,
+    SubjectError,
+    VerificationFailed,
+    describe_invalid,
+)
+from erasure.free_text import NamesSubject, refuse_if_named
+from erasure.intake import Ticket
 from erasure.lineage.store import LineageStore
 from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
 from erasure.model import Action, DatasetRef, Identity, Plan, PlanItem, SubjectRef
@@ -45,7 +52,7 @@ from erasure.registry.action_log import ActionStatus
 from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
 from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
 from erasure.services import Services
-from erasure.submission import SCRUBBED, ErasureRequest
+from erasure.submission import ErasureRequest
 from erasure.verify import VerificationEvidence, second_look
 
 __all__ = ["NotYet", "StepError", "TriggerDag", "UpstreamFailed"]
@@ -60,49 +67,67 @@ _VERIFY = "verify"
 
 
 def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registration:
-    """Validate the submitted request, hash and park its identifier; idempotent on the ref.
+    """Open the desk's sealed submission, hash and park its identifier; idempotent on the ref.
 
     What would put an identifier on record is refused here, before anything is kept: a
     request reference or notes naming the subject, by the identifier given or by one it
-    expands to (another of the subject's identifiers the warehouse holds).
-    A cleared and rerun run finds its conf already scrubbed: it resumes the request it owns.
+    expands to (another of the subject's identifiers the warehouse holds). Registered or
+    refused, the sealed copy is destroyed; a cleared and rerun run finds its request
+    registered and resumes it. Only a failure a retry can mend keeps the sealed copy.
     """
-    if conf.get("identifier") == SCRUBBED:
-        record = svc.requests.require(str(conf.get("request_ref")))
-        return Registration(
-            request_ref=record.request_ref,
-            subject_hash=record.subject_hash,
+    ticket = Ticket.parse(conf)
+    owned = svc.requests.get(ticket.request_ref)
+    if owned is not None and owned.run_id == run_id:
+        registration = Registration(
+            request_ref=owned.request_ref,
+            subject_hash=owned.subject_hash,
             created=False,
-            owner_run_id=record.run_id,
-            status=record.status,
+            owner_run_id=owned.run_id,
+            status=owned.status,
         )
-    request = ErasureRequest.parse(conf)
+    else:
+        try:
+            registration = _register(svc, svc.submissions.open(ticket), run_id)
+        except (RequestError, SubjectError, NamesSubject):
+            svc.submissions.destroy(ticket)  # refused: nothing of the submission is kept
+            raise
+    if registration.owner_run_id == run_id:
+        _record_receipt(svc, registration)
+    svc.submissions.destroy(ticket)
+    if registration.owner_run_id == run_id:
+        svc.requests.mark_submission_destroyed(registration.request_ref, datetime.now(UTC))
+    return registration
+
+
+def _register(svc: Services, request: ErasureRequest, run_id: str) -> Registration:
     identity = normalise_subject(svc.catalog, request.subject)
     _refuse_naming(svc, request, [identity])
     if svc.requests.get(request.request_ref) is None:
         _refuse_naming(svc, request, locate(svc.catalog, svc.warehouse, request.subject).identities)
-    registration = svc.registrar.register(request, identity, catalog=svc.catalog, run_id=run_id)
-    # Its owner's retry also writes the `received` record if the first attempt did not.
-    if registration.created or (
-        registration.owner_run_id == run_id
-        and not any(r.kind is RecordKind.RECEIVED for r in svc.ledger.show(request.request_ref))
+    return svc.registrar.register(request, identity, catalog=svc.catalog, run_id=run_id)
+
+
+def _record_receipt(svc: Services, registration: Registration) -> None:
+    """The `received` record, written once by the request's own run (its retry included)."""
+    if not registration.created and any(
+        r.kind is RecordKind.RECEIVED for r in svc.ledger.show(registration.request_ref)
     ):
-        record = svc.requests.require(request.request_ref)
-        svc.ledger.append(
-            record.request_ref,
-            record.subject_hash,
-            RecordKind.RECEIVED,
-            {
-                "identifier_type": record.identifier_type,
-                "pepper_version": record.pepper_version,
-                "legal_ground": record.legal_ground.value,
-                "received_on": record.received_on.isoformat(),
-                "due_on": record.due_on.isoformat(),
-                "dry_run": record.dry_run,
-                "run_id": run_id,
-            },
-        )
-    return registration
+        return
+    record = svc.requests.require(registration.request_ref)
+    svc.ledger.append(
+        record.request_ref,
+        record.subject_hash,
+        RecordKind.RECEIVED,
+        {
+            "identifier_type": record.identifier_type,
+            "pepper_version": record.pepper_version,
+            "legal_ground": record.legal_ground.value,
+            "received_on": record.received_on.isoformat(),
+            "due_on": record.due_on.isoformat(),
+            "dry_run": record.dry_run,
+            "run_id": record.run_id,
+        },
+    )
 
 
 def _refuse_naming(svc: Services, request: ErasureRequest, identities: Any) -> None:
@@ -372,9 +397,7 @@ def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> Rulin
 # 5. verify
 
 
-def verify(
-    svc: Services, ref: str, *, require_scrubbed: bool = True, now: datetime | None = None
-) -> VerificationEvidence:
+def verify(svc: Services, ref: str, *, now: datetime | None = None) -> VerificationEvidence:
     """The second look: recount, keys gone, tombstones present, escalations ruled, re-plan."""
     now = now or datetime.now(UTC)
     record = enter(svc.requests, ref, Step.VERIFY)
@@ -396,7 +419,7 @@ def verify(
         key_hashes=key_hashes(svc.peppers.all_versions(), parked.identities),
         suppression=svc.suppression,
         pepper=svc.peppers.version(record.pepper_version),
-        scrubbed=(record.scrubbed_at is not None) if require_scrubbed else None,
+        submissions_held=svc.submissions.held(ref),
     )
     found_again = {r.dataset: r.found for r in recounts if not r.ok}
     for item in plan.items:

@@ -1,7 +1,8 @@
-"""Airflow plugin: the erasure HTTP API and the auditors' records page, under `/erasure`.
+"""Airflow plugin: the erasure HTTP API, the DPO's desk and the records page, under `/erasure`.
 
 The app lives in the `erasure_api` package beside this file; this module only registers it
-with Airflow's API server and adds "Erasure records" to the UI's Browse menu.
+with Airflow's API server and adds "New erasure request" and "Erasure records" to the UI's
+Browse menu.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ class ErasurePlugin(AirflowPlugin):
     name = "erasure"
     fastapi_apps: list[Any] = [{"app": app, "url_prefix": "/erasure", "name": "erasure"}]
     external_views: list[Any] = [
+        {
+            "name": "New erasure request",
+            "href": "/erasure/requests/new",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "erasure-new-request",
+        },
         {
             "name": "Erasure records",
             "href": "/erasure/records",

@@ -49,7 +49,7 @@ def initialise(client: hvac.Client, settings: Settings) -> Bootstrap:
     signer.ensure_key()
     if not had_signing_key:
         created.append(f"key {signer.key_id} (ed25519, non-exportable)")
-    if _ensure_submissions_key(client, transit):
+    if ensure_submissions_key(client, transit):
         created.append(f"key transit:{transit}/keys/{SUBMISSIONS_KEY} ({SUBMISSIONS_KEY_TYPE})")
     peppers = PepperStore(client, kv)
     had_pepper = peppers.exists()
@@ -79,7 +79,7 @@ def rotate_pepper(client: hvac.Client, settings: Settings) -> int:
     return peppers.rotate().version
 
 
-def _ensure_submissions_key(client: hvac.Client, mount: str) -> bool:
+def ensure_submissions_key(client: hvac.Client, mount: str) -> bool:
     """Create the submissions key unless present; True if created. Refuses a leaky one."""
     address = address_of(client)
     key_id = f"transit:{mount}/keys/{SUBMISSIONS_KEY}"

@@ -73,7 +73,7 @@ class Registrar:
             "dry_run": req.dry_run,
             "created_at": stamp,
             "updated_at": stamp,
-            "scrubbed_at": None,
+            "submission_destroyed_at": None,
             "secrets_destroyed_at": None,
         }
         insert = (

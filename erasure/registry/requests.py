@@ -89,7 +89,7 @@ class RegisteredRequest(BaseModel):
     dry_run: bool
     created_at: datetime
     updated_at: datetime
-    scrubbed_at: datetime | None
+    submission_destroyed_at: datetime | None
     secrets_destroyed_at: datetime | None
 
     @property
@@ -185,16 +185,19 @@ class RequestBook:
         log.info("request %s: %s -> %s", request_ref, current.status.value, target.value)
         return updated
 
-    def mark_scrubbed(self, request_ref: str, at: datetime) -> RegisteredRequest:
-        """Record when the identifier was scrubbed from Airflow's metadata (first time kept)."""
+    def mark_submission_destroyed(self, request_ref: str, at: datetime) -> RegisteredRequest:
+        """Record when the desk's sealed copy of the submission was destroyed (first time kept)."""
         if at.tzinfo is None:
-            raise RequestError("give mark_scrubbed an aware UTC timestamp, not a naive one")
-        with self._db("mark the request scrubbed"), self._engine.begin() as conn:
+            raise RequestError(
+                "give mark_submission_destroyed an aware UTC timestamp, not a naive one"
+            )
+        column = requests.c.submission_destroyed_at
+        with self._db("mark the sealed submission destroyed"), self._engine.begin() as conn:
             require(conn, request_ref)
             conn.execute(
                 requests.update()
-                .where(requests.c.request_ref == request_ref, requests.c.scrubbed_at.is_(None))
-                .values(scrubbed_at=at, updated_at=now())
+                .where(requests.c.request_ref == request_ref, column.is_(None))
+                .values(submission_destroyed_at=at, updated_at=now())
             )
             return require(conn, request_ref)
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import SecretStr
-
 from erasure.config import Settings
+from erasure.keys.bootstrap import initialise
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore
@@ -28,7 +27,6 @@ def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:
         store_url=f"sqlite:///{base_dir / 'erasure.db'}",
         airflow_access="inprocess",
         crm_export=base_dir / CRM_EXPORT,
-        task_token_key=SecretStr("demo-task-token-key"),
         # dag.test has no auth manager to tell the answering user's roles.
         require_dpo_role=False,
     )
@@ -39,11 +37,12 @@ def open_demo(base_dir: Path, bao: EmbeddedOpenBao, *, url: str | None = None) -
     """Build the estate in `base_dir`, sealing the archive under per-customer keys."""
     settings = demo_settings(base_dir, bao)
     vault = connect(settings)
+    # What the operator's `erasure keys init` does: the mounts, the signing and submissions
+    # keys, and pepper v1 (a new estate: nothing is hashed under any pepper yet).
+    initialise(vault, settings)
     keystore = keystore_from_settings(settings, vault)
     keystore.ensure_mount()
-    peppers = PepperStore(vault, settings.vault_kv_mount)
-    peppers.ensure_mount()
-    pepper = peppers.initialise()  # a new estate: nothing is hashed under any pepper yet
+    pepper = PepperStore(vault, settings.vault_kv_mount).current()
     cipher = EnvelopeCipher(keystore)
 
     def seal(customer_id: str, dataset: str, plaintext: bytes) -> tuple[str, bytes]:

@@ -85,9 +85,20 @@ requests = sa.Table(
     sa.Column("dry_run", sa.Boolean, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
-    sa.Column("scrubbed_at", UtcDateTime, nullable=True),
+    sa.Column("submission_destroyed_at", UtcDateTime, nullable=True),
     sa.Column("secrets_destroyed_at", UtcDateTime, nullable=True),
     comment="Erasure requests: the workflow's resumable state; subjects as keyed hashes only.",
+)
+
+submissions = sa.Table(
+    "submissions",
+    metadata,
+    sa.Column("handle", sa.String(40), primary_key=True),
+    sa.Column("request_ref", sa.String(REQUEST_REF_LENGTH), nullable=False, index=True),
+    sa.Column("sealed", sa.Text, nullable=False),
+    sa.Column("sealed_at", UtcDateTime, nullable=False),
+    sa.CheckConstraint("substr(sealed, 1, 6) = 'vault:'", name="sealed"),
+    comment="Submissions sealed by the erasure desk (Vault transit), until register opens them.",
 )
 
 request_secrets = sa.Table(

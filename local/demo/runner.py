@@ -52,8 +52,6 @@ def erasure_environment(settings: Any) -> dict[str, str]:
         "ERASURE_CRM_EXPORT": str(settings.crm_export or ""),
         "ERASURE_REQUIRE_DPO_ROLE": str(settings.require_dpo_role).lower(),
     }
-    if settings.task_token_key is not None:
-        env["ERASURE_TASK_TOKEN_KEY"] = settings.task_token_key.get_secret_value()
     return env
 
 
@@ -208,26 +206,33 @@ def main() -> int:
     from erasure.keys.vault import EmbeddedOpenBao
     from erasure.sample.embedded import open_demo
     from erasure.sample.seed import DEMO_SUBJECT
+    from erasure.services import Services
+    from erasure.submission import ErasureRequest
 
     with EmbeddedOpenBao() as bao:
         print(f"OpenBao dev server at {bao.address} (pid {bao.pid}).", flush=True)
         settings = open_demo(var / "demo", bao)
         os.environ.update(erasure_environment(settings))
         print(f"Demo estate built in {var / 'demo'}.\n", flush=True)
-        conf = {
-            "request_ref": f"DSR-{date.today():%Y%m%d}-0001",
-            "identifier_type": DEMO_SUBJECT[0],
-            "identifier": DEMO_SUBJECT[1],
-            "received_on": date.today().isoformat(),
-            "legal_ground": "art17_1_b",
-            "notes": "Asked by email to be forgotten.",
-            "dry_run": False,
-        }
-        run = run_erasure(conf, load_decisions())
+        submission = ErasureRequest.parse(
+            {
+                "request_ref": f"DSR-{date.today():%Y%m%d}-0001",
+                "identifier_type": DEMO_SUBJECT[0],
+                "identifier": DEMO_SUBJECT[1],
+                "received_on": date.today().isoformat(),
+                "legal_ground": "art17_1_b",
+                "notes": "Asked by email to be forgotten.",
+                "dry_run": False,
+            }
+        )
+        # What the erasure desk does: seal the submission, start the run with its handle.
+        with Services.open(settings) as svc:
+            ticket = svc.submissions.seal(submission)
+        run = run_erasure(ticket.conf(), load_decisions())
         sync = run_crm_sync()
         from local.demo.summary import print_summary
 
-        return print_summary(settings, conf["request_ref"], run, sync)
+        return print_summary(settings, ticket.request_ref, run, sync)
 
 
 if __name__ == "__main__":

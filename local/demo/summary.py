@@ -37,10 +37,10 @@ def print_summary(settings: Settings, ref: str, run: Any, sync: dict[str, Any]) 
                     "recount",
                     "key destroyed",
                     "tombstone",
-                    "identifier scrubbed",
+                    "sealed submission destroyed",
                 ):
                     print(
-                        f"  {'ok ' if check['passed'] else 'BAD'} {check['check']:<20} "
+                        f"  {'ok ' if check['passed'] else 'BAD'} {check['check']:<27} "
                         f"{check['target']}: {check['result']}"
                     )
             status = record.status.value if record.status else "-"

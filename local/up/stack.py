@@ -102,7 +102,6 @@ def stack_environment(
     *,
     ports: Ports,
     settings: Settings,
-    task_token_key: str,
     tasks_password: str,
     lineage_api_key: str | None = None,
     inherited: Mapping[str, str] | None = None,
@@ -139,13 +138,11 @@ def stack_environment(
     env.update(erasure_environment(settings))
     env.update(
         {
-            # Tasks reach Airflow over REST (rebuild triggers) and the plugin (the scrub);
-            # the API server checks the scrub's task token with the same key.
+            # Tasks reach Airflow over REST to trigger rebuilds.
             "ERASURE_AIRFLOW_ACCESS": "rest",
             "ERASURE_AIRFLOW_API_URL": url,
             "ERASURE_AIRFLOW_API_USER": TASKS_USER,
             "ERASURE_AIRFLOW_API_PASSWORD": tasks_password,
-            "ERASURE_TASK_TOKEN_KEY": task_token_key,
         }
     )
     if lineage_api_key is not None:
@@ -267,7 +264,6 @@ class Stack:
             home,
             ports=self.ports,
             settings=settings,
-            task_token_key=secrets.token_hex(32),
             tasks_password=seed_tasks_password(home),
             lineage_api_key=self.lineage_api_key,
         )

@@ -3,22 +3,23 @@
 Routes (all need an authenticated Airflow user or, where noted, a machine credential):
 
     POST /erasure/api/v1/lineage                     act   OpenLineage RunEvent in (or API key)
+    POST /erasure/api/v1/requests                    act   submit: sealed, run started
     GET  /erasure/api/v1/requests[?status=]          read  requests: status, due dates
     GET  /erasure/api/v1/requests/{ref}              read  one request, its plan and actions
-    POST /erasure/api/v1/requests/{ref}/scrub        act   identifier out of Airflow's DB
-                                                           (or the request's task token)
     GET  /erasure/api/v1/records[?since=&status=]    read  completion records
     GET  /erasure/api/v1/records/verify              read  chain verification
     GET  /erasure/api/v1/records/{ref}               read  one request's records
     GET  /erasure/api/v1/records/{ref}/export?format=json|html   read  evidence pack
     GET  /erasure/records                            read  the auditors' HTML page
+    GET  /erasure/requests/new                       act   the DPO's desk: new request form
 
 Roles under Airflow's simple auth manager (its roles are fixed): auditors get `viewer` and
 read; the DPO gets `op` (or `admin`) and acts; a viewer or user is refused acting with 403.
-See `erasure_api.auth` for other auth managers and the machine credentials.
+See `erasure_api.auth` for other auth managers and the machine credential.
 
 Modules: app (the FastAPI app) · auth (who may call) · backend (store, Vault, built lazily)
-· routes (JSON API) · pages (HTML) · scrub (the metadata-DB scrub) · settings (API keys).
+· desk (submissions: sealed, then the run) · routes (JSON API) · pages (HTML) · settings
+(API key).
 """
 
 from __future__ import annotations

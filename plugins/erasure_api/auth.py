@@ -1,4 +1,4 @@
-"""Who may call the erasure API: Airflow users by role, and two machine credentials.
+"""Who may call the erasure API: Airflow users by role, and one machine credential.
 
 Every route needs an authenticated Airflow user (Bearer JWT or the UI's `_token` cookie,
 resolved by Airflow's own `get_user`), else 401. Under the simple auth manager the role
@@ -6,22 +6,19 @@ decides (403 otherwise):
 
 - read (requests, records, verify, export, the records page): viewer, user, op, admin --
   auditors are given `viewer`;
-- act (scrub, discard, lineage ingest): op, admin -- the DPO is given `op` (or `admin`).
+- act (submit a request on the desk, lineage ingest): op, admin -- the DPO is given `op`
+  (or `admin`).
 
 Under another auth manager (FAB, Keycloak) users carry no simple role: reading is
 `is_authorized_custom_view(method="GET", resource_name="Erasure")`, acting the same with
 "POST", so an admin grants the Auditor and DPO roles those permissions there.
 
 Machines do not log in: OpenLineage producers send `Authorization: Bearer
-<ERASURE_LINEAGE_API_KEY>` to the lineage endpoint, and the erasure DAG sends
-`X-Erasure-Task-Token: hex(HMAC-SHA256(ERASURE_TASK_TOKEN_KEY, "scrub:<ref>"))` to scrub its
-own request, or `"discard:<run_id>"` to discard its own rejected submission, which is all
-that token allows.
+<ERASURE_LINEAGE_API_KEY>` to the lineage endpoint, which is all that key allows.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from dataclasses import dataclass
 from enum import StrEnum
@@ -30,13 +27,12 @@ from typing import Annotated, Literal
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
-from fastapi import Depends, Header, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials
 
 from erasure_api.backend import ErasureBackend
 
 RESOURCE_NAME = "Erasure"  # the custom-view resource other auth managers grant
-TASK_TOKEN_HEADER = "X-Erasure-Task-Token"
 
 
 class Role(StrEnum):
@@ -62,22 +58,13 @@ class Caller:
     """Who made the request: a user by name, or a machine credential."""
 
     name: str
-    kind: Literal["user", "lineage_api_key", "task_token"]
+    kind: Literal["user", "lineage_api_key"]
 
 
 def backend_of(request: Request) -> ErasureBackend:
     """The backend of the erasure app that serves this request."""
     backend: ErasureBackend = request.app.state.erasure
     return backend
-
-
-TaskPurpose = Literal["scrub", "discard"]
-
-
-def task_token(key: str, target: str, purpose: TaskPurpose = "scrub") -> str:
-    """The task token that lets its holder scrub request `target` (or discard run `target`)
-    and nothing else."""
-    return hmac.new(key.encode(), f"{purpose}:{target}".encode(), hashlib.sha256).hexdigest()
 
 
 def role_of(user: BaseUser) -> Role | None:
@@ -131,48 +118,8 @@ async def lineage_writer(
     return _caller(user)
 
 
-async def scrubber(
-    request: Request,
-    ref: str,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-    token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER)] = None,
-) -> Caller:
-    """The task token for scrubbing this `ref`, or an op/admin user. A wrong token is 403."""
-    return await _task_or_actor(request, credentials, token, ref, "scrub")
-
-
-async def discarder(
-    request: Request,
-    run_id: str,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-    token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER)] = None,
-) -> Caller:
-    """The task token for discarding this `run_id`, or an op/admin user."""
-    return await _task_or_actor(request, credentials, token, run_id, "discard")
-
-
-async def _task_or_actor(
-    request: Request,
-    credentials: HTTPAuthorizationCredentials | None,
-    token: str | None,
-    target: str,
-    purpose: TaskPurpose,
-) -> Caller:
-    if token is not None:
-        key = backend_of(request).api_settings().task_token_key
-        if key is None:
-            raise HTTPException(
-                status.HTTP_403_FORBIDDEN,
-                f"{TASK_TOKEN_HEADER} is not accepted: ERASURE_TASK_TOKEN_KEY is not set on the "
-                "Airflow API server",
-            )
-        expected = task_token(key.get_secret_value(), target, purpose)
-        if not hmac.compare_digest(token.strip().lower().encode(), expected.encode()):
-            raise HTTPException(
-                status.HTTP_403_FORBIDDEN, f"the {TASK_TOKEN_HEADER} is not valid for this request"
-            )
-        return Caller(name="gdpr_erasure task", kind="task_token")
-    user = await get_user(request, None, credentials)
+async def dpo(user: GetUserDep) -> Caller:
+    """The DPO: op or admin under the simple auth manager, the act permission under others."""
     if not may(user, act=True):
         raise HTTPException(status.HTTP_403_FORBIDDEN, _ACT_DENIED)
     return _caller(user)
@@ -180,5 +127,4 @@ async def _task_or_actor(
 
 ReaderDep = Annotated[Caller, Depends(reader)]
 LineageWriterDep = Annotated[Caller, Depends(lineage_writer)]
-ScrubberDep = Annotated[Caller, Depends(scrubber)]
-DiscarderDep = Annotated[Caller, Depends(discarder)]
+DpoDep = Annotated[Caller, Depends(dpo)]

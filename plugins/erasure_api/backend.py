@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import threading
 
+import hvac
+
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import DEFAULT_KEY_NAME, RecordSigner, TransitSigner
+from erasure.catalog import Catalog, load_catalog
 from erasure.config import Settings
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
+from erasure.intake import SubmissionBox, TransitSubmissionKey
 from erasure.lineage.event_store import EventStore
 from erasure.lineage.store import LineageStore
 from erasure.registry.action_log import ActionLog
@@ -40,7 +44,9 @@ class ErasureBackend:
         self._settings = settings
         self._api_settings = api_settings
         self._store: Store | None = None
+        self._vault: hvac.Client | None = None
         self._signer: RecordSigner | None = None
+        self._catalog: Catalog | None = None
         self._lineage: LineageStore | None = None
 
     def settings(self) -> Settings:
@@ -74,29 +80,49 @@ class ErasureBackend:
                     raise Unavailable(str(exc)) from None
             return self._store
 
+    def vault(self) -> hvac.Client:
+        """The API server's Vault client (policy erasure-api: seal, read public keys)."""
+        with self._lock:
+            if self._vault is None:
+                from erasure.keys.vault import connect  # hvac and requests: only when needed
+
+                try:
+                    self._vault = connect(self.settings())
+                except (ConfigError, VaultError) as exc:
+                    raise Unavailable(
+                        f"cannot reach Vault: {exc} (ERASURE_VAULT_ADDR, ERASURE_VAULT_TOKEN)"
+                    ) from None
+            return self._vault
+
     def signer(self) -> RecordSigner:
         """The Vault transit signer: its public keys check the records' signatures."""
         with self._lock:
             if self._signer is None:
-                from erasure.keys.vault import connect  # hvac and requests: only when needed
-
-                settings = self.settings()
-                try:
-                    client = connect(settings)
-                except (ConfigError, VaultError) as exc:
-                    raise Unavailable(
-                        f"cannot check record signatures: {exc} (ERASURE_VAULT_ADDR, "
-                        "ERASURE_VAULT_TOKEN)"
-                    ) from None
-                self._signer = TransitSigner(client, settings.vault_transit_mount, DEFAULT_KEY_NAME)
+                mount = self.settings().vault_transit_mount
+                self._signer = TransitSigner(self.vault(), mount, DEFAULT_KEY_NAME)
             return self._signer
+
+    def submissions(self) -> SubmissionBox:
+        """Where the desk seals submissions (it may encrypt with the key, never decrypt)."""
+        key = TransitSubmissionKey(self.vault(), self.settings().vault_transit_mount)
+        return SubmissionBox(self.store(), key)
+
+    def catalog(self) -> Catalog:
+        """The catalog the workers use (ERASURE_CATALOG_PATH), for the desk's form."""
+        with self._lock:
+            if self._catalog is None:
+                path = self.settings().catalog_path
+                if path is None:
+                    raise Unavailable("ERASURE_CATALOG_PATH is not set on the Airflow API server")
+                self._catalog = load_catalog(path)
+            return self._catalog
 
     def ledger(self, *, signed: bool = False) -> RecordLedger:
         """The completion records; `signed` adds the signer (verify, export)."""
         return RecordLedger(self.store(), self.signer() if signed else None)
 
     def requests(self) -> RequestBook:
-        """The registered requests (read, and marked scrubbed): no key access behind them."""
+        """The registered requests, read only: no key access behind them."""
         return RequestBook(self.store())
 
     def plans(self) -> PlanBook:
@@ -119,6 +145,7 @@ class ErasureBackend:
     def forget_vault(self) -> None:
         """Drop the Vault client after a Vault failure: the next request logs in afresh."""
         with self._lock:
+            self._vault = None
             self._signer = None
 
     def close(self) -> None:

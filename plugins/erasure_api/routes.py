@@ -1,4 +1,6 @@
-"""The JSON API under `/erasure/api/v1`: lineage ingest, requests, scrub, completion records.
+"""The JSON API under `/erasure/api/v1`: lineage ingest, requests, completion records.
+
+Submitting a request is the desk's (`erasure_api.desk`).
 
 Each route is a thin call into `erasure`; who may call it is in `erasure_api.auth`.
 """
@@ -12,14 +14,10 @@ import zlib
 from datetime import UTC, date, datetime
 from typing import Annotated, Literal
 
-import sqlalchemy as sa
-from airflow.api_fastapi.common.db.common import SessionDep
-from airflow.models.dagrun import DagRun
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
-from sqlalchemy.orm import Session
 
 from erasure.audit.chain import ChainReport
 from erasure.audit.export import export_json, render_html
@@ -28,9 +26,8 @@ from erasure.errors import LineageError
 from erasure.model import Cycle, Gap, Plan
 from erasure.registry.action_log import ActionRecord, ActionStatus
 from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
-from erasure_api.auth import DiscarderDep, LineageWriterDep, ReaderDep, ScrubberDep, backend_of
+from erasure_api.auth import LineageWriterDep, ReaderDep, backend_of
 from erasure_api.backend import ErasureBackend, Unavailable
-from erasure_api.scrub import ERASURE_DAG_ID, discard_run, scrub_request
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +95,7 @@ class RequestSummary(BaseModel):
     overdue: bool
     dry_run: bool
     run_id: str
-    scrubbed_at: datetime | None
+    submission_destroyed_at: datetime | None
     secrets_destroyed_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -109,19 +106,6 @@ class RequestDetail(RequestSummary):
     plan_versions: list[int]
     plan: PlanSummary | None  # the latest version
     actions: list[ActionSummary]
-
-
-class ScrubResponse(BaseModel):
-    request_ref: str
-    runs: int  # dag_run rows rewritten by this call
-    log_rows: int  # audit-log rows rewritten by this call
-    scrubbed_at: datetime | None  # first scrub of the request
-
-
-class DiscardResponse(BaseModel):
-    run_id: str
-    runs: int  # dag_run rows rewritten by this call (0 when done before)
-    log_rows: int  # audit-log rows rewritten by this call
 
 
 class RecordSummary(BaseModel):
@@ -276,68 +260,6 @@ def get_request(ref: str, caller: ReaderDep, backend: BackendDep) -> RequestDeta
     )
 
 
-@router.post("/requests/{ref}/scrub")
-def scrub(ref: str, caller: ScrubberDep, backend: BackendDep, session: SessionDep) -> ScrubResponse:
-    """Remove the request's raw identifier from Airflow's metadata DB; idempotent."""
-    requests = backend.requests()
-    _registered(requests, ref)
-    result = scrub_request(session, ref)
-    _commit_scrub(session)  # Airflow's rows first: the store only says "scrubbed" once they are
-    record = requests.mark_scrubbed(ref, datetime.now(UTC))
-    log.info(
-        "request %s scrubbed from Airflow's metadata DB by %s (%s): %d run(s), %d audit row(s)",
-        ref,
-        caller.name,
-        caller.kind,
-        result.runs,
-        result.log_rows,
-    )
-    return ScrubResponse(
-        request_ref=ref, runs=result.runs, log_rows=result.log_rows, scrubbed_at=record.scrubbed_at
-    )
-
-
-@router.post("/runs/{run_id}/discard")
-def discard(
-    run_id: str, caller: DiscarderDep, backend: BackendDep, session: SessionDep
-) -> DiscardResponse:
-    """Remove the identifier of a submission that register rejected from Airflow's metadata
-    DB; idempotent. A run that owns a registered request is scrubbed instead (409)."""
-    run = session.scalars(
-        sa.select(DagRun).where(DagRun.dag_id == ERASURE_DAG_ID, DagRun.run_id == run_id)
-    ).one_or_none()
-    if run is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no {ERASURE_DAG_ID} run {run_id}")
-    ref = (run.conf or {}).get("request_ref")
-    owned = backend.requests().get(ref) if isinstance(ref, str) and REQUEST_REF.match(ref) else None
-    if owned is not None and owned.run_id == run_id:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"run {run_id} registered request {ref}: its identifier is parked in Vault, so "
-            f"scrub it with POST /erasure/api/v1/requests/{ref}/scrub instead",
-        )
-    result = discard_run(session, run_id)
-    _commit_scrub(session)
-    log.info(
-        "rejected run %s discarded from Airflow's metadata DB by %s (%s): %d run(s), "
-        "%d audit row(s)",
-        run_id,
-        caller.name,
-        caller.kind,
-        result.runs,
-        result.log_rows,
-    )
-    return DiscardResponse(run_id=run_id, runs=result.runs, log_rows=result.log_rows)
-
-
-def _commit_scrub(session: Session) -> None:
-    session.commit()
-    if session.get_bind().dialect.name == "sqlite":
-        # The write-ahead log still holds the pages as they were before the scrub: fold it
-        # into the database now rather than at some later checkpoint.
-        session.execute(sa.text("PRAGMA wal_checkpoint(TRUNCATE)"))
-
-
 def _registered(requests: RequestBook, ref: str) -> RegisteredRequest:
     found = requests.get(ref) if REQUEST_REF.match(ref) else None
     if found is None:
@@ -361,7 +283,7 @@ def _summary(r: RegisteredRequest, today: date) -> RequestSummary:
         overdue=not r.closed and today > r.effective_due_on,
         dry_run=r.dry_run,
         run_id=r.run_id,
-        scrubbed_at=r.scrubbed_at,
+        submission_destroyed_at=r.submission_destroyed_at,
         secrets_destroyed_at=r.secrets_destroyed_at,
         created_at=r.created_at,
         updated_at=r.updated_at,

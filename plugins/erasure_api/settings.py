@@ -1,6 +1,6 @@
-"""The HTTP API's own settings: the credentials machines use instead of an Airflow login.
+"""The HTTP API's own settings: the credential machines use instead of an Airflow login.
 
-Both are read from the environment of the Airflow API server (pydantic-settings), alongside
+It is read from the environment of the Airflow API server (pydantic-settings), alongside
 `erasure.config.Settings` (store and Vault). Unset means that way in is closed.
 """
 
@@ -17,14 +17,12 @@ MIN_SECRET_LENGTH = 16
 
 
 class ApiSettings(BaseSettings):
-    """ERASURE_LINEAGE_API_KEY and ERASURE_TASK_TOKEN_KEY."""
+    """ERASURE_LINEAGE_API_KEY."""
 
     model_config = SettingsConfigDict(env_prefix="ERASURE_", extra="ignore")
 
     # Bearer key Airflow's OpenLineage HTTP transport sends (`auth: {type: api_key, ...}`).
     lineage_api_key: SecretStr | None = None
-    # HMAC key the erasure DAG signs `scrub:<ref>` with, to scrub its own run's conf.
-    task_token_key: SecretStr | None = None
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -38,7 +36,7 @@ class ApiSettings(BaseSettings):
                 f"{names}: must be at least {MIN_SECRET_LENGTH} characters, or unset"
             ) from None
 
-    @field_validator("lineage_api_key", "task_token_key")
+    @field_validator("lineage_api_key")
     @classmethod
     def _strong_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value().strip():

@@ -116,16 +116,10 @@ class AirflowApi:
             assert len(errors) < ANSWER_ATTEMPTS, "\n\n".join(errors)
             time.sleep(POLL_SECONDS)
 
-    def trigger(self, run_id: str, conf: Mapping[str, Any]) -> dict[str, Any]:
-        """Submit the trigger form's values; the run's JSON."""
-        response = self._send(
-            "POST",
-            f"/api/v2/dags/{ERASURE_DAG}/dagRuns",
-            json={"dag_run_id": run_id, "logical_date": None, "conf": dict(conf)},
-        )
-        if response.status_code == 409:  # a resent trigger whose first try did create it
-            return self.run(run_id)
-        assert response.status_code == 200, response.text
+    def submit(self, submission: Mapping[str, Any], expect: int = 201) -> dict[str, Any]:
+        """Submit a request on the erasure desk (what its form posts); the desk's answer."""
+        response = self._send("POST", "/erasure/api/v1/requests", json=dict(submission))
+        assert response.status_code == expect, response.text
         return dict(response.json())
 
     def run(self, run_id: str) -> dict[str, Any]:
@@ -268,8 +262,8 @@ def dpo_api(airflow_standalone: Stack) -> Iterator[AirflowApi]:
     api.close()
 
 
-def erasure_conf(ref: str, identifier: str, **extra: Any) -> dict[str, Any]:
-    """What the DPO types into the gdpr_erasure trigger form."""
+def erasure_request(ref: str, identifier: str, **extra: Any) -> dict[str, Any]:
+    """What the DPO types on the erasure desk."""
     return {
         "request_ref": ref,
         "identifier_type": "email",

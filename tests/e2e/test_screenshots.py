@@ -36,7 +36,7 @@ from erasure.sample.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
 from local.demo.runner import load_decisions
 from local.up.stack import REPO, Stack
-from tests.e2e.conftest import AirflowApi, erasure_conf
+from tests.e2e.conftest import AirflowApi, erasure_request
 
 pytestmark = [
     pytest.mark.integration,
@@ -268,7 +268,7 @@ def test_trigger_form(airflow_standalone: Stack, browser: Browser) -> None:
 
 def test_dpo_prompt(airflow_standalone: Stack, dpo_api: AirflowApi, browser: Browser) -> None:
     stack = airflow_standalone
-    dpo_api.trigger(RUN_ID, erasure_conf(REF, another_customer(stack)))
+    dpo_api.submit(erasure_request(REF, another_customer(stack)))
     deadline = time.monotonic() + 180
     prompt: dict[str, Any] | None = None
     while prompt is None:

@@ -1,11 +1,12 @@
 """One erasure request end to end through `airflow standalone`, then a sweep for the identifier.
 
-The DPO submits the demo subject's email, typed in an odd letter case, through Airflow's
-REST API (what the trigger form posts) and answers every escalation from decisions.yaml
-through the HITL endpoint. When the run has succeeded, the raw identifier (any case) and its
-normalised form must be nowhere the system writes: Airflow's metadata DB (every row of every
-table, XCom included), Airflow's logs and home, the erasure store, Vault's paths and secrets.
-A second submission of the same request does nothing new.
+The DPO submits the demo subject's email, typed in an odd letter case, on the erasure desk
+(`POST /erasure/api/v1/requests`, what its form posts) and answers every escalation from
+decisions.yaml through the HITL endpoint. When the run has succeeded, the raw identifier
+(any case) and its normalised form must be nowhere the system writes: Airflow's metadata DB
+(every row of every table, XCom included, and its files on disk), Airflow's logs and home,
+the erasure store, Vault's paths and secrets. A second submission of the same reference is
+refused; a submission the register step refuses leaves nothing behind either.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from erasure.sample.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
 from local.demo.runner import load_decisions
 from local.up.stack import Stack
-from tests.e2e.conftest import AirflowApi, erasure_conf
+from tests.e2e.conftest import AirflowApi, erasure_request
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,7 +41,6 @@ pytestmark = [
 
 REF = f"DSR-E2E-{uuid.uuid4().hex[:8]}"
 RUN_ID = f"erasure-{REF}"
-RESUBMITTED_RUN_ID = f"erasure-{REF}-resubmitted"
 REJECTED_REF = f"{REF}-typo"
 REJECTED_RUN_ID = f"erasure-{REJECTED_REF}"
 # The demo subject, as a person might type her address: a stray space, odd capitals.
@@ -52,7 +52,6 @@ NOTE_CANARY = f"note-{uuid.uuid4().hex}"
 # Looked for case-insensitively: the typed and the normalised form are the same letters; the
 # URL-encoded form would show up in access logs and query strings.
 NEEDLES = (NORMALISED, NORMALISED.replace("@", "%40"), NOTE_CANARY)
-PARKED = "[parked in Vault]"
 
 
 def holds_canary(text: str) -> bool:
@@ -68,7 +67,7 @@ class Erasure:
     rows_before: int
     state: str
     answered: list[str]
-    resubmitted_state: str
+    resubmitted: dict[str, Any]
     rejected_state: str
 
 
@@ -92,27 +91,21 @@ def customers_holding_subject(stack: Stack) -> int:
 
 @pytest.fixture(scope="module")
 def erasure(airflow_standalone: Stack, dpo_api: AirflowApi) -> Erasure:
-    """Submit the request, answer its prompts, wait; then submit it again under a new run id,
-    and once more with the address pasted into the phone field (rejected)."""
+    """Submit the request on the desk, answer its prompts, wait; then submit it again (refused),
+    and once more with the address pasted into the phone field (refused at register)."""
     stack = airflow_standalone
     rows_before = customers_holding_subject(stack)
     assert rows_before >= 1, "the demo estate should hold the demo subject before the erasure"
-    conf = erasure_conf(REF, CANARY, notes=f"Asked by phone ({NOTE_CANARY}); confirm by email.")
-    dpo_api.trigger(RUN_ID, conf)
+    typed = erasure_request(REF, CANARY, notes=f"Asked by phone ({NOTE_CANARY}); confirm by email.")
+    assert dpo_api.submit(typed)["run_id"] == RUN_ID
     state, answered = dpo_api.wait(RUN_ID, decisions=load_decisions())
     if state != "success":
         pytest.fail(f"{RUN_ID} ended {state}\n{dpo_api.explain_failure(RUN_ID)}", pytrace=False)
-    dpo_api.trigger(RESUBMITTED_RUN_ID, conf)
-    resubmitted, _ = dpo_api.wait(RESUBMITTED_RUN_ID, timeout=180)
-    if resubmitted != "success":
-        pytest.fail(
-            f"{RESUBMITTED_RUN_ID} ended {resubmitted}\n"
-            f"{dpo_api.explain_failure(RESUBMITTED_RUN_ID)}",
-            pytrace=False,
-        )
-    dpo_api.trigger(REJECTED_RUN_ID, erasure_conf(REJECTED_REF, CANARY, identifier_type="phone"))
-    rejected, _ = dpo_api.wait(REJECTED_RUN_ID, timeout=180)
-    return Erasure(stack, rows_before, state, answered, resubmitted, rejected)
+    resubmitted = dpo_api.submit(typed, expect=409)
+    rejected = dpo_api.submit(erasure_request(REJECTED_REF, CANARY, identifier_type="phone"))
+    assert rejected["run_id"] == REJECTED_RUN_ID
+    rejected_state, _ = dpo_api.wait(REJECTED_RUN_ID, timeout=180)
+    return Erasure(stack, rows_before, state, answered, resubmitted, rejected_state)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,38 +142,27 @@ def test_the_completion_record_is_there_for_the_auditor(erasure: Erasure) -> Non
     assert not holds_canary(response.text)
 
 
-def test_a_second_submission_of_the_request_does_nothing_new(
-    erasure: Erasure, dpo_api: AirflowApi
-) -> None:
-    assert erasure.resubmitted_state == "success"
-    log = dpo_api.task_log(RESUBMITTED_RUN_ID, "register")
-    assert "already" in log, log[-3000:]
-    acted = {
-        ti["task_id"]: ti["state"]
-        for ti in dpo_api.task_instances(RESUBMITTED_RUN_ID)
-        if ti["task_id"] in ("erase_rows", "crypto_shred", "rebuild", "dpo_decides", "complete")
-    }
-    assert acted and set(acted.values()) == {"skipped"}, acted
+def test_a_second_submission_of_the_reference_is_refused(erasure: Erasure) -> None:
+    assert "already registered" in erasure.resubmitted["detail"]
+    assert not holds_canary(str(erasure.resubmitted))
     with sqlite3.connect(f"file:{store_file(erasure.stack)}?mode=ro", uri=True) as conn:
-        (subject_hash, owner_run) = conn.execute(
-            "SELECT subject_hash, run_id FROM requests WHERE request_ref = ?", (REF,)
-        ).fetchone()
-        (same_subject,) = conn.execute(
-            "SELECT COUNT(*) FROM requests WHERE subject_hash = ?", (subject_hash,)
+        (owner_run,) = conn.execute(
+            "SELECT run_id FROM requests WHERE request_ref = ?", (REF,)
         ).fetchone()
     assert owner_run == RUN_ID
-    assert same_subject == 1
 
 
-def test_a_rejected_submission_says_what_to_fix_and_is_discarded(
+def test_a_rejected_submission_says_what_to_fix_and_leaves_nothing(
     erasure: Erasure, dpo_api: AirflowApi
 ) -> None:
     assert erasure.rejected_state == "failed"
     log = dpo_api.task_log(REJECTED_RUN_ID, "register")
     assert "the phone identifier cannot be parsed" in log, log[-3000:]
     conf = dpo_api.run(REJECTED_RUN_ID)["conf"]
-    assert conf["identifier"] == "[removed: submission rejected]"
-    assert conf["identifier_type"] == "phone" and conf["request_ref"] == REJECTED_REF
+    assert set(conf) == {"request_ref", "submission"} and conf["request_ref"] == REJECTED_REF
+    with sqlite3.connect(f"file:{store_file(erasure.stack)}?mode=ro", uri=True) as conn:
+        (sealed,) = conn.execute("SELECT COUNT(*) FROM submissions").fetchone()
+    assert sealed == 0, "every sealed submission was opened and destroyed"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,24 +235,20 @@ def test_airflow_metadata_db_rows_do_not_hold_the_identifier(erasure: Erasure) -
     assert not hits, "\n".join(hits)
     for table in ("dag_run", "log", "xcom", "task_instance", "hitl_detail"):
         assert counts.get(table), f"no rows in {table}: the sweep would prove nothing there"
-    # The conf still shows the request, with the identifier and notes parked in Vault.
+    # The conf holds the reference and the sealed submission's handle, nothing typed.
     conn = sqlite3.connect(f"file:{airflow_db(erasure.stack)}?mode=ro", uri=True)
     try:
         confs = dict(
             conn.execute(
                 "SELECT run_id, CAST(conf AS TEXT) FROM dag_run WHERE run_id IN (?, ?)",
-                (RUN_ID, RESUBMITTED_RUN_ID),
+                (RUN_ID, REJECTED_RUN_ID),
             ).fetchall()
         )
-        trigger_rows = conn.execute(
-            "SELECT COUNT(*) FROM log WHERE dag_id = 'gdpr_erasure' AND event LIKE '%trigger%'"
-        ).fetchone()[0]
     finally:
         conn.close()
-    assert set(confs) == {RUN_ID, RESUBMITTED_RUN_ID}
+    assert set(confs) == {RUN_ID, REJECTED_RUN_ID}
     for conf in confs.values():
-        assert PARKED in conf and REF in conf, conf
-    assert trigger_rows >= 2, "the audit log should record both triggers"
+        assert '"submission"' in conf and REF in conf and "identifier" not in conf, conf
 
 
 def test_xcom_does_not_hold_the_identifier(erasure: Erasure) -> None:
@@ -302,13 +280,7 @@ def test_airflow_metadata_db_files_on_disk(erasure: Erasure) -> None:
     ]
     if not secure_delete():  # freed pages then keep old rows by design: only the rows count
         hits = [name for name in hits if name != "airflow.db"]
-    if hits == ["airflow.db-wal"]:
-        pytest.xfail(
-            "airflow.db-wal still holds page images written before the scrub (the trigger's "
-            "rows) until SQLite checkpoints and reuses those frames; the rows themselves are "
-            "clean, and a clean stop checkpoints the WAL away. Embedded SQLite only."
-        )
-    assert not hits, hits
+    assert not hits, hits  # nothing typed ever reached Airflow: no old page can hold it
 
 
 def test_erasure_store_does_not_hold_the_identifier(erasure: Erasure) -> None:

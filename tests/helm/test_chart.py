@@ -26,7 +26,6 @@ SECRETS = {
     "storeUrl": "postgresql+psycopg://erasure_app:app-pw-1@store:5432/erasure",
     "storeMigrationUrl": "postgresql+psycopg://erasure_owner:owner-pw-1@store:5432/erasure",
     "warehouseUri": "postgresql://erasure_wh:wh-pw-1@warehouse:5432/warehouse",
-    "taskTokenKey": "t" * 32,
     "lineageApiKey": "l" * 32,
     "tasksPassword": "p" * 24,
 }
@@ -112,8 +111,8 @@ REFUSALS = [
         "at '/connections/values/storeUrl': 'not' failed",
     ),
     (
-        {"connections": {"values": {"taskTokenKey": "short"}}},
-        "at '/connections/values/taskTokenKey': minLength: got 5, want 16",
+        {"connections": {"values": {"tasksPassword": "short"}}},
+        "at '/connections/values/tasksPassword': minLength: got 5, want 16",
     ),
     (
         {"connections": {"values": {"warehouseUri": ""}}},

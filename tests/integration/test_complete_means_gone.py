@@ -23,7 +23,7 @@ from erasure.prompts import escalation_prompt
 from erasure.sample.embedded import open_demo
 from erasure.services import Services
 from erasure.workflow import StepError, UpstreamFailed
-from tests.integration.workflow_support import CONF, answer, item_named, run_request
+from tests.integration.workflow_support import CONF, answer, item_named, register, run_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
@@ -139,11 +139,12 @@ def test_a_reference_naming_the_subject_is_refused_before_anything_is_kept(
         ("DSR-LOAD-C21", "email", "load.test@example.org"),
     ):
         with pytest.raises(NamesSubject, match="request_ref contains the subject's customer_id"):
-            workflow.register(svc, request(ref, id_type, identifier), f"erasure-{ref}")
+            register(svc, request(ref, id_type, identifier), f"erasure-{ref}")
     assert svc.requests.list() == []
     assert svc.ledger.list() == []
+    assert svc.submissions.held("DSR-LOAD-C21") == 0  # refused: the sealed copy is destroyed
     with pytest.raises(NamesSubject, match="notes contains the subject's email"):
-        workflow.register(
+        register(
             svc,
             {**request("DSR-LOAD-0021", "email", "load.test@example.org"),
              "notes": "asked by LOAD.TEST@example.org on the phone"},
@@ -156,7 +157,7 @@ def test_a_justification_naming_the_subject_is_refused_when_the_dpo_enters_it(
     svc: Services,
 ) -> None:
     ref = "DSR-JUSTIFY"
-    workflow.register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
+    register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     named = answer(
         "Accept as non-personal", justification="cache of alice.smith@example.com expires"
@@ -177,7 +178,7 @@ def test_a_shared_row_is_retained_or_deleted_alone_and_a_deletion_never_stands(
     svc: Services,
 ) -> None:
     ref = "DSR-SHARED"
-    workflow.register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
+    register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     shared = next(i for i in workflow.pending_escalations(svc, ref) if i.rule == "2a")
     assert escalation_prompt(shared).options == [
@@ -208,7 +209,7 @@ def test_a_shared_row_is_retained_or_deleted_alone_and_a_deletion_never_stands(
 
 def test_a_wait_on_a_failed_upstream_ends_naming_it(svc: Services) -> None:
     ref = "DSR-WAIT"
-    workflow.register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
+    register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
     plan = workflow.plan_request(svc, ref)
     workflow.tombstone(svc, ref)
     first, second = workflow.items_for(plan, Action.ERASE_ROWS)[:2]
@@ -266,7 +267,7 @@ def test_a_lost_pepper_fails_closed_while_anything_is_hashed_under_it(tmp_path: 
 
 def test_only_a_dpo_rules(svc: Services) -> None:
     ref = "DSR-ROLES"
-    workflow.register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
+    register(svc, request(ref, "email", "alice.smith@example.com"), f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     svc.settings = svc.settings.model_copy(update={"require_dpo_role": True})
     ruling = answer("Accept as non-personal", justification="cache keyed by product, 24 h")

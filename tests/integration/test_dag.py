@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from erasure.config import Settings
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
 from erasure.sample.embedded import open_demo
@@ -20,6 +21,7 @@ from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
 from erasure.workflow import items_for
 from local.demo.runner import REPO, erasure_environment, load_decisions, run_erasure
+from tests.integration.workflow_support import sealed
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -28,7 +30,7 @@ CANARY = "Alice.SMITH@example.com"  # the demo customer, typed the way a person 
 NOTE_CANARY = "note-canary-7f3c9e1a5b"
 
 
-def conf(ref: str) -> dict[str, Any]:
+def submission(ref: str, **fields: Any) -> dict[str, Any]:
     return {
         "request_ref": ref,
         "identifier_type": "email",
@@ -37,7 +39,14 @@ def conf(ref: str) -> dict[str, Any]:
         "legal_ground": "art17_1_b",
         "notes": f"Wrote in through the web form ({NOTE_CANARY})",
         "dry_run": False,
+        **fields,
     }
+
+
+def conf(ref: str, **fields: Any) -> dict[str, str]:
+    """The run's conf as the erasure desk leaves it: the reference and the sealed handle."""
+    with Services.open(Settings()) as svc:  # the environment `estate` set
+        return sealed(svc, submission(ref, **fields))
 
 
 @pytest.fixture
@@ -103,7 +112,9 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
     assert tables_holding(airflow_db, CANARY, DEMO_SUBJECT[1], NOTE_CANARY) == []
 
 
-def test_erasure_run_on_sqlite_completes_and_scrubs_airflow(estate: Any, airflow_db: Path) -> None:
+def test_erasure_run_on_sqlite_completes_and_airflow_never_holds_the_identifier(
+    estate: Any, airflow_db: Path
+) -> None:
     run_and_check(estate, airflow_db, "DAG-SQLITE-1")
 
 
@@ -165,20 +176,32 @@ def test_second_submission_of_a_reference_does_nothing_new(estate: Any, airflow_
 
 
 def test_a_rejected_submission_keeps_no_identifier(estate: Any, airflow_db: Path) -> None:
-    """A typo in the form fails register with what to fix; Airflow keeps no trace of it."""
+    """A typo fails register with what to fix; the sealed copy is destroyed and Airflow never
+    held it: the run's conf is the reference and the handle."""
     typo = "alice.smith-at-example.com"  # no @: not an email
-    run = run_erasure({**conf("DAG-TYPO-1"), "identifier": typo, "notes": f"as {typo}"}, {})
+    ticket = conf("DAG-TYPO-1", identifier=typo, notes=f"as {typo}")
+    run = run_erasure(ticket, {})
     assert str(run.state) == "failed"
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
 
     with create_session() as session:
         kept = session.scalars(sa.select(DagRun.conf).where(DagRun.run_id == run.run_id)).one()
-    assert kept["identifier"] == kept["notes"] == "[removed: submission rejected]"
+    assert kept == ticket
     assert tables_holding(airflow_db, typo) == []
     with Services.open(estate) as svc:
         assert svc.requests.get("DAG-TYPO-1") is None  # nothing registered, nothing parked
         assert svc.ledger.show("DAG-TYPO-1") == []
+        assert svc.submissions.held("DAG-TYPO-1") == 0
+
+
+def test_a_run_not_started_by_the_desk_registers_nothing(estate: Any, airflow_db: Path) -> None:
+    handle = "sub-" + "0" * 32  # the form's shape, but no submission was sealed under it
+    run = run_erasure({"request_ref": "DAG-HAND-1", "submission": handle}, {})
+    assert str(run.state) == "failed"
+    with Services.open(estate) as svc:
+        assert svc.requests.get("DAG-HAND-1") is None
+        assert svc.ledger.show("DAG-HAND-1") == []
 
 
 def test_artefacts_rebuilt_by_one_dag_each_get_their_own_run(
@@ -206,8 +229,7 @@ def test_a_one_character_customer_id_completes_through_the_dag(
             sa.text("INSERT INTO crm.orders (id, customer_id, amount) VALUES (90001, '1', 5)")
         )
     run = run_erasure(
-        {**conf("DAG-SHORT-ONE"), "identifier_type": "customer_id", "identifier": "1"},
-        load_decisions(),
+        conf("DAG-SHORT-ONE", identifier_type="customer_id", identifier="1"), load_decisions()
     )
     assert str(run.state) == "success"
     with Services.open(estate) as svc:
@@ -221,8 +243,7 @@ def test_a_subject_found_nowhere_waits_for_the_dpo_then_completes_as_not_found(
     estate: Any, airflow_db: Path
 ) -> None:
     run = run_erasure(
-        {**conf("DAG-NOWHERE-1"), "identifier": "no.such.person.4d1e@example.org"},
-        load_decisions(),
+        conf("DAG-NOWHERE-1", identifier="no.such.person.4d1e@example.org"), load_decisions()
     )
     assert str(run.state) == "success"
     with Services.open(estate) as svc:

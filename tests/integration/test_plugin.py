@@ -4,8 +4,8 @@ Airflow's `create_app()` loads the plugin from `plugins/` and mounts it at /eras
 API server does; users log in with `POST /auth/token` (simple auth manager, users and
 passwords configured here) and send the JWT they get back, or the UI's `_token` cookie.
 The erasure store is SQLite; Vault is the session's OpenBao (request keys, peppers, the
-records' signing key); the erasure run is triggered through Airflow's REST API, so the
-scrub is checked against exactly the rows Airflow writes.
+records' signing key, the submissions key); the DPO submits on the desk, which creates the
+erasure run in Airflow's metadata DB, so what Airflow keeps is checked row by row.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import sqlite3
 import sys
 import textwrap
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -29,9 +30,11 @@ from erasure.audit.records import RecordLedger
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.catalog import load_catalog
 from erasure.config import Settings
+from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey
+from erasure.keys.bootstrap import ensure_submissions_key
 from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
 from erasure.keys.pepper import PepperStore
-from erasure.keys.vault import EmbeddedOpenBao
+from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
 from erasure.lineage.event_store import EventStore
 from erasure.model import Action, DatasetRef, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
 from erasure.store import Store, open_store
@@ -43,9 +46,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "plugins"
 sys.path.insert(0, str(PLUGINS))  # as Airflow does for its plugins folder
 
-from erasure_api.auth import TASK_TOKEN_HEADER, task_token  # noqa: E402
 from erasure_api.backend import ErasureBackend  # noqa: E402
-from erasure_api.scrub import DISCARDED, PARKED, scrub_request  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -53,7 +54,6 @@ USERS = {"auditor": "viewer", "clerk": "user", "dpo": "op", "boss": "admin"}
 READERS = list(USERS)
 ACTORS = ["dpo", "boss"]
 LINEAGE_KEY = "ol-" + "k" * 29
-TASK_KEY = "tt-" + "s" * 29
 RUN = uuid.uuid4().hex[:8]
 CANARY = f"jane.canary.{RUN}@example.org"  # the raw identifier typed into the trigger form
 # Long and unique: a short number would match timestamps, counts and hashes by chance.
@@ -75,12 +75,11 @@ READ_ROUTES = [
     f"/erasure/api/v1/records/{DONE_REF}/export?format=html",
     "/erasure/records",
 ]
-SOME_RUN = f"manual__{RUN}"
 ACT_ROUTES = [
     "/erasure/api/v1/lineage",
-    f"/erasure/api/v1/requests/{REF}/scrub",
-    f"/erasure/api/v1/runs/{SOME_RUN}/discard",
+    "/erasure/api/v1/requests",
 ]
+DPO_PAGES = ["/erasure/requests/new"]
 
 GDPR_ERASURE_STANDIN = '''
     """Stand-in for the erasure DAG: the plugin only needs its id and its runs' conf."""
@@ -126,7 +125,7 @@ def env(
         "ERASURE_VAULT_KV_MOUNT": f"kv-{RUN}",
         "ERASURE_VAULT_TRANSIT_MOUNT": f"transit-{RUN}",
         "ERASURE_LINEAGE_API_KEY": LINEAGE_KEY,
-        "ERASURE_TASK_TOKEN_KEY": TASK_KEY,
+        "ERASURE_CATALOG_PATH": str(REPO / "erasure" / "sample" / "estate" / "catalog.yaml"),
     }
     with pytest.MonkeyPatch.context() as mp:
         for name, value in values.items():
@@ -203,7 +202,8 @@ def requests_registered(registry: Books) -> dict[str, str]:
     catalog = load_catalog(REPO / "erasure" / "sample" / "estate" / "catalog.yaml")
     hashes = {}
     for ref, identifier in ((REF, CANARY), (OTHER_REF, OTHER_CANARY)):
-        done = register(registry,
+        done = register(
+            registry,
             ErasureRequest.parse(
                 {
                     "request_ref": ref,
@@ -304,41 +304,55 @@ def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
     return "gdpr_erasure"
 
 
-@pytest.fixture(scope="module")
-def triggered(
-    client: Any, tokens: dict[str, str], erasure_dag: str, requests_registered: dict[str, str]
-) -> dict[str, str]:
-    """The DPO triggers one erasure run per request, typing identifier and notes."""
-    from airflow.models.log import Log
-    from airflow.utils.session import create_session
+def submission(ref: str, identifier: str, **fields: Any) -> dict[str, Any]:
+    """What the DPO types on the desk."""
+    return {
+        "request_ref": ref,
+        "identifier_type": "email",
+        "identifier": identifier,
+        "received_on": date.today().isoformat(),
+        "legal_ground": "art17_1_b",
+        "notes": NOTE_CANARY,
+        **fields,
+    }
 
-    run_ids = {}
-    for ref, identifier in ((REF, CANARY), (OTHER_REF, OTHER_CANARY)):
-        conf = {
-            "request_ref": ref,
-            "identifier_type": "email",
-            "identifier": identifier,
-            "received_on": date.today().isoformat(),
-            "legal_ground": "art17_1_b",
-            "notes": NOTE_CANARY,
-        }
-        response = client.post(
-            f"/api/v2/dags/{erasure_dag}/dagRuns",
-            json={"dag_run_id": f"erasure-{ref}", "logical_date": None, "conf": conf},
-            headers=bearer(tokens["dpo"]),
-        )
-        assert response.status_code == 200, response.text
-        run_ids[ref] = response.json()["dag_run_id"]
-    with create_session() as session:  # an audit row whose extra is not JSON
-        session.add(
-            Log(
-                event="erasure_note",
-                dag_id=erasure_dag,
-                run_id=run_ids[REF],
-                extra=f"operator typed {CANARY.upper()} while checking",
-            )
-        )
-    return run_ids
+
+@pytest.fixture(scope="module")
+def submissions_key(env: dict[str, str], openbao: EmbeddedOpenBao) -> str:
+    """The operator's `erasure keys init` created the transit key the desk seals with."""
+    mount = env["ERASURE_VAULT_TRANSIT_MOUNT"]
+    ensure_transit(openbao.client(), mount)
+    ensure_submissions_key(openbao.client(), mount)
+    return mount
+
+
+def forms_of(needle: str) -> set[str]:
+    """How a value may sit in a database: as typed, case-folded, JSON-escaped, NFC and NFD."""
+    forms = {needle, needle.casefold()}
+    for form in ("NFC", "NFD"):
+        forms.add(unicodedata.normalize(form, needle).casefold())
+    forms |= {json.dumps(f)[1:-1] for f in list(forms)}
+    return forms
+
+
+def metadata_db_holding(*needles: str) -> list[str]:
+    """Every table and column of Airflow's metadata DB holding a needle in any of its forms."""
+    from airflow.settings import engine
+
+    forms = {f.casefold() for n in needles for f in forms_of(n)}
+    hits = []
+    with engine.connect() as conn:
+        for table in sa.inspect(conn).get_table_names():
+            for row in conn.execute(sa.text(f'SELECT * FROM "{table}"')).mappings():
+                for column, value in row.items():
+                    if value is None:
+                        continue
+                    text = (
+                        value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+                    ).casefold()
+                    if any(f in text for f in forms):
+                        hits.append(f"{table}.{column}")
+    return sorted(set(hits))
 
 
 def airflow_rows_containing(*needles: str) -> list[str]:
@@ -366,15 +380,15 @@ def test_the_plugin_is_mounted_by_airflow_and_its_package_is_not_loaded_as_loose
     plugins = client.get("/api/v2/plugins", headers=bearer(tokens["auditor"])).json()["plugins"]
     erasure = next(p for p in plugins if p["name"] == "erasure")
     assert erasure["fastapi_apps"][0]["url_prefix"] == "/erasure"
-    (view,) = erasure["external_views"]
-    assert (view["name"], view["href"], view["destination"], view["category"]) == (
-        "Erasure records",
-        "/erasure/records",
-        "nav",
-        "browse",
-    )
+    views = [
+        (v["name"], v["href"], v["destination"], v["category"]) for v in erasure["external_views"]
+    ]
+    assert views == [
+        ("New erasure request", "/erasure/requests/new", "nav", "browse"),
+        ("Erasure records", "/erasure/records", "nav", "browse"),
+    ]
     assert not [path for path in plugins_manager.get_import_errors() if "erasure" in path]
-    assert "scrub" not in sys.modules and "routes" not in sys.modules  # .airflowignore
+    assert "desk" not in sys.modules and "routes" not in sys.modules  # .airflowignore
 
 
 def test_anonymous_callers_get_401_on_every_route(client: Any) -> None:
@@ -382,14 +396,11 @@ def test_anonymous_callers_get_401_on_every_route(client: Any) -> None:
 
     mounted = {route.path for route in erasure_api.app.routes}  # type: ignore[attr-defined]
     tried = {
-        path.split("?")[0]
-        .replace(REF, "{ref}")
-        .replace(DONE_REF, "{ref}")
-        .replace(SOME_RUN, "{run_id}")
-        for path in [*READ_ROUTES, *ACT_ROUTES]
+        path.split("?")[0].replace(REF, "{ref}").replace(DONE_REF, "{ref}")
+        for path in [*READ_ROUTES, *ACT_ROUTES, *DPO_PAGES]
     }
     assert {f"/erasure{path}" for path in mounted} == tried, "a route is missing from this test"
-    for path in READ_ROUTES:
+    for path in [*READ_ROUTES, *DPO_PAGES]:
         assert client.get(path).status_code == 401, path
     for path in ACT_ROUTES:
         assert client.post(path, json={}).status_code == 401, path
@@ -418,6 +429,8 @@ def test_viewers_and_users_may_not_act(client: Any, tokens: dict[str, str], user
         response = client.post(path, json={}, headers=bearer(tokens[user]))
         assert response.status_code == 403, path
         assert "op or admin" in response.json()["detail"]
+    for path in DPO_PAGES:
+        assert client.get(path, headers=bearer(tokens[user])).status_code == 403, path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,8 +486,8 @@ def test_the_openlineage_http_transport_posts_with_its_api_key(client: Any, stor
     assert response.status_code == 201, response.text
     assert event["run"]["runId"] in {e.run.run_id for e in EventStore(store).events()}
     # The key opens the lineage endpoint only.
-    scrub = client.post(f"/erasure/api/v1/requests/{REF}/scrub", headers=headers)
-    assert scrub.status_code == 403
+    submit = client.post("/erasure/api/v1/requests", json={}, headers=headers)
+    assert submit.status_code == 403
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,178 +528,147 @@ def test_requests_show_status_deadlines_and_plan_never_the_identifier(
 
 
 # ---------------------------------------------------------------------------------------------
-# Scrub
+# The desk: submissions sealed before anything reaches Airflow
 
 
-def test_scrub_removes_identifier_and_notes_from_dag_run_and_audit_log(
-    client: Any, tokens: dict[str, str], triggered: dict[str, str], registry: Books
+def test_the_dpo_submits_and_airflow_keeps_only_the_reference_and_a_handle(
+    client: Any,
+    tokens: dict[str, str],
+    erasure_dag: str,
+    submissions_key: str,
+    store: Store,
+    openbao: EmbeddedOpenBao,
 ) -> None:
-    before = airflow_rows_containing(CANARY)
-    assert any(h.startswith("dag_run") for h in before)  # Airflow did keep it in the conf
-    # ... and in the trigger's audit row, unless its secrets masker had learnt to hide the
-    # conf keys earlier in this process (it is process-wide state).
-    assert any("trigger_dag_run" in h for h in airflow_rows_containing(REF))
-
-    response = client.post(f"/erasure/api/v1/requests/{REF}/scrub", headers=bearer(tokens["dpo"]))
-
-    assert response.status_code == 200, response.text
-    result = response.json()
-    assert result["runs"] == 1 and result["log_rows"] >= 2  # trigger row + the free-text row
-    assert airflow_rows_containing(CANARY) == []
-    assert [h for h in airflow_rows_containing(NOTE_CANARY) if REF in h] == []
-    record = registry.requests.get(REF)
-    assert record is not None and record.scrubbed_at is not None
-    assert result["scrubbed_at"] is not None
-
-    # The run keeps what the workflow needs, with the secrets parked.
-    conf = client.get(
-        f"/api/v2/dags/gdpr_erasure/dagRuns/{triggered[REF]}", headers=bearer(tokens["dpo"])
-    ).json()["conf"]
-    assert conf["request_ref"] == REF and conf["identifier_type"] == "email"
-    assert conf["identifier"] == PARKED and conf["notes"] == PARKED
-
-    # The other request's run is not this request's business.
-    assert any(h.startswith("dag_run") for h in airflow_rows_containing(OTHER_CANARY))
-
-    again = client.post(f"/erasure/api/v1/requests/{REF}/scrub", headers=bearer(tokens["boss"]))
-    assert again.status_code == 200
-    assert (again.json()["runs"], again.json()["log_rows"]) == (0, 0)
-    assert registry.requests.get(REF).scrubbed_at == record.scrubbed_at  # type: ignore[union-attr]
-
-
-def test_the_erasure_task_scrubs_with_its_task_token(
-    client: Any, triggered: dict[str, str], registry: Books
-) -> None:
-    wrong = client.post(
-        f"/erasure/api/v1/requests/{OTHER_REF}/scrub",
-        headers={TASK_TOKEN_HEADER: task_token("another-key-of-32-characters-xx", OTHER_REF)},
-    )
-    assert wrong.status_code == 403
-    other_request = client.post(
-        f"/erasure/api/v1/requests/{OTHER_REF}/scrub",
-        headers={TASK_TOKEN_HEADER: task_token(TASK_KEY, REF)},  # REF's token, not OTHER_REF's
-    )
-    assert other_request.status_code == 403
-    assert any(h.startswith("dag_run") for h in airflow_rows_containing(OTHER_CANARY))
-
+    ref = f"DESK-{RUN}-1"
     response = client.post(
-        f"/erasure/api/v1/requests/{OTHER_REF}/scrub",
-        headers={TASK_TOKEN_HEADER: task_token(TASK_KEY, OTHER_REF)},
-    )
-
-    assert response.status_code == 200, response.text
-    assert response.json()["runs"] == 1
-    assert airflow_rows_containing(OTHER_CANARY) == []
-    assert airflow_rows_containing(NOTE_CANARY) == []
-    assert registry.requests.get(OTHER_REF).scrubbed_at is not None  # type: ignore[union-attr]
-
-
-def test_scrub_of_an_unknown_request_is_404(client: Any, tokens: dict[str, str]) -> None:
-    response = client.post("/erasure/api/v1/requests/REQ-none/scrub", headers=bearer(tokens["dpo"]))
-    assert response.status_code == 404
-
-
-def test_a_rejected_submission_is_discarded_from_its_run_and_audit_log(
-    client: Any, tokens: dict[str, str], triggered: dict[str, str], erasure_dag: str
-) -> None:
-    """A run whose register step rejected the form: its typo must not stay in Airflow."""
-    from airflow.models.log import Log
-    from airflow.utils.session import create_session
-
-    typo = f"jane.typo.{RUN}-at-example.org"
-    rejected = client.post(
-        f"/api/v2/dags/{erasure_dag}/dagRuns",
-        json={
-            "logical_date": None,
-            "conf": {"request_ref": REF, "identifier_type": "email", "identifier": typo},
-        },
+        "/erasure/api/v1/requests",
+        json=submission(ref, CANARY),
         headers=bearer(tokens["dpo"]),
     )
-    assert rejected.status_code == 200, rejected.text
-    run_id = rejected.json()["dag_run_id"]
-    with create_session() as session:  # the trigger row may be masked already: a plain one
-        session.add(
-            Log(event="erasure_note", dag_id=erasure_dag, run_id=run_id, extra=f"typed {typo}")
-        )
-    assert any(h.startswith("dag_run") for h in airflow_rows_containing(typo))
-    assert any(h.startswith("log") for h in airflow_rows_containing(typo))
-    route = f"/erasure/api/v1/runs/{run_id}/discard"
 
-    assert client.post(route, headers=bearer(tokens["auditor"])).status_code == 403
-    foreign = {TASK_TOKEN_HEADER: task_token(TASK_KEY, run_id)}  # a scrub token, not a discard
-    assert client.post(route, headers=foreign).status_code == 403
-    response = client.post(
-        route, headers={TASK_TOKEN_HEADER: task_token(TASK_KEY, run_id, "discard")}
-    )
-
-    assert response.status_code == 200, response.text
-    assert response.json()["runs"] == 1 and response.json()["log_rows"] >= 1
-    assert airflow_rows_containing(typo) == []
-    conf = client.get(
-        f"/api/v2/dags/{erasure_dag}/dagRuns/{run_id}", headers=bearer(tokens["dpo"])
-    ).json()["conf"]
-    assert conf == {"request_ref": REF, "identifier_type": "email", "identifier": DISCARDED}
-    again = client.post(route, headers=bearer(tokens["dpo"]))
-    assert (again.json()["runs"], again.json()["log_rows"]) == (0, 0)
-    # The run that owns REF (scrubbed earlier) is not this discard's business.
-    owner = client.get(
-        f"/api/v2/dags/{erasure_dag}/dagRuns/{triggered[REF]}", headers=bearer(tokens["dpo"])
-    ).json()["conf"]
-    assert owner["identifier"] == PARKED
+    assert response.status_code == 201, response.text
+    answer = response.json()
+    assert answer["run_id"] == f"erasure-{ref}" and answer["request_ref"] == ref
+    assert CANARY not in response.text and NOTE_CANARY not in response.text
+    run = client.get(
+        f"/api/v2/dags/{erasure_dag}/dagRuns/{answer['run_id']}", headers=bearer(tokens["dpo"])
+    ).json()
+    assert run["conf"] == {"request_ref": ref, "submission": answer["submission"]}
+    assert run["triggering_user_name"] == "dpo"
+    assert airflow_rows_containing(CANARY, NOTE_CANARY) == []
+    assert metadata_db_holding(CANARY, NOTE_CANARY) == []
+    # Sealed in the erasure store: Vault's ciphertext, which a worker's key opens.
+    with store.engine.connect() as conn:
+        (sealed,) = conn.execute(
+            sa.text("SELECT sealed FROM submissions WHERE handle = :h"),
+            {"h": answer["submission"]},
+        ).one()
+    assert sealed.startswith("vault:v1:") and "canary" not in sealed
+    box = SubmissionBox(store, TransitSubmissionKey(openbao.client(), submissions_key))
+    opened = box.open(Ticket(request_ref=ref, submission=answer["submission"]))
+    assert opened.identifier.get_secret_value() == CANARY
 
 
-def test_a_run_that_owns_its_request_is_scrubbed_not_discarded(
-    client: Any, tokens: dict[str, str], triggered: dict[str, str]
+def test_a_second_submission_of_a_reference_is_409(
+    client: Any, tokens: dict[str, str], erasure_dag: str, submissions_key: str
 ) -> None:
-    owner = client.post(
-        f"/erasure/api/v1/runs/{triggered[OTHER_REF]}/discard", headers=bearer(tokens["dpo"])
+    ref = f"DESK-{RUN}-2"
+    first = client.post(
+        "/erasure/api/v1/requests",
+        json=submission(ref, OTHER_CANARY),
+        headers=bearer(tokens["dpo"]),
     )
-    assert owner.status_code == 409
-    assert f"/erasure/api/v1/requests/{OTHER_REF}/scrub" in owner.json()["detail"]
-    missing = client.post("/erasure/api/v1/runs/no-such-run/discard", headers=bearer(tokens["dpo"]))
-    assert missing.status_code == 404
+    assert first.status_code == 201, first.text
+    again = client.post(
+        "/erasure/api/v1/requests",
+        json=submission(ref, OTHER_CANARY),
+        headers=bearer(tokens["boss"]),
+    )
+    assert again.status_code == 409 and "not registered it yet" in again.json()["detail"]
+    registered = client.post(
+        "/erasure/api/v1/requests", json=submission(REF, CANARY), headers=bearer(tokens["dpo"])
+    )
+    assert registered.status_code == 409 and "already registered" in registered.json()["detail"]
 
 
-def test_scrub_request_runs_in_process_on_any_shape_of_conf(erasure_dag: str) -> None:
-    """The function the in-process demo calls: nested and numeric identifiers too."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.log import Log
-    from airflow.utils.session import create_session
-    from airflow.utils.state import DagRunState
-    from airflow.utils.types import DagRunTriggeredByType, DagRunType
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"received_on": CANARY}, "received_on"),
+        ({"legal_ground": CANARY}, "legal_ground"),
+        ({"request_ref": CANARY}, "request_ref"),
+        ({"identifier": ""}, "identifier"),
+        ({CANARY: "x"}, "unknown field"),
+        ({"dry_run": CANARY}, "dry_run"),
+    ],
+)
+def test_a_bad_submission_names_the_field_never_its_value(
+    client: Any,
+    tokens: dict[str, str],
+    erasure_dag: str,
+    submissions_key: str,
+    fields: dict[str, Any],
+    field: str,
+) -> None:
+    response = client.post(
+        "/erasure/api/v1/requests",
+        json={**submission(f"DESK-{RUN}-BAD", CANARY), **fields},
+        headers=bearer(tokens["dpo"]),
+    )
+    assert response.status_code == 422, response.text
+    assert field in response.json()["detail"]
+    assert "canary" not in response.text.lower()
+    assert airflow_rows_containing(CANARY) == []
 
-    ref = f"REQ-{RUN}-3"
-    with create_session() as session:
-        session.add(
-            DagRun(
-                dag_id=erasure_dag,
-                run_id=f"erasure-{ref}",
-                run_type=DagRunType.MANUAL,
-                state=DagRunState.QUEUED,
-                triggered_by=DagRunTriggeredByType.TEST,
-                conf={
-                    "request_ref": ref,
-                    "identifier": NUMERIC_CANARY,
-                    "extra": {"notes": f"ring {NUMERIC_CANARY}"},
-                },
-            )
-        )
-        session.add(
-            Log(
-                event="trigger_dag_run",
-                dag_id=erasure_dag,
-                extra=json.dumps({"conf": {"request_ref": ref, "identifier": NUMERIC_CANARY}}),
-            )
-        )
-    with create_session() as session:
-        first = scrub_request(session, ref)
-    with create_session() as session:
-        second = scrub_request(session, ref)
-        run = session.scalars(sa.select(DagRun).where(DagRun.run_id == f"erasure-{ref}")).one()
-        assert run.conf == {"request_ref": ref, "identifier": PARKED, "extra": {"notes": PARKED}}
-    assert (first.runs, first.log_rows) == (1, 1)
-    assert (second.runs, second.log_rows) == (0, 0)
-    assert airflow_rows_containing(str(NUMERIC_CANARY)) == []
+
+def test_only_a_json_object_is_a_submission(client: Any, tokens: dict[str, str]) -> None:
+    form = client.post(
+        "/erasure/api/v1/requests",
+        data={"identifier": CANARY},  # what a cross-site HTML form could send
+        headers=bearer(tokens["dpo"]),
+    )
+    assert form.status_code == 415 and CANARY not in form.text
+    broken = client.post(
+        "/erasure/api/v1/requests",
+        content=f'{{"identifier": "{CANARY}"',
+        headers={**bearer(tokens["dpo"]), "Content-Type": "application/json"},
+    )
+    assert broken.status_code == 400 and CANARY not in broken.text
+    listed = client.post("/erasure/api/v1/requests", json=[CANARY], headers=bearer(tokens["dpo"]))
+    assert listed.status_code == 400 and CANARY not in listed.text
+
+
+def test_a_submission_without_its_dag_keeps_nothing_sealed(
+    client: Any,
+    tokens: dict[str, str],
+    submissions_key: str,
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from erasure_api import desk
+
+    monkeypatch.setattr(desk, "ERASURE_DAG_ID", "gdpr_erasure_not_deployed")
+    ref = f"DESK-{RUN}-3"
+    response = client.post(
+        "/erasure/api/v1/requests", json=submission(ref, CANARY), headers=bearer(tokens["dpo"])
+    )
+    assert response.status_code == 503 and "not loaded" in response.json()["detail"]
+    with store.engine.connect() as conn:
+        held = conn.execute(
+            sa.text("SELECT COUNT(*) FROM submissions WHERE request_ref = :r"), {"r": ref}
+        ).scalar_one()
+    assert held == 0
+
+
+def test_the_desk_page_is_the_dpos(client: Any, tokens: dict[str, str]) -> None:
+    client.cookies.set("_token", tokens["dpo"])
+    try:
+        page = client.get("/erasure/requests/new")
+    finally:
+        client.cookies.clear()
+    assert page.status_code == 200
+    assert "New erasure request" in page.text and 'value="email"' in page.text
+    assert "../api/v1/requests" in page.text  # the form posts JSON to the desk's route
 
 
 # ---------------------------------------------------------------------------------------------
@@ -736,7 +718,7 @@ def test_the_evidence_pack_exports_as_json_and_html(
 
 
 def test_the_records_page_renders_with_the_ui_cookie(
-    client: Any, tokens: dict[str, str], ledger: RecordLedger, triggered: dict[str, str]
+    client: Any, tokens: dict[str, str], ledger: RecordLedger, requests_registered: Any
 ) -> None:
     client.cookies.set("_token", tokens["auditor"])
     try:
@@ -834,50 +816,3 @@ def test_ingest_is_idempotent_on_a_postgres_store(
         again = app.post("/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
         assert (first.status_code, again.status_code) == (201, 200)
         assert EventStore(backend.store()).count() == 1
-
-
-SCRUB_PROBE_DAG = """
-    from airflow.sdk import dag, task
-
-
-    @dag(dag_id="erasure_scrub_probe", schedule=None)
-    def erasure_scrub_probe():
-        @task
-        def register(**context):
-            from airflow.utils.session import create_session
-            from erasure_api.scrub import scrub_request
-
-            with create_session() as session:
-                scrub_request(session, context["dag_run"].conf["request_ref"],
-                              dag_id="erasure_scrub_probe")
-
-        @task
-        def next_step():
-            return "done"
-
-        register() >> next_step()
-
-
-    erasure_scrub_probe()
-"""
-
-
-def test_an_in_process_scrub_survives_dag_test(
-    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """dag.test() writes back the conf the task started with; the scrub must outlive that."""
-    from airflow.dag_processing.dagbag import BundleDagBag
-
-    (tmp_path / "probe.py").write_text(textwrap.dedent(SCRUB_PROBE_DAG))
-    from airflow import settings
-
-    monkeypatch.setattr(settings, "DAGS_FOLDER", str(tmp_path))  # the dags-folder bundle's path
-    dag = BundleDagBag(dag_folder=tmp_path, bundle_path=tmp_path, bundle_name="dags-folder").dags[
-        "erasure_scrub_probe"
-    ]
-    secret = f"probe.{RUN}@example.org"
-
-    run = dag.test(run_conf={"request_ref": f"REQ-{RUN}-9", "identifier": secret})
-
-    assert str(run.state) == "success"
-    assert airflow_rows_containing(secret) == []

@@ -31,7 +31,9 @@ from tests.integration.workflow_support import (
     down_once,
     failure_callback,
     item_named,
+    register,
     rows,
+    sealed,
     trigger,
 )
 
@@ -49,24 +51,25 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     stock_before = rows(demo / "warehouse.ops.db", "SELECT COUNT(*) FROM stock_levels")
     customers_before = rows(demo / "warehouse.crm.db", "SELECT COUNT(*) FROM customers")
 
-    registration = workflow.register(svc, CONF, "erasure-REQ-2026-0001")
+    registration = register(svc, CONF, "erasure-REQ-2026-0001")
     assert registration.created
-    again = workflow.register(svc, CONF, "manual__second")
+    again = register(svc, CONF, "manual__second")
     assert (again.created, again.owner_run_id) == (False, "erasure-REQ-2026-0001")
 
     plan = workflow.plan_request(svc, "REQ-2026-0001")
     assert workflow.plan_request(svc, "REQ-2026-0001") == plan  # the plan acted on is fixed
     assert {workflow.items_for(plan, a)[0].name for a in (Action.ERASE_ROWS,)} == {"crm.orders"}
     with pytest.raises(VerificationFailed, match="erase_rows done"):
-        workflow.verify(svc, "REQ-2026-0001", require_scrubbed=False)
+        workflow.verify(svc, "REQ-2026-0001")
     with pytest.raises(ErasureError, match="not verified"):
         workflow.complete(svc, "REQ-2026-0001")
 
     act(svc, "REQ-2026-0001")
-    with pytest.raises(VerificationFailed, match="identifier scrubbed"):
-        workflow.verify(svc, "REQ-2026-0001")  # Airflow still holds the identifier
+    leftover = sealed(svc, CONF)  # a second desk submission whose run has not registered yet
+    with pytest.raises(VerificationFailed, match="sealed submission destroyed"):
+        workflow.verify(svc, "REQ-2026-0001")  # a sealed copy of the identifier is still kept
     act(svc, "REQ-2026-0001")  # a retried run acts on nothing twice
-    svc.requests.mark_scrubbed("REQ-2026-0001", datetime.now(UTC))
+    workflow.register(svc, leftover, "manual__third")  # its run: a duplicate, destroyed
     result = workflow.verify(svc, "REQ-2026-0001")
     assert result.passed, result.failures()
     record = workflow.complete(svc, "REQ-2026-0001")
@@ -112,7 +115,7 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
     svc: Services,
 ) -> None:
     conf = {**CONF, "request_ref": "REQ-2026-0002", "identifier": "alice.smith@example.co"}
-    workflow.register(svc, conf, "erasure-REQ-2026-0002")
+    register(svc, conf, "erasure-REQ-2026-0002")
     plan = workflow.plan_request(svc, "REQ-2026-0002")
     assert plan.roots == []
     assert [(i.action, i.rule) for i in plan.items] == [
@@ -127,7 +130,6 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
     assert "`crm.customers.email`: 1 row(s), same local part at another domain" in prompt.body
     assert "alice" not in prompt.body.lower()
     workflow.tombstone(svc, "REQ-2026-0002")
-    svc.requests.mark_scrubbed("REQ-2026-0002", datetime.now(UTC))
     with pytest.raises(VerificationFailed, match="subject_search"):
         workflow.verify(svc, "REQ-2026-0002")  # not complete while the DPO has not answered
     workflow.rule(svc, "REQ-2026-0002", SUBJECT_SEARCH, NOT_HELD)
@@ -142,7 +144,7 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
 
 def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) -> None:
     conf = {**CONF, "request_ref": "REQ-2026-0003", "dry_run": True}
-    workflow.register(svc, conf, "erasure-REQ-2026-0003")
+    register(svc, conf, "erasure-REQ-2026-0003")
     plan = workflow.plan_request(svc, "REQ-2026-0003")
     assert Action.ERASE_ROWS in {i.action for i in plan.items}
     assert svc.action_log.list("REQ-2026-0003") == []  # no ruling cited, nothing done
@@ -154,7 +156,7 @@ def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) 
 
 
 def test_a_failure_is_recorded_only_for_the_run_that_owns_the_request(svc: Services) -> None:
-    workflow.register(svc, {**CONF, "request_ref": "REQ-2026-0004"}, "erasure-REQ-2026-0004")
+    register(svc, {**CONF, "request_ref": "REQ-2026-0004"}, "erasure-REQ-2026-0004")
     workflow.fail(svc, "REQ-2026-0004", "a resubmission failed", "manual__someone-else")
     assert svc.requests.get("REQ-2026-0004").status.value == "registered"  # type: ignore[union-attr]
     workflow.fail(svc, "REQ-2026-0004", "register failed", "erasure-REQ-2026-0004")
@@ -181,7 +183,7 @@ def test_the_nightly_crm_sync_while_the_dpo_decides_brings_nobody_back(
     """Rows are erased at once, the DPO may answer days later: the subject is tombstoned
     before any row goes, so the sync in between keeps them out and verify passes."""
     ref = "REQ-2026-0009"
-    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
     plan = workflow.plan_request(svc, ref)
     first = workflow.items_for(plan, Action.ERASE_ROWS)[0]
     with pytest.raises(workflow.NotYet, match="tombstone"):
@@ -200,7 +202,6 @@ def test_the_nightly_crm_sync_while_the_dpo_decides_brings_nobody_back(
         workflow.rule(svc, ref, item.dataset, ANSWERS[item.dataset.name])
     for name in workflow.items_for(plan, Action.AGGREGATE_OK):
         workflow.confirm_aggregate(svc, ref, name)
-    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
     assert workflow.verify(svc, ref).passed
     crm = tmp_path / "demo" / "warehouse.crm.db"
     assert rows(crm, "SELECT COUNT(*) FROM customers WHERE id = 'C0001'") == 0
@@ -214,11 +215,10 @@ def test_a_completion_that_failed_for_good_completes_once_cleared(
     after), so the request was marked failed: clearing the task closes it all the same."""
     ref, run_id = "REQ-2026-0005", "erasure-REQ-2026-0005"
     conf = {**CONF, "request_ref": ref, "identifier": "nobody@example.org"}
-    workflow.register(svc, conf, run_id)
+    register(svc, conf, run_id)
     workflow.plan_request(svc, ref)
     workflow.tombstone(svc, ref)
     workflow.rule(svc, ref, item_named(svc, ref, "subject_search"), NOT_HELD)
-    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
     workflow.verify(svc, ref)
     down_once(getattr(svc, outage[0]), outage[1])
     with pytest.raises(VaultError):
@@ -240,7 +240,7 @@ def test_a_dry_run_interrupted_before_its_identifier_was_destroyed_destroys_it_o
     svc: Services,
 ) -> None:
     ref, run_id = "REQ-2026-0006", "erasure-REQ-2026-0006"
-    workflow.register(svc, {**CONF, "request_ref": ref, "dry_run": True}, run_id)
+    register(svc, {**CONF, "request_ref": ref, "dry_run": True}, run_id)
     down_once(svc.secrets, "destroy")
     with pytest.raises(VaultError):
         workflow.plan_request(svc, ref)
@@ -271,7 +271,7 @@ def test_a_plan_interrupted_before_citing_a_standing_ruling_cites_it_once_cleare
         )
     )
     ref, run_id = "REQ-2026-0007", "erasure-REQ-2026-0007"
-    workflow.register(svc, {**CONF, "request_ref": ref}, run_id)
+    register(svc, {**CONF, "request_ref": ref}, run_id)
     down_once(svc.rulings, "standing_for", StoreError("the erasure store is unreachable"))
     with pytest.raises(StoreError):
         workflow.plan_request(svc, ref)
@@ -291,13 +291,16 @@ def test_a_registration_interrupted_before_its_received_record_writes_it_once_cl
 ) -> None:
     ref, run_id = "REQ-2026-0008", "erasure-REQ-2026-0008"
     conf = {**CONF, "request_ref": ref}
+    ticket = sealed(svc, conf)
     down_once(svc.ledger, "append")
     with pytest.raises(VaultError):
-        workflow.register(svc, conf, run_id)
+        workflow.register(svc, ticket, run_id)
     failure_callback(svc, ref, run_id)
+    assert svc.submissions.held(ref) == 1  # a failure a retry mends keeps the sealed copy
 
-    workflow.register(svc, conf, run_id)  # cleared: the conf still holds the identifier
-    workflow.register(svc, conf, "manual__second")  # a second submission adds nothing
+    workflow.register(svc, ticket, run_id)  # cleared: the same conf, the same sealed copy
+    assert svc.submissions.held(ref) == 0
+    register(svc, conf, "manual__second")  # a second submission adds nothing
 
     received = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.RECEIVED]
     assert len(received) == 1
@@ -306,7 +309,7 @@ def test_a_registration_interrupted_before_its_received_record_writes_it_once_cl
 
 def test_a_ruling_interrupted_before_it_was_signed_is_recorded_once(svc: Services) -> None:
     ref = "REQ-2026-0010"
-    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     name = "recs.customer_recommendations"
     down_once(svc.ledger, "append")
@@ -327,10 +330,9 @@ def test_rows_found_again_by_verify_are_erased_again_once_cleared(
     """A writer outside the CRM sync puts an order of the subject back after the erasure:
     verify fails and reopens that erasure, so clearing it acts again (not the old evidence)."""
     ref = "REQ-2026-0011"
-    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     act(svc, ref)
-    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
     with sqlite3.connect(tmp_path / "demo" / "warehouse.crm.db") as conn:
         conn.execute("INSERT INTO orders VALUES (99001, 'C0001', 1, 12.5, '2026-12-01', '2026-12')")
 
@@ -386,7 +388,7 @@ def test_a_key_that_sealed_two_datasets_is_cited_by_the_second_shred(
     )
     with Services.open(settings) as svc:
         ref = "REQ-2026-0012"
-        workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+        register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
         plan = workflow.plan_request(svc, ref)
         assert [r.name for r in workflow.items_for(plan, Action.CRYPTO_SHRED)] == [
             "archive.customer_events",
@@ -409,7 +411,7 @@ def test_a_loop_rebuild_that_fails_says_the_loop_is_empty_and_a_clear_refills_it
 ) -> None:
     ref = "REQ-2026-0013"
     marts = tmp_path / "demo" / "warehouse.marts.db"
-    workflow.register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
     plan = workflow.plan_request(svc, ref)
     workflow.tombstone(svc, ref)
     for name in workflow.items_for(plan, Action.ERASE_ROWS):

@@ -14,10 +14,12 @@ from erasure import workflow
 from erasure.actions.rebuild import RunOutcome
 from erasure.errors import ErasureError, VaultError
 from erasure.model import Action, DatasetRef
+from erasure.registry.requests import Registration
 from erasure.rulings import DpoAnswer, option_for_label
 from erasure.sample.rematerialise import rematerialise
 from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
+from erasure.submission import ErasureRequest
 
 CANARY = DEMO_SUBJECT[1]
 CONF = {
@@ -29,6 +31,17 @@ CONF = {
     "notes": "Customer wrote in on 20 Nov",
 }
 DPO = {"id": "dana", "name": "Dana DPO"}
+
+
+def sealed(svc: Services, data: dict[str, Any]) -> dict[str, str]:
+    """What the erasure desk puts in a run's conf for `data`: the reference and the handle of
+    the submission it sealed."""
+    return svc.submissions.seal(ErasureRequest.parse(data)).conf()
+
+
+def register(svc: Services, data: dict[str, Any], run_id: str) -> Registration:
+    """Submit `data` as the desk does, then run the register step over it."""
+    return workflow.register(svc, sealed(svc, data), run_id)
 
 
 def answer(option: str, **params: Any) -> DpoAnswer:
@@ -125,7 +138,7 @@ def run_request(
     """One request from registration to its signed record, as the DAG runs it; escalations
     answered from `answers` (then ANSWERS, then NOT_HELD for a subject found nowhere)."""
     ref = str(conf["request_ref"])
-    workflow.register(svc, conf, f"erasure-{ref}")
+    register(svc, conf, f"erasure-{ref}")
     workflow.plan_request(svc, ref)
     plan = svc.plans.get(ref, 1)
     workflow.tombstone(svc, ref)
@@ -140,7 +153,6 @@ def run_request(
     given = {**ANSWERS, "subject_search": NOT_HELD, **(answers or {})}
     for item in workflow.pending_escalations(svc, ref):
         workflow.rule(svc, ref, item.dataset, given[item.dataset.name])
-    svc.requests.mark_scrubbed(ref, datetime.now(UTC))
     workflow.verify(svc, ref)
     return workflow.complete(svc, ref)
 

@@ -484,13 +484,14 @@ def test_a_failed_request_resumes_but_cannot_jump_to_complete(
     assert registry.requests.set_status("REQ-1", "planned").status is RequestStatus.PLANNED
 
 
-def test_mark_scrubbed_keeps_the_first_time(registry: Books, catalog: Catalog) -> None:
+def test_mark_submission_destroyed_keeps_the_first_time(registry: Books, catalog: Catalog) -> None:
     register(registry, request(), catalog=catalog, run_id="r")
     first = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
-    registry.requests.mark_scrubbed("REQ-1", first)
-    assert registry.requests.mark_scrubbed("REQ-1", first + timedelta(hours=1)).scrubbed_at == first
+    registry.requests.mark_submission_destroyed("REQ-1", first)
+    later = registry.requests.mark_submission_destroyed("REQ-1", first + timedelta(hours=1))
+    assert later.submission_destroyed_at == first
     with pytest.raises(RequestError, match="naive"):
-        registry.requests.mark_scrubbed("REQ-1", datetime(2026, 1, 10))
+        registry.requests.mark_submission_destroyed("REQ-1", datetime(2026, 1, 10))
 
 
 def test_extension_is_once_at_most_two_months_with_a_reason_within_the_first_month(

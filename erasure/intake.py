@@ -1,0 +1,185 @@
+"""The front door: a submission sealed on arrival, opened once by the register step.
+
+The DPO submits on the erasure desk (the plugin, in Airflow's API server). The desk validates
+the request, seals all of it (identifier, notes and the rest) with the Vault transit key
+`submissions` (the API server may encrypt with it, never decrypt), keeps the ciphertext in
+the erasure store under a random handle, and starts the `gdpr_erasure` run with a conf that
+holds only the request reference and that handle: nothing the DPO typed reaches Airflow's
+metadata database. The register step, on a worker (which may decrypt), opens the submission,
+registers it (the identifier is parked under a request-scoped key, `erasure.registry.secrets`)
+and destroys the sealed copy; a submission refused at register is destroyed too. Only a
+failure that a retry can mend (Vault or the store away) leaves the sealed copy for the retry.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import hvac
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from sqlalchemy.engine import Connection
+
+from erasure.errors import RequestError, describe_invalid
+from erasure.keys.bootstrap import SUBMISSIONS_KEY
+from erasure.keys.vault import address_of, vault_errors
+from erasure.store.database import Store, store_errors
+from erasure.store.schema import submissions
+from erasure.submission import REQUEST_REF_PATTERN, ErasureRequest
+
+DESK = "the erasure desk (Erasure > New request in Airflow, or POST /erasure/api/v1/requests)"
+_HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
+
+
+class Ticket(BaseModel):
+    """What a `gdpr_erasure` run's conf holds: the reference and the sealed submission's handle."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    request_ref: str
+    submission: str
+
+    @field_validator("request_ref")
+    @classmethod
+    def _ref(cls, value: str) -> str:
+        if not re.match(REQUEST_REF_PATTERN, value):
+            raise ValueError("must be a request reference (letters, digits, '.', '_', '-')")
+        return value
+
+    @field_validator("submission")
+    @classmethod
+    def _handle(cls, value: str) -> str:
+        if not _HANDLE.match(value):
+            raise ValueError("must be the handle the erasure desk gave the run (sub-<32 hex>)")
+        return value
+
+    @classmethod
+    def parse(cls, conf: Any) -> Ticket:
+        """The run's ticket; a run triggered any other way is told to use the desk."""
+        try:
+            return cls.model_validate(dict(conf) if isinstance(conf, dict) else conf)
+        except ValidationError as exc:
+            raise RequestError(
+                f"this run was not started by the erasure desk ({describe_invalid(exc)}): "
+                f"submit the request on {DESK}; a raw identifier is never accepted in a run's conf"
+            ) from None
+
+    def conf(self) -> dict[str, str]:
+        return {"request_ref": self.request_ref, "submission": self.submission}
+
+
+class SubmissionKey(Protocol):
+    """Seals bytes so that only a worker can open them again (Vault's policies decide who)."""
+
+    def seal(self, plaintext: bytes) -> str: ...
+
+    def open(self, sealed: str) -> bytes: ...
+
+
+class TransitSubmissionKey:
+    """The `submissions` key in Vault transit: the API server seals, workers open."""
+
+    def __init__(self, client: hvac.Client, mount: str) -> None:
+        self._client = client
+        self._mount = mount
+
+    @property
+    def key_id(self) -> str:
+        return f"transit:{self._mount}/keys/{SUBMISSIONS_KEY}"
+
+    def seal(self, plaintext: bytes) -> str:
+        with vault_errors(address_of(self._client), f"seal a submission with {self.key_id}"):
+            response = self._client.secrets.transit.encrypt_data(
+                name=SUBMISSIONS_KEY,
+                plaintext=base64.b64encode(plaintext).decode("ascii"),
+                mount_point=self._mount,
+            )
+        return str(response["data"]["ciphertext"])
+
+    def open(self, sealed: str) -> bytes:
+        with vault_errors(address_of(self._client), f"open a submission with {self.key_id}"):
+            response = self._client.secrets.transit.decrypt_data(
+                name=SUBMISSIONS_KEY, ciphertext=sealed, mount_point=self._mount
+            )
+        return base64.b64decode(response["data"]["plaintext"])
+
+
+class SubmissionBox:
+    """Sealed submissions in the erasure store, by handle."""
+
+    def __init__(self, store: Store, key: SubmissionKey) -> None:
+        self._store = store
+        self._key = key
+
+    def seal(self, request: ErasureRequest) -> Ticket:
+        """Seal `request` whole and keep it; the ticket for the run's conf."""
+        handle = f"sub-{secrets.token_hex(16)}"
+        sealed = self._key.seal(_plaintext(request))
+        with _transaction(self._store, "keep the sealed submission") as c:
+            c.execute(
+                submissions.insert().values(
+                    handle=handle,
+                    request_ref=request.request_ref,
+                    sealed=sealed,
+                    sealed_at=datetime.now(UTC),
+                )
+            )
+        return Ticket(request_ref=request.request_ref, submission=handle)
+
+    def open(self, ticket: Ticket) -> ErasureRequest:
+        """The request behind `ticket` (a worker's key can open it); RequestError if gone."""
+        query = sa.select(submissions.c.request_ref, submissions.c.sealed).where(
+            submissions.c.handle == ticket.submission
+        )
+        with _transaction(self._store, "read the sealed submission") as c:
+            row = c.execute(query).first()
+        if row is None or row.request_ref != ticket.request_ref:
+            raise RequestError(
+                f"request {ticket.request_ref}: its sealed submission {ticket.submission} is not "
+                "in the erasure store (it was registered or refused already, or never sealed): "
+                f"submit the request again on {DESK}"
+            )
+        data = json.loads(self._key.open(str(row.sealed)))
+        return ErasureRequest.parse(data)
+
+    def destroy(self, ticket: Ticket) -> bool:
+        """Delete the ticket's sealed copy (idempotent; only its own request's); True if there
+        was one."""
+        with _transaction(self._store, "destroy the sealed submission") as c:
+            deleted = c.execute(
+                submissions.delete().where(
+                    submissions.c.handle == ticket.submission,
+                    submissions.c.request_ref == ticket.request_ref,
+                )
+            ).rowcount
+        return bool(deleted)
+
+    def held(self, request_ref: str) -> int:
+        """How many sealed submissions of `request_ref` are still kept."""
+        query = (
+            sa.select(sa.func.count())
+            .select_from(submissions)
+            .where(submissions.c.request_ref == request_ref)
+        )
+        with _transaction(self._store, "count sealed submissions") as c:
+            return int(c.execute(query).scalar_one())
+
+
+@contextmanager
+def _transaction(store: Store, verb: str) -> Iterator[Connection]:
+    with store_errors(store, verb), store.engine.begin() as conn:
+        yield conn
+
+
+def _plaintext(request: ErasureRequest) -> bytes:
+    data: dict[str, Any] = request.model_dump(mode="json")
+    data["identifier"] = request.identifier.get_secret_value()
+    data["notes"] = request.notes.get_secret_value() if request.notes is not None else None
+    return json.dumps(data, ensure_ascii=False).encode("utf-8")

@@ -1,0 +1,273 @@
+"""The erasure desk's front door: `POST /erasure/api/v1/requests` and the page that calls it.
+
+The DPO's submission is validated with the request model, sealed at once with the Vault
+transit key `submissions` (the API server may encrypt with it, never decrypt: see
+helm/vault/policies/erasure-api.hcl), kept sealed in the erasure store, and the
+`gdpr_erasure` run is created here, in the API server, with a conf that holds the request
+reference and the sealed submission's handle only. Nothing the DPO typed reaches Airflow's
+metadata database: not the run's conf, not the audit log (this route writes none), not an
+error (messages name the field, never its value).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel
+
+from erasure.errors import RequestError
+from erasure.intake import Ticket
+from erasure.submission import LEGAL_GROUNDS, REQUEST_REF_PATTERN, ErasureRequest
+from erasure_api.auth import Caller, DpoDep, backend_of
+from erasure_api.backend import ErasureBackend
+
+log = logging.getLogger(__name__)
+
+ERASURE_DAG_ID = "gdpr_erasure"
+MAX_SUBMISSION_BYTES = 64 * 1024
+MAX_RESUBMISSIONS = 50  # run ids erasure-<ref>, erasure-<ref>-2, ... for refused submissions
+
+api = APIRouter(prefix="/api/v1")
+pages = APIRouter()
+BackendDep = Annotated[ErasureBackend, Depends(backend_of)]
+
+
+class Submitted(BaseModel):
+    """What the desk answers: where the request now lives. Never the identifier."""
+
+    request_ref: str
+    run_id: str
+    submission: str  # the sealed submission's handle, as the run's conf holds it
+    request_url: str
+    run_url: str
+
+
+@api.post("/requests", status_code=status.HTTP_201_CREATED)
+async def submit_request(request: Request, caller: DpoDep, backend: BackendDep) -> Submitted:
+    """Seal a new erasure request and start its `gdpr_erasure` run (the DPO's desk)."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        # A JSON body is also what keeps a cross-site form from submitting in the DPO's name.
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            "send the request as a JSON object (Content-Type: application/json)",
+        )
+    body = await request.body()
+    if len(body) > MAX_SUBMISSION_BYTES:
+        raise HTTPException(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            f"a submission is at most {MAX_SUBMISSION_BYTES} bytes",
+        )
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, "the body is not valid JSON (UTF-8 JSON object)"
+        ) from None
+    if not isinstance(data, dict):
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "the body must be a JSON object")
+    try:
+        submission = ErasureRequest.parse(data)
+    except RequestError as exc:  # names each bad field and what it allows, never its value
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, str(exc)) from None
+    return await run_in_threadpool(_submit, backend, submission, caller)
+
+
+def _submit(backend: ErasureBackend, submission: ErasureRequest, caller: Caller) -> Submitted:
+    ref = submission.request_ref
+    registered = backend.requests().get(ref)
+    if registered is not None:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"request {ref} is already registered (run {registered.run_id}, status "
+            f"{registered.status.value}): one reference, one erasure; use a new reference for "
+            "a new request",
+        )
+    box = backend.submissions()
+    if box.held(ref):
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"request {ref} was submitted already and its run has not registered it yet",
+        )
+    ticket = box.seal(submission)
+    try:
+        run_id = _start_run(ticket, caller.name)
+    except BaseException:
+        box.destroy(ticket)  # no run will ever open it
+        raise
+    log.info("request %s submitted by %s: run %s", ref, caller.name, run_id)
+    return Submitted(
+        request_ref=ref,
+        run_id=run_id,
+        submission=ticket.submission,
+        request_url=f"/erasure/api/v1/requests/{ref}",
+        run_url=f"/dags/{ERASURE_DAG_ID}/runs/{run_id}",
+    )
+
+
+def _start_run(ticket: Ticket, user: str) -> str:
+    """Create the run in Airflow's metadata DB (the API server may use the ORM)."""
+    import sqlalchemy as sa
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.exceptions import DagNotFound, DagRunAlreadyExists
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from airflow.utils.types import DagRunTriggeredByType
+
+    base = f"erasure-{ticket.request_ref}"
+    with create_session() as session:
+        taken = set(
+            session.scalars(
+                sa.select(DagRun.run_id).where(
+                    DagRun.dag_id == ERASURE_DAG_ID, DagRun.run_id.startswith(base)
+                )
+            )
+        )
+        # A refused submission leaves its failed run: a corrected one takes the next id.
+        candidates = [base, *(f"{base}-{n}" for n in range(2, MAX_RESUBMISSIONS + 1))]
+        run_id = next((c for c in candidates if c not in taken), None)
+        if run_id is None:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"request {ticket.request_ref} was submitted {MAX_RESUBMISSIONS} times: use a "
+                "new reference",
+            )
+        try:
+            trigger_dag(
+                ERASURE_DAG_ID,
+                triggered_by=DagRunTriggeredByType.REST_API,
+                triggering_user_name=user,
+                run_id=run_id,
+                conf=ticket.conf(),
+                session=session,
+            )
+        except DagNotFound:
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"the {ERASURE_DAG_ID} DAG is not loaded in Airflow yet: check the DAG "
+                "processor and `airflow dags list-import-errors`",
+            ) from None
+        except DagRunAlreadyExists:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"run {run_id} was created by another submission a moment ago",
+            ) from None
+    return run_id
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
+
+
+@pages.get("/requests/new", response_class=HTMLResponse)
+def new_request_page(caller: DpoDep, backend: BackendDep) -> HTMLResponse:
+    """The DPO's form; it posts JSON to the route above with the UI's login cookie."""
+    return HTMLResponse(render_new_request_page(_identifier_types(backend)))
+
+
+def _identifier_types(backend: ErasureBackend) -> list[str]:
+    try:
+        return sorted(backend.catalog().identifiers)
+    except Exception:  # the form still works: the register step names a wrong type
+        log.warning("the catalog could not be read for the erasure desk's form", exc_info=True)
+        return []
+
+
+def render_new_request_page(identifier_types: list[str]) -> str:
+    e = html.escape
+    if identifier_types:
+        options = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in identifier_types)
+        type_input = f'<select id="identifier_type" name="identifier_type">{options}</select>'
+    else:
+        type_input = '<input id="identifier_type" name="identifier_type" required>'
+    grounds = "".join(
+        f'<option value="{e(g.value)}"{" selected" if g.value == "art17_1_b" else ""}>'
+        f"{e(label)}</option>"
+        for g, label in LEGAL_GROUNDS.items()
+    )
+    pattern = e(REQUEST_REF_PATTERN.strip("^$"))
+    return _PAGE.format(type_input=type_input, grounds=grounds, pattern=pattern)
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>New erasure request</title>
+<style>
+body{{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem 2rem;
+color:#1f2933;max-width:46rem}}h1{{font-size:1.5rem;margin:0 0 .5rem}}
+label{{display:block;font-weight:600;margin:1rem 0 .25rem}}
+input,select,textarea{{font:inherit;width:100%;padding:.4rem;box-sizing:border-box;
+border:1px solid #9aa5b1;border-radius:4px}}textarea{{min-height:5rem}}
+.hint{{color:#52606d;font-size:12px;margin:.2rem 0 0}}
+button{{margin-top:1.25rem;padding:.5rem 1.2rem;font:inherit;font-weight:600;color:#fff;
+background:#0b69a3;border:0;border-radius:4px;cursor:pointer}}
+#result{{margin-top:1.25rem;padding:.75rem 1rem;border-radius:6px;display:none}}
+#result.ok{{display:block;background:#e3f9e5;border:1px solid #57ae5b}}
+#result.bad{{display:block;background:#ffe3e3;border:1px solid #e12d39}}
+.check{{display:flex;gap:.5rem;align-items:center}}.check input{{width:auto}}
+</style></head><body>
+<h1>New erasure request</h1>
+<p class="hint">What you type here is sealed in Vault the moment you submit it: Airflow keeps
+only the reference and a handle. See also: <a href="../records">completion records</a> ·
+<a href="../api/v1/requests">requests (JSON)</a>.</p>
+<form id="desk" autocomplete="off">
+<label for="request_ref">Request reference</label>
+<input id="request_ref" name="request_ref" required pattern="{pattern}"
+ placeholder="DSR-2026-0042">
+<p class="hint">Your reference: 3-64 letters, digits, '.', '_' or '-'. One reference, one
+erasure. It must not contain the person's email, phone or customer number.</p>
+<label for="identifier_type">Identifier type</label>{type_input}
+<label for="identifier">Identifier</label>
+<input id="identifier" name="identifier" required spellcheck="false">
+<p class="hint">The email address, customer number or phone number the person gave.</p>
+<label for="received_on">Date received</label>
+<input id="received_on" name="received_on" type="date" required>
+<p class="hint">The one-month deadline (Art. 12(3)) runs from this date.</p>
+<label for="legal_ground">Legal ground</label>
+<select id="legal_ground" name="legal_ground">{grounds}</select>
+<label for="notes">Notes (optional)</label>
+<textarea id="notes" name="notes"></textarea>
+<p class="hint">Sealed with the identifier and destroyed with it. Do not repeat the
+identifier here.</p>
+<label class="check"><input id="dry_run" name="dry_run" type="checkbox"> Dry run: only locate
+and plan, change nothing</label>
+<button type="submit">Submit erasure request</button>
+</form>
+<div id="result" role="status"></div>
+<script>
+document.getElementById("received_on").valueAsDate = new Date();
+document.getElementById("desk").addEventListener("submit", async (event) => {{
+  event.preventDefault();
+  const form = event.target, out = document.getElementById("result");
+  const body = {{}};
+  for (const [key, value] of new FormData(form)) {{ if (value !== "") body[key] = value; }}
+  body.dry_run = form.dry_run.checked;
+  out.className = ""; out.textContent = "Sealing...";
+  const response = await fetch("../api/v1/requests", {{method: "POST", credentials: "same-origin",
+    headers: {{"Content-Type": "application/json"}}, body: JSON.stringify(body)}});
+  const answer = await response.json().catch(() => ({{detail: response.statusText}}));
+  if (response.ok) {{
+    form.reset(); document.getElementById("received_on").valueAsDate = new Date();
+    out.className = "ok";
+    out.innerHTML = "";
+    const text = document.createElement("span");
+    text.textContent = "Request " + answer.request_ref + " submitted: run " + answer.run_id + ". ";
+    const link = document.createElement("a");
+    link.href = answer.run_url; link.textContent = "Follow the run"; link.id = "run-link";
+    out.append(text, link);
+  }} else {{
+    out.className = "bad";
+    out.textContent = "Not submitted (" + response.status + "): " +
+      (typeof answer.detail === "string" ? answer.detail : JSON.stringify(answer.detail));
+  }}
+}});
+</script>
+</body></html>
+"""
+

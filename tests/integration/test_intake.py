@@ -1,0 +1,104 @@
+"""Sealed submissions on a real OpenBao (transit) and a real store, SQLite and Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from erasure.errors import RequestError
+from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey
+from erasure.keys.bootstrap import ensure_submissions_key
+from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
+from erasure.store import Store, open_store
+from erasure.store.schema import submissions
+from erasure.submission import ErasureRequest
+
+pytestmark = [pytest.mark.integration, pytest.mark.vault]
+
+CANARY = "Zoë.Sealed.7b41c2@Example.org"
+NOTES = "called on 2026-11-30 from the shop, ref 7b41c2"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    url = (
+        f"sqlite:///{tmp_path}/erasure.db"
+        if request.param == "sqlite"
+        else request.getfixturevalue("postgres_schema_url")
+    )
+    with open_store(url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def box(store: Store, openbao: EmbeddedOpenBao) -> SubmissionBox:
+    client = openbao.client()
+    ensure_transit(client, "erasure-transit")
+    ensure_submissions_key(client, "erasure-transit")
+    return SubmissionBox(store, TransitSubmissionKey(client, "erasure-transit"))
+
+
+def submitted(ref: str = "DSR-SEAL-1") -> ErasureRequest:
+    return ErasureRequest.parse(
+        {
+            "request_ref": ref,
+            "identifier_type": "email",
+            "identifier": CANARY,
+            "received_on": date.today().isoformat(),
+            "legal_ground": "art17_1_a",
+            "notes": NOTES,
+            "dry_run": True,
+        }
+    )
+
+
+def stored_text(store: Store) -> str:
+    with store.engine.connect() as conn:
+        return "\n".join(str(tuple(row)) for row in conn.execute(sa.select(submissions)))
+
+
+def test_a_sealed_submission_opens_to_what_was_typed_and_is_stored_as_ciphertext(
+    box: SubmissionBox, store: Store
+) -> None:
+    ticket = box.seal(submitted())
+    assert ticket.request_ref == "DSR-SEAL-1" and box.held("DSR-SEAL-1") == 1
+    text = stored_text(store)
+    assert "vault:v1:" in text
+    assert "zoë" not in text.casefold() and "7b41c2" not in text and "shop" not in text
+
+    opened = box.open(ticket)
+    assert opened == submitted()
+    assert opened.identifier.get_secret_value() == CANARY
+    assert opened.notes is not None and opened.notes.get_secret_value() == NOTES
+
+    assert box.destroy(ticket) and not box.destroy(ticket)  # idempotent
+    assert box.held("DSR-SEAL-1") == 0 and stored_text(store) == ""
+
+
+def test_a_ticket_opens_only_its_own_request(box: SubmissionBox) -> None:
+    ticket = box.seal(submitted())
+    forged = Ticket(request_ref="DSR-OTHER-1", submission=ticket.submission)
+    with pytest.raises(RequestError, match="submit the request again"):
+        box.open(forged)
+    assert not box.destroy(forged)  # nor destroys another request's submission
+    assert box.held("DSR-SEAL-1") == 1
+    box.destroy(ticket)
+    with pytest.raises(RequestError, match="not in the erasure store") as gone:
+        box.open(ticket)
+    assert "zoë" not in str(gone.value).casefold()
+
+
+def test_the_store_refuses_a_submission_in_clear(store: Store) -> None:
+    with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
+        conn.execute(
+            submissions.insert().values(
+                handle="sub-" + "0" * 32,
+                request_ref="DSR-CLEAR-1",
+                sealed=f'{{"identifier": "{CANARY}"}}',
+                sealed_at=datetime.now(UTC),
+            )
+        )
