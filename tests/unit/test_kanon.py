@@ -5,7 +5,7 @@ and the query they hold for. Each test runs on SQLite and on the local Postgres.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -46,7 +46,7 @@ def aggregate(
     tmp_path: Path,
     url: str,
     schema: str,
-    rows: list[tuple[str | None, int | None]],
+    rows: Sequence[tuple[str | None, int | None]],
     *,
     count_column: str = "n",
 ) -> tuple[Warehouse, Catalog]:
