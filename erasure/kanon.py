@@ -23,7 +23,7 @@ class KAnonymity(BaseModel):
     k: int
     min_group_size: int | None  # None for an empty aggregate
     groups: int
-    groups_below_k: int
+    groups_below_k: int  # below k, or of unknown size (a NULL count)
     quasi_identifiers: list[str]
     count_column: str
     table_version: str  # digest of the rows measured: the numbers hold for exactly this content
@@ -53,7 +53,8 @@ def measure_k(warehouse: Warehouse, ds: DatasetSpec, k: int) -> KAnonymity:
     stats = sa.select(
         sa.func.min(count),
         sa.func.count(),
-        sa.func.sum(sa.case((count < sa.bindparam("k", k), 1), else_=0)),
+        # A group of unknown size (NULL count) cannot be shown to reach k: it counts below.
+        sa.func.sum(sa.case((count.is_(None) | (count < sa.bindparam("k", k)), 1), else_=0)),
     ).select_from(table)
     rows = sa.select(*(table.c[n] for n in names)).order_by(*(table.c[n] for n in names))
     with warehouse.connect(ds) as conn:

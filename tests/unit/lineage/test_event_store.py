@@ -22,7 +22,7 @@ from erasure.store import Store, open_store
 from erasure.store.schema import lineage_events
 
 DEMO_EVENTS = (
-    Path(__file__).resolve().parents[2] / "erasure/sample/estate/lineage/events.jsonl"
+    Path(__file__).resolve().parents[3] / "erasure/sample/estate/lineage/events.jsonl"
 )
 
 

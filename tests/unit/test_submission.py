@@ -1,5 +1,5 @@
-"""Erasure requests as submitted and parked: each bad field named with what is allowed, never
-echoed; the parked secret's identities; the Art. 12(3) month arithmetic."""
+"""Erasure requests as submitted (`erasure.submission`): each bad field named with what is
+allowed, never echoed. The parked secret and the month arithmetic are tested under registry/."""
 
 from __future__ import annotations
 
@@ -10,9 +10,6 @@ import pytest
 from pydantic import SecretStr
 
 from erasure.errors import RequestError
-from erasure.model import Identity
-from erasure.registry.requests import add_months
-from erasure.registry.secrets import ParkedSecret
 from erasure.submission import ErasureRequest, LegalGround
 
 CANARY = "  Zed.Canary+Registry@Example.COM "
@@ -88,29 +85,3 @@ def test_validation_error_from_the_model_itself_does_not_echo_input() -> None:
             legal_ground=LegalGround.ART17_1_A,
         )
     assert "anary" not in str(err.value)
-
-
-# ---------------------------------------------------------------------------------------------
-# The parked secret
-
-
-def test_parked_identities_accept_plain_pairs() -> None:
-    parked = ParkedSecret(identifier=SecretStr("x"), identities=[("email", "a@b.c")])
-    assert parked.identities == [Identity("email", "a@b.c")]
-
-
-# ---------------------------------------------------------------------------------------------
-# Deadlines
-
-
-@pytest.mark.parametrize(
-    ("day", "months", "expected"),
-    [
-        (date(2026, 1, 31), 1, date(2026, 2, 28)),
-        (date(2028, 1, 31), 1, date(2028, 2, 29)),
-        (date(2026, 11, 30), 2, date(2027, 1, 30)),
-        (date(2026, 12, 15), 1, date(2027, 1, 15)),
-    ],
-)
-def test_add_months_clamps_to_the_end_of_the_month(day: date, months: int, expected: date) -> None:
-    assert add_months(day, months) == expected
