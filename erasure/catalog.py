@@ -2,6 +2,12 @@
 
 A bad catalog fails with one message naming the file, the dataset and the field, and what is
 allowed there. Paths inside the catalog (lineage files, SQLite URLs) are relative to the file.
+
+Connections and rebuild targets are pluggable kinds (erasure.kinds): each entry names its
+`kind`, or is written in a form that implies one (`{url: ...}`, `{sql: ...}`). The built-in
+kinds live with the code that uses them (erasure.warehouse, erasure.actions.rebuild); a
+package adds more under the entry point groups `erasure.connections` and
+`erasure.rebuild_targets`.
 """
 
 from __future__ import annotations
@@ -10,15 +16,33 @@ import glob
 import hashlib
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from erasure.errors import CatalogError
+from erasure.kinds import KindConfig, KindRegistry
 from erasure.model import DatasetRef
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from erasure.actions.rebuild import RebuildContext, RebuildEvidence
 
 
 class _Strict(BaseModel):
@@ -48,15 +72,28 @@ class IdentifierSpec(_Strict):
     default_region: str | None = None  # for e164: region of numbers written without +
 
 
-class ConnectionSpec(_Strict):
-    url: str | None = None
-    airflow_conn_id: str | None = None
+class ConnectionConfig(KindConfig):
+    """A catalog connection: how to reach one warehouse. Kinds: erasure.warehouse."""
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> ConnectionSpec:
-        if (self.url is None) == (self.airflow_conn_id is None):
-            raise ValueError("give exactly one of 'url' or 'airflow_conn_id'")
-        return self
+
+@dataclass(frozen=True)
+class ConnectionContext:
+    """What a connection factory may use besides its config."""
+
+    name: str  # the catalog's name for the connection, for messages
+    base_dir: Path  # the catalog file's directory: relative paths are relative to it
+    # (connection name, airflow_conn_id) -> URL: what the Airflow adapters pass in.
+    resolve_conn_id: Callable[[str, str], sa.URL | str] | None = None
+
+
+# Factories return the SQLAlchemy URL (it may hold a password: never log it).
+CONNECTIONS: KindRegistry[ConnectionConfig, ConnectionContext, sa.URL | str] = KindRegistry(
+    ConnectionConfig,
+    family="connection",
+    group="erasure.connections",
+    builtins=("erasure.warehouse",),
+)
+ConnectionField = Annotated[SerializeAsAny[ConnectionConfig], BeforeValidator(CONNECTIONS.validate)]
 
 
 class ReferenceSpec(_Strict):
@@ -67,20 +104,33 @@ class ReferenceSpec(_Strict):
     key: str
 
 
-class RebuildSpec(_Strict):
-    dag_id: str | None = None
-    sql: list[str] | None = None
+class RebuildTarget(KindConfig):
+    """How a derived artefact is re-materialised. Kinds: erasure.actions.rebuild."""
 
-    @field_validator("sql", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+    def declared_sql(self) -> list[str] | None:
+        """The SQL that rebuilds the artefact, which is also its declared lineage."""
+        return None
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> RebuildSpec:
-        if (self.dag_id is None) == (self.sql is None):
-            raise ValueError("give exactly one of 'dag_id' or 'sql'")
-        return self
+    def producer(self) -> str | None:
+        """The job that writes the artefact, named for lineage gaps (`DAG build_marts`)."""
+        return None
+
+    def plan_detail(self) -> dict[str, Any]:
+        """What the plan records about the method, beside `method: <kind>`."""
+        return {}
+
+    def rebuilds(self, dataset_kind: DatasetKind) -> bool:
+        """Whether this target can re-materialise a dataset of that kind."""
+        return True
+
+
+REBUILD_TARGETS: KindRegistry[RebuildTarget, RebuildContext, RebuildEvidence] = KindRegistry(
+    RebuildTarget,
+    family="rebuild target",
+    group="erasure.rebuild_targets",
+    builtins=("erasure.actions.rebuild",),
+)
+RebuildField = Annotated[SerializeAsAny[RebuildTarget], BeforeValidator(REBUILD_TARGETS.validate)]
 
 
 class AggregateSpec(_Strict):
@@ -111,7 +161,7 @@ class DatasetSpec(_Strict):
     references: list[ReferenceSpec] = Field(default_factory=list)
     pii_columns: list[str] = Field(default_factory=list)
     columns: list[str] | None = None  # schema for SQL lineage; else read from the warehouse
-    rebuild: RebuildSpec | None = None
+    rebuild: RebuildField | None = None
     aggregate: AggregateSpec | None = None
     encryption: Literal["none", "per_subject"] = "none"
     retention_days: int | None = Field(default=None, ge=0)
@@ -124,6 +174,16 @@ class DatasetSpec(_Strict):
     @classmethod
     def _lower(cls, value: str) -> str:
         return value.lower()
+
+    @field_validator("rebuild")
+    @classmethod
+    def _rebuilds_this_kind(
+        cls, value: RebuildTarget | None, info: ValidationInfo
+    ) -> RebuildTarget | None:
+        kind = info.data.get("kind")
+        if value is not None and kind is not None and not value.rebuilds(kind):
+            raise ValueError(f"a {value.kind} rebuild target cannot rebuild a {kind.value}")
+        return value
 
     @field_validator("holds_subject", mode="before")
     @classmethod
@@ -165,7 +225,7 @@ class Catalog(_Strict):
     k_threshold: int = Field(default=10, ge=2)
     sla_days: int = Field(default=30, ge=1, le=30)
     identifiers: dict[str, IdentifierSpec]
-    connections: dict[str, ConnectionSpec] = Field(default_factory=dict)
+    connections: dict[str, ConnectionField] = Field(default_factory=dict)
     datasets: list[DatasetSpec]
     lineage: LineageSources = Field(default_factory=LineageSources)
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -284,20 +344,10 @@ class Catalog(_Strict):
         """Files matching a catalog-relative glob, sorted."""
         return sorted(Path(p) for p in glob.glob(str(self.base_dir / pattern)))
 
-    def connection_url(self, name: str) -> str:
-        """A SQLAlchemy URL for a catalog connection; sqlite paths are catalog-relative."""
-        spec = self.connections[name]
-        if spec.url is None:
-            raise CatalogError(
-                f"connection {name!r} uses airflow_conn_id {spec.airflow_conn_id!r}: resolve it "
-                "through Airflow, or give a 'url' to use it outside Airflow"
-            )
-        prefix = "sqlite:///"
-        if spec.url.startswith(prefix) and not spec.url.startswith(prefix + "/"):
-            path = spec.url[len(prefix) :]
-            if path and path != ":memory:":
-                return prefix + str((self.base_dir / path).resolve())
-        return spec.url
+    def connection_url(self, name: str) -> sa.URL | str:
+        """A SQLAlchemy URL for a catalog connection outside Airflow (sqlite paths are
+        catalog-relative); CatalogError for one only Airflow can resolve."""
+        return CONNECTIONS.build(self.connections[name], ConnectionContext(name, self.base_dir))
 
     def _index(self) -> dict[tuple[str, str], DatasetSpec]:
         cached: dict[tuple[str, str], DatasetSpec] | None = self.__dict__.get("_idx")

@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from erasure.errors import ConfigError
+from erasure.keys.kinds import KEYSTORES
 
 ENV_PREFIX = "ERASURE_"
 
@@ -47,7 +48,8 @@ class Settings(BaseSettings):
     vault_timeout_seconds: float = Field(default=10.0, gt=0)
     vault_kv_mount: str = "erasure-kv"
     vault_transit_mount: str = "erasure-transit"
-    keystore_kind: Literal["kv", "transit"] = "kv"
+    # A registered key-store kind: `kv`, `transit`, or one a plug-in adds (erasure.keys.kinds).
+    keystore_kind: str = "kv"
     # How long Vault snapshots/backups are kept: a shredded key may live on in one until then.
     vault_snapshot_retention_days: int = Field(default=30, ge=0)
 
@@ -101,6 +103,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 "must be a Vault mount path such as 'erasure-kv' (letters, digits, -_.)"
             )
+        return value
+
+    @field_validator("keystore_kind")
+    @classmethod
+    def _check_keystore_kind(cls, value: str) -> str:
+        KEYSTORES.config_class(value)  # KindError (a ValueError) naming the known kinds
         return value
 
     @model_validator(mode="after")

@@ -246,11 +246,7 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
             upstreams,
         )
     if ds.rebuild is not None:
-        method: dict[str, Any] = (
-            {"method": "dag", "dag_id": ds.rebuild.dag_id}
-            if ds.rebuild.dag_id
-            else {"method": "sql", "statements": len(ds.rebuild.sql or [])}
-        )
+        method: dict[str, Any] = {"method": ds.rebuild.kind, **ds.rebuild.plan_detail()}
         return _item(
             ref,
             ds.kind,

@@ -3,10 +3,11 @@
 Dataset names are written `schema.table` in every dialect. On SQLite each schema is an
 attached database file next to the main one, so the same SQL runs on SQLite and Postgres.
 
-A catalog connection gives either a `url` or an `airflow_conn_id`. The domain does not
-import Airflow: whoever runs inside Airflow (the DAG adapters) hands the Warehouse a
-`ConnectionResolver` that turns the conn id into a SQLAlchemy URL through the Postgres
-provider's hook; without one, an `airflow_conn_id` connection cannot be opened.
+A catalog connection is a kind (erasure.catalog.CONNECTIONS) whose factory gives the
+SQLAlchemy URL. Two are built in: `url` (`{url: ...}`) and `airflow` (`{airflow_conn_id:
+...}`). The domain does not import Airflow: whoever runs inside Airflow (the DAG adapters)
+hands the Warehouse a `ConnectionResolver` that turns the conn id into a SQLAlchemy URL
+through the Postgres provider's hook; without one, an `airflow` connection cannot be opened.
 """
 
 from __future__ import annotations
@@ -14,19 +15,57 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from erasure.actions.transaction import describe_failure
-from erasure.catalog import Catalog, DatasetSpec
+from erasure.catalog import CONNECTIONS, Catalog, ConnectionConfig, ConnectionContext, DatasetSpec
 from erasure.errors import CatalogError, WarehouseError
 from erasure.matching import SQL_FUNCTION, sql_canonical
 
 # (catalog connection name, airflow_conn_id) -> the SQLAlchemy URL it stands for. Raises
 # CatalogError naming the conn id when Airflow does not know it.
 ConnectionResolver = Callable[[str, str], sa.URL | str]
+
+
+class UrlConnection(ConnectionConfig):
+    """A SQLAlchemy URL; a relative SQLite path is relative to the catalog file."""
+
+    kind: Literal["url"] = "url"
+    url: str
+    implied_by: ClassVar[str | None] = "url"
+
+
+@CONNECTIONS.kind(UrlConnection)
+def url_of(config: UrlConnection, context: ConnectionContext) -> str:
+    """The URL as written, with a relative SQLite path made absolute."""
+    prefix = "sqlite:///"
+    if config.url.startswith(prefix) and not config.url.startswith(prefix + "/"):
+        path = config.url[len(prefix) :]
+        if path and path != ":memory:":
+            return prefix + str((context.base_dir / path).resolve())
+    return config.url
+
+
+class AirflowConnection(ConnectionConfig):
+    """An Airflow connection, resolved by the adapter's resolver (the Postgres provider's hook)."""
+
+    kind: Literal["airflow"] = "airflow"
+    airflow_conn_id: str
+    implied_by: ClassVar[str | None] = "airflow_conn_id"
+
+
+@CONNECTIONS.kind(AirflowConnection)
+def airflow_url(config: AirflowConnection, context: ConnectionContext) -> sa.URL | str:
+    """The URL Airflow keeps for the conn id; CatalogError outside Airflow."""
+    if context.resolve_conn_id is None:
+        raise CatalogError(
+            f"connection {context.name!r} uses airflow_conn_id {config.airflow_conn_id!r}: "
+            "resolve it through Airflow, or give a 'url' to use it outside Airflow"
+        )
+    return context.resolve_conn_id(context.name, config.airflow_conn_id)
 
 
 class Warehouse:
@@ -46,10 +85,8 @@ class Warehouse:
                 f"connection {connection!r} is not declared under 'connections'; "
                 f"declared: {sorted(self.catalog.connections)}"
             )
-        conn_id = self.catalog.connections[connection].airflow_conn_id
-        if conn_id is not None and self._resolve is not None:
-            return self._resolve(connection, conn_id)
-        return self.catalog.connection_url(connection)
+        context = ConnectionContext(connection, self.catalog.base_dir, self._resolve)
+        return CONNECTIONS.build(self.catalog.connections[connection], context)
 
     def engine(self, connection: str) -> Engine:
         if connection not in self._engines:

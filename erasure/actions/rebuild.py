@@ -1,25 +1,27 @@
 """Rule 5: re-materialise a derived artefact from its cleaned upstreams, in lineage order.
 
-Three methods, picked by the catalog entry: `sql` drops the table and runs the catalog's
+How an artefact is rebuilt is its catalog `rebuild:` target, a kind (erasure.catalog.
+REBUILD_TARGETS). Three are built in here: `sql` drops the table and runs the catalog's
 statements in one transaction (a failure leaves the previous table, a retry starts over);
 `dag` triggers the artefact's Airflow DAG through a callable the adapter supplies and waits
-for it; a `view` is computed on read and needs nothing.
+for it; `view` (every dataset of kind view) is computed on read and needs nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import sqlalchemy as sa
 import sqlglot
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
 from erasure.actions.transaction import describe_failure, transaction
-from erasure.catalog import Catalog, DatasetKind, DatasetSpec
+from erasure.catalog import REBUILD_TARGETS, Catalog, DatasetKind, DatasetSpec, RebuildTarget
 from erasure.errors import CatalogError, RebuildFailed
 from erasure.model import DatasetRef, Evidence, Plan
 from erasure.planner import feedback_cycles, rebuild_order
@@ -46,7 +48,7 @@ class RebuildEvidence(Evidence):
     """What one rebuild did, for the completion record."""
 
     dataset: str
-    method: Literal["sql", "dag", "view"]
+    method: str  # the rebuild target's kind: sql, dag, view, or a plug-in's
     dag_id: str | None = None
     run_id: str | None = None
     statements: int = 0  # catalog statements run (sql method)
@@ -57,6 +59,15 @@ class RebuildEvidence(Evidence):
     rebuilt_at: datetime
 
 
+@dataclass(frozen=True)
+class RebuildContext:
+    """What a rebuild target's factory gets besides its config."""
+
+    warehouse: Warehouse
+    dataset: DatasetSpec
+    trigger_dag: TriggerDag | None  # None outside Airflow
+
+
 def rebuild(
     catalog: Catalog,
     warehouse: Warehouse,
@@ -64,23 +75,72 @@ def rebuild(
     *,
     trigger_dag: TriggerDag | None,
 ) -> RebuildEvidence:
-    """Re-materialise one artefact by its catalog method; raises RebuildFailed on failure."""
+    """Re-materialise one artefact by its catalog target; raises RebuildFailed on failure."""
     ds = catalog.require(dataset)
-    if ds.kind is DatasetKind.VIEW:
-        return RebuildEvidence(
-            dataset=ds.name,
-            method="view",
-            detail="a view is computed on read from its cleaned upstreams: nothing to rebuild",
-            rebuilt_at=datetime.now(UTC),
-        )
-    if ds.rebuild is None:
+    # A view is recomputed on read whatever else its entry says.
+    target = ViewRebuild() if ds.kind is DatasetKind.VIEW else ds.rebuild
+    if target is None:
         raise RebuildFailed(
             f"dataset {ds.name!r} has no 'rebuild' in the catalog: it cannot be rebuilt; "
             "re-plan (it escalates) or declare its rebuild dag_id or sql"
         )
-    if ds.rebuild.dag_id is not None:
-        return _rebuild_by_dag(warehouse, ds, ds.rebuild.dag_id, trigger_dag)
-    return _rebuild_by_sql(warehouse, ds, ds.rebuild.sql or [])
+    return REBUILD_TARGETS.build(target, RebuildContext(warehouse, ds, trigger_dag))
+
+
+# ---------------------------------------------------------------------------------------------
+# The built-in rebuild targets
+
+
+class SqlRebuild(RebuildTarget):
+    """`{sql: ...}`: one statement or a list, run in one transaction on the connection."""
+
+    kind: Literal["sql"] = "sql"
+    sql: list[str]
+    implied_by: ClassVar[str | None] = "sql"
+
+    @field_validator("sql", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def declared_sql(self) -> list[str]:
+        return self.sql
+
+    def plan_detail(self) -> dict[str, Any]:
+        return {"statements": len(self.sql)}
+
+
+class DagRebuild(RebuildTarget):
+    """`{dag_id: ...}`: the Airflow DAG that re-materialises the artefact."""
+
+    kind: Literal["dag"] = "dag"
+    dag_id: str
+    implied_by: ClassVar[str | None] = "dag_id"
+
+    def producer(self) -> str:
+        return f"DAG {self.dag_id}"
+
+    def plan_detail(self) -> dict[str, Any]:
+        return {"dag_id": self.dag_id}
+
+
+class ViewRebuild(RebuildTarget):
+    """A view: computed on read from its cleaned upstreams, nothing to run."""
+
+    kind: Literal["view"] = "view"
+
+    def rebuilds(self, dataset_kind: DatasetKind) -> bool:
+        return dataset_kind is DatasetKind.VIEW
+
+
+@REBUILD_TARGETS.kind(ViewRebuild)
+def _rebuild_view(target: ViewRebuild, context: RebuildContext) -> RebuildEvidence:
+    return RebuildEvidence(
+        dataset=context.dataset.name,
+        method=target.kind,
+        detail="a view is computed on read from its cleaned upstreams: nothing to rebuild",
+        rebuilt_at=datetime.now(UTC),
+    )
 
 
 def empty_before_rebuild(
@@ -117,9 +177,9 @@ def _empty(catalog: Catalog, warehouse: Warehouse, refs: list[DatasetRef]) -> li
     return emptied
 
 
-def _rebuild_by_sql(
-    warehouse: Warehouse, ds: DatasetSpec, statements: list[str]
-) -> RebuildEvidence:
+@REBUILD_TARGETS.kind(SqlRebuild)
+def _rebuild_by_sql(target: SqlRebuild, context: RebuildContext) -> RebuildEvidence:
+    warehouse, ds, statements = context.warehouse, context.dataset, target.sql
     if ds.connection is None:
         raise CatalogError(f"dataset {ds.name!r} is rebuilt by SQL but names no connection")
     drop_first = _creates_without_dropping(ds.name, statements, warehouse.dialect(ds.connection))
@@ -146,7 +206,7 @@ def _rebuild_by_sql(
             warehouse.forget_tables()  # the table was replaced: cached reflections are stale
     return RebuildEvidence(
         dataset=ds.name,
-        method="sql",
+        method=target.kind,
         statements=len(statements),
         dropped_first=drop_first,
         rows_after=rows,
@@ -155,9 +215,14 @@ def _rebuild_by_sql(
     )
 
 
-def _rebuild_by_dag(
-    warehouse: Warehouse, ds: DatasetSpec, dag_id: str, trigger_dag: TriggerDag | None
-) -> RebuildEvidence:
+@REBUILD_TARGETS.kind(DagRebuild)
+def _rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEvidence:
+    warehouse, ds, dag_id, trigger_dag = (
+        context.warehouse,
+        context.dataset,
+        target.dag_id,
+        context.trigger_dag,
+    )
     if trigger_dag is None:
         raise RebuildFailed(
             f"dataset {ds.name!r} is rebuilt by DAG {dag_id!r}: pass trigger_dag (the Airflow "
@@ -176,7 +241,7 @@ def _rebuild_by_dag(
             rows = _count(conn, _plain_table(ds))
     return RebuildEvidence(
         dataset=ds.name,
-        method="dag",
+        method=target.kind,
         dag_id=dag_id,
         run_id=outcome.run_id,
         rows_after=rows,

@@ -1,7 +1,7 @@
 """Per-subject keys in Vault, and crypto-shredding that proves itself.
 
-Two backends behind one protocol, each declaring its `kind` and a typed config; one factory
-picks by kind (the OpenLineage-client transport pattern):
+Two backends behind one protocol, each declaring its `kind` and a typed config, registered
+with the key-store family (erasure.keys.kinds.KEYSTORES) that picks by kind:
 
 - `kv` (default): a random 256-bit data key per subject in KV v2 at `subjects/<hash>`.
   Shred = delete the metadata and every version (a soft delete is not a shred).
@@ -20,16 +20,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Annotated, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import hvac
 import hvac.exceptions
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from erasure.config import Settings
 from erasure.errors import (
-    ConfigError,
     DecryptionError,
     KeyNotFoundError,
     ShredError,
@@ -37,6 +35,7 @@ from erasure.errors import (
     VaultError,
 )
 from erasure.keys import blob
+from erasure.keys.kinds import KEYSTORES, KeyStoreConfig
 from erasure.keys.vault import (
     address_of,
     ensure_kv_v2,
@@ -44,6 +43,9 @@ from erasure.keys.vault import (
     is_not_found,
     vault_errors,
 )
+
+if TYPE_CHECKING:
+    from erasure.config import Settings
 
 _SUBJECT_HASH = re.compile(r"^[0-9a-f]{64}$")
 _PROBE_DATASET = "erasure:shred-probe"
@@ -274,14 +276,18 @@ class _VaultKeyStore(ABC):
 # kv
 
 
-class KvKeyStoreConfig(BaseModel):
+class KvKeyStoreConfig(KeyStoreConfig):
     """Config of the KV v2 backend."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["kv"] = "kv"
     mount: str = "erasure-kv"
-    snapshot_retention_days: int = Field(default=30, ge=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        return cls(
+            mount=settings.vault_kv_mount,
+            snapshot_retention_days=settings.vault_snapshot_retention_days,
+        )
 
 
 class KvKeyStore(_VaultKeyStore):
@@ -386,14 +392,18 @@ class KvKeyStore(_VaultKeyStore):
 # transit
 
 
-class TransitKeyStoreConfig(BaseModel):
+class TransitKeyStoreConfig(KeyStoreConfig):
     """Config of the transit backend."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["transit"] = "transit"
     mount: str = "erasure-transit"
-    snapshot_retention_days: int = Field(default=30, ge=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        return cls(
+            mount=settings.vault_transit_mount,
+            snapshot_retention_days=settings.vault_snapshot_retention_days,
+        )
 
 
 _TRANSIT_GONE = ("encryption key not found", "could not be found", "not found")
@@ -533,44 +543,24 @@ class TransitKeyStore(_VaultKeyStore):
 
 
 # ---------------------------------------------------------------------------------------------
-# The factory
+# Registration and the factory
 
-KeyStoreConfig = Annotated[KvKeyStoreConfig | TransitKeyStoreConfig, Field(discriminator="kind")]
-_CONFIG: TypeAdapter[KvKeyStoreConfig | TransitKeyStoreConfig] = TypeAdapter(KeyStoreConfig)
-
-KEYSTORE_KINDS: tuple[str, ...] = (KvKeyStore.kind, TransitKeyStore.kind)
+KEYSTORES.register(KvKeyStoreConfig, KvKeyStore)
+KEYSTORES.register(TransitKeyStoreConfig, TransitKeyStore)
 
 
 def keystore_from_config(
-    config: KvKeyStoreConfig | TransitKeyStoreConfig | Mapping[str, Any], client: hvac.Client
+    config: KeyStoreConfig | Mapping[str, Any], client: hvac.Client
 ) -> SubjectKeyStore:
     """The key store `config` describes (a model or a mapping with `kind`), over `client`."""
-    if isinstance(config, Mapping):
-        try:
-            config = _CONFIG.validate_python(dict(config))
-        except ValidationError as exc:
-            fields = ", ".join(
-                ".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in exc.errors()
-            )
-            raise ConfigError(
-                f"invalid key store config ({fields}); kind is one of {', '.join(KEYSTORE_KINDS)}"
-            ) from None
-    if isinstance(config, KvKeyStoreConfig):
-        return KvKeyStore(config, client)
-    return TransitKeyStore(config, client)
+    if not isinstance(config, KeyStoreConfig):
+        config = KEYSTORES.parse(config)
+    return KEYSTORES.build(config, client)
 
 
-def keystore_config_from_settings(settings: Settings) -> KvKeyStoreConfig | TransitKeyStoreConfig:
-    """The key store config the `ERASURE_*` settings select."""
-    if settings.keystore_kind == "transit":
-        return TransitKeyStoreConfig(
-            mount=settings.vault_transit_mount,
-            snapshot_retention_days=settings.vault_snapshot_retention_days,
-        )
-    return KvKeyStoreConfig(
-        mount=settings.vault_kv_mount,
-        snapshot_retention_days=settings.vault_snapshot_retention_days,
-    )
+def keystore_config_from_settings(settings: Settings) -> KeyStoreConfig:
+    """The key store config the `ERASURE_*` settings select (`ERASURE_KEYSTORE_KIND`)."""
+    return KEYSTORES.config_class(settings.keystore_kind).from_settings(settings)
 
 
 def keystore_from_settings(settings: Settings, client: hvac.Client) -> SubjectKeyStore:

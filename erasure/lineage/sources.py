@@ -113,8 +113,9 @@ def declared_sources(catalog: Catalog, warehouse: Warehouse | None) -> list[Decl
         return schema
 
     for ds in catalog.datasets:
-        if ds.rebuild is not None and ds.rebuild.sql is not None:
-            script = ";\n".join(s.rstrip().rstrip(";") for s in ds.rebuild.sql)
+        statements = None if ds.rebuild is None else ds.rebuild.declared_sql()
+        if statements is not None:
+            script = ";\n".join(s.rstrip().rstrip(";") for s in statements)
             dialect = _dialect(catalog, warehouse, ds)
             sources.append(
                 _sql_source(
@@ -274,9 +275,7 @@ def _declared_producer(ds: DatasetSpec) -> str | None:
         return None
     if ds.producer is not None:
         return ds.producer.name
-    if ds.rebuild is not None and ds.rebuild.dag_id is not None:
-        return f"DAG {ds.rebuild.dag_id}"
-    return None
+    return None if ds.rebuild is None else ds.rebuild.producer()
 
 
 def _target_from_file(path: Path) -> str:

@@ -227,7 +227,7 @@ def _materialise(engine: sa.Engine, catalog: Catalog, encrypt: Encrypt | None) -
         ):
             if name == "marts.segment_history":
                 conn.execute(sa.text("DROP TABLE marts.segment_history"))
-            for statement in catalog.by_name(name).rebuild.sql or []:  # type: ignore[union-attr]
+            for statement in catalog.by_name(name).rebuild.declared_sql() or []:  # type: ignore[union-attr]
                 conn.execute(sa.text(statement))
         for name in (
             "agg.customers_by_region_month",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from erasure.actions.rebuild import RebuildFailed, rebuild
-from erasure.catalog import Catalog, RebuildSpec
+from erasure.actions.rebuild import RebuildFailed, SqlRebuild, rebuild
+from erasure.catalog import Catalog
 from erasure.locate import locate, parked_location
 from erasure.model import Action, DatasetRef
 from erasure.planner import make_plan, rebuild_order
@@ -147,7 +147,7 @@ def test_failed_rebuild_keeps_the_old_table_and_a_retry_succeeds(
 def with_rebuild(catalog: Catalog, name: str, statements: list[str]) -> Catalog:
     """The same catalog with one dataset's rebuild SQL replaced."""
     datasets = [
-        ds.model_copy(update={"rebuild": RebuildSpec(sql=statements)}) if ds.name == name else ds
+        ds.model_copy(update={"rebuild": SqlRebuild(sql=statements)}) if ds.name == name else ds
         for ds in catalog.datasets
     ]
     return Catalog.model_validate(
