@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sqlalchemy.engine import Connection
 
-from erasure.errors import RequestError, describe_invalid
+from erasure.errors import RequestError
 from erasure.keys.bootstrap import SUBMISSIONS_KEY
 from erasure.keys.vault import address_of, vault_errors
 from erasure.store.database import Store, store_errors
@@ -65,10 +65,12 @@ class Ticket(BaseModel):
         """The run's ticket; a run triggered any other way is told to use the desk."""
         try:
             return cls.model_validate(dict(conf) if isinstance(conf, dict) else conf)
-        except ValidationError as exc:
+        except ValidationError:
+            # Not even the keys are named: a conf typed by hand may hold anything.
             raise RequestError(
-                f"this run was not started by the erasure desk ({describe_invalid(exc)}): "
-                f"submit the request on {DESK}; a raw identifier is never accepted in a run's conf"
+                "this run was not started by the erasure desk: its conf must be exactly "
+                "{request_ref, submission} as the desk sets it, and a raw identifier is never "
+                f"accepted in a run's conf; submit the request on {DESK}"
             ) from None
 
     def conf(self) -> dict[str, str]:
