@@ -7,6 +7,7 @@ identifier: callers pass types, hashes, dataset names and counts, never values.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -84,11 +85,34 @@ class VerificationFailed(ErasureError):
         self.recounts = recounts
 
 
+@dataclass(frozen=True)
+class Invalid:
+    """One problem of a pydantic ValidationError, without the input that caused it."""
+
+    loc: tuple[int | str, ...]
+    kind: str  # pydantic's error type: missing, extra_forbidden, value_error, ...
+    message: str
+
+    @property
+    def where(self) -> str:
+        return ".".join(str(part) for part in self.loc)
+
+
+def invalid_fields(exc: ValidationError) -> list[Invalid]:
+    """The problems of `exc`: where and what, never the input given (it may be a subject
+    identifier or a secret). Every message about invalid data is built from these."""
+    return [
+        Invalid(
+            loc=tuple(err.get("loc") or ()),
+            kind=str(err.get("type", "")),
+            message=str(err.get("msg", "invalid")).removeprefix("Value error, "),
+        )
+        for err in exc.errors(include_input=False, include_url=False)
+    ]
+
+
 def describe_invalid(exc: ValidationError, *, locations: bool = False) -> str:
     """A pydantic ValidationError as one line of clauses, never quoting the input given."""
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        loc = ".".join(str(p) for p in err.get("loc") or ())
-        parts.append(f"{loc}: {message}" if locations and loc else message)
-    return "; ".join(parts)
+    return "; ".join(
+        f"{p.where}: {p.message}" if locations and p.loc else p.message for p in invalid_fields(exc)
+    )

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from erasure.errors import LineageError
+from erasure.errors import LineageError, invalid_fields
 from erasure.model import (
     DatasetRef,
     EdgeOrigin,
@@ -264,8 +264,7 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def _describe(exc: ValidationError) -> str:
-    # Only location and message: pydantic's input echo could carry a subject identifier.
-    return "; ".join(f"{_loc(err['loc'])}: {err['msg']}" for err in exc.errors())
+    return "; ".join(f"{_loc(p.loc)}: {p.message}" for p in invalid_fields(exc))
 
 
 def parse_event(raw: Mapping[str, Any] | str | bytes) -> RunEvent:
