@@ -196,6 +196,18 @@ class Warehouse:
         } - {"main"}
 
 
+def count_rows(
+    conn: Connection,
+    table: sa.TableClause,
+    predicate: sa.ColumnElement[bool] | None = None,
+) -> int:
+    """Rows of `table` (that match `predicate`): how locate, erase, verify and rebuild count."""
+    query = sa.select(sa.func.count()).select_from(table)
+    if predicate is not None:
+        query = query.where(predicate)
+    return int(conn.execute(query).scalar_one())
+
+
 def split_name(name: str) -> tuple[str | None, str]:
     """`crm.customers` -> ("crm", "customers"); a bare name has no schema."""
     schema, _, table = name.rpartition(".")

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 from sqlalchemy.sql.visitors import replacement_traverse
 
 from erasure.actions.transaction import describe_failure, statement_text, transaction
@@ -18,7 +17,7 @@ from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import EraseFailed, EraseRefused, WarehouseError
 from erasure.locate import Located, Location
 from erasure.model import DatasetRef, Evidence
-from erasure.warehouse import Warehouse
+from erasure.warehouse import Warehouse, count_rows
 
 
 class ErasureEvidence(Evidence):
@@ -64,9 +63,9 @@ def erase_rows(
         statement = statement_text(delete, conn.dialect)
         try:
             with transaction(conn):
-                before = _count(conn, table, predicate)
+                before = count_rows(conn, table, predicate)
                 deleted = conn.execute(delete).rowcount if before else 0
-                after = _count(conn, table, predicate)
+                after = count_rows(conn, table, predicate)
                 if after != 0:
                     raise EraseFailed(
                         f"dataset {ds.name!r}: {after} of the subject's row(s) remained after "
@@ -137,6 +136,3 @@ def _check_erasable(catalog: Catalog, ds: DatasetSpec, located: Located | None) 
         )
 
 
-def _count(conn: Connection, table: sa.Table, predicate: sa.ColumnElement[bool]) -> int:
-    query = sa.select(sa.func.count()).select_from(table).where(predicate)
-    return int(conn.execute(query).scalar_one())
