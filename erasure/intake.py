@@ -30,9 +30,10 @@ from sqlalchemy.engine import Connection
 from erasure.errors import RequestError
 from erasure.keys.bootstrap import SUBMISSIONS_KEY
 from erasure.keys.vault import address_of, vault_errors
+from erasure.model import REQUEST_REF
 from erasure.store.database import Store, store_errors
 from erasure.store.schema import submissions
-from erasure.submission import REQUEST_REF_PATTERN, ErasureRequest
+from erasure.submission import ErasureRequest
 
 DESK = "the erasure desk (Erasure > New request in Airflow, or POST /erasure/api/v1/requests)"
 _HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
@@ -49,7 +50,7 @@ class Ticket(BaseModel):
     @field_validator("request_ref")
     @classmethod
     def _ref(cls, value: str) -> str:
-        if not re.match(REQUEST_REF_PATTERN, value):
+        if not REQUEST_REF.match(value):
             raise ValueError("must be a request reference (letters, digits, '.', '_', '-')")
         return value
 

@@ -21,10 +21,8 @@ from pydantic import (
 )
 
 from erasure.errors import RequestError, invalid_fields
-from erasure.model import SubjectRef
+from erasure.model import REQUEST_REF, SubjectRef
 
-REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
-_REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 _IDENTIFIER_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _MAX_IDENTIFIER = 512
 _MAX_NOTES = 4000
@@ -89,7 +87,7 @@ class ErasureRequest(BaseModel):
     @field_validator("request_ref")
     @classmethod
     def _check_ref(cls, value: str) -> str:
-        if not _REQUEST_REF.match(value):
+        if not REQUEST_REF.match(value):
             raise ValueError(f"must be {_ALLOWED['request_ref']}")
         return value
 

@@ -34,6 +34,7 @@ from erasure.audit.chain import ChainProblem, ChainReport, ChainWalk
 from erasure.audit.evidence import EvidenceError, effective_erasure_date, parse_completion
 from erasure.audit.signing import RecordSigner, SignatureFormatError, load_public_key
 from erasure.errors import ErasureError
+from erasure.model import REQUEST_REF
 from erasure.store.database import Store
 from erasure.store.schema import completion_chain_head, completion_records
 
@@ -54,9 +55,6 @@ __all__ = [
 
 HEAD_ID = 1
 
-# As the requests table allows (b7e1_requests): no '@', '+' or spaces, so an e-mail address
-# or a phone number can never be used as a reference.
-REQUEST_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _E = TypeVar("_E", bound=StrEnum)
 

@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from erasure.audit.chain import ChainReport
 from erasure.audit.export import export_json, render_html
-from erasure.audit.records import REQUEST_REF, CompletionRecord, RecordError, RecordStatus
+from erasure.audit.records import CompletionRecord, RecordError, RecordStatus
 from erasure.errors import LineageError
-from erasure.model import Cycle, Gap, Plan
+from erasure.model import REQUEST_REF, Cycle, Gap, Plan
 from erasure.registry.action_log import ActionRecord, ActionStatus
 from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
 from erasure_api.auth import LineageWriterDep, ReaderDep, backend_of
