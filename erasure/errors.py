@@ -116,3 +116,40 @@ def describe_invalid(exc: ValidationError, *, locations: bool = False) -> str:
     return "; ".join(
         f"{p.where}: {p.message}" if locations and p.loc else p.message for p in invalid_fields(exc)
     )
+
+
+# Database failures, described without repeating what the database said about a row.
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What a statement's failure was, never what the database said about the row.
+
+    The driver's error class and its code (psycopg's SQLSTATE, sqlite3's extended result
+    code, e.g. SQLITE_CONSTRAINT_FOREIGNKEY), and for psycopg the table, column and constraint
+    it names; the message text itself may quote a key or a value and is dropped. The one
+    describer of failed statements (actions, the warehouse, CRM ingest).
+    """
+    orig = getattr(exc, "orig", None)
+    failed = orig if orig is not None else exc
+    code = (
+        getattr(failed, "sqlstate", None)
+        or getattr(failed, "pgcode", None)
+        or getattr(failed, "sqlite_errorname", None)
+    )
+    parts = [type(failed).__name__ + (f" {code}" if code else "")]
+    diag = getattr(failed, "diag", None)
+    for label in ("table_name", "column_name", "constraint_name"):
+        value = getattr(diag, label, None) if diag is not None else None
+        if value:
+            parts.append(f"{label.split('_')[0]} {value}")
+    return ", ".join(parts)
+
+
+def driver_message(exc: BaseException) -> str:
+    """Why a connection (or a schema read) failed: the first line of the driver's message.
+
+    No statement with values ran, so the text names only the server, database or table;
+    the one place the message is shown.
+    """
+    text = str(getattr(exc, "orig", None) or exc) or type(exc).__name__
+    return text.strip().splitlines()[0][:300]

@@ -12,9 +12,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.sql.visitors import replacement_traverse
 
-from erasure.actions.transaction import describe_failure, statement_text, transaction
+from erasure.actions.transaction import statement_text, transaction
 from erasure.catalog import Catalog, DatasetSpec
-from erasure.errors import EraseFailed, EraseRefused, WarehouseError
+from erasure.errors import EraseFailed, EraseRefused, WarehouseError, describe_failure
 from erasure.locate import Located, Location
 from erasure.model import DatasetRef, Evidence
 from erasure.warehouse import Warehouse, count_rows

@@ -18,10 +18,10 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from erasure.actions.erase_rows import subject_rows
-from erasure.actions.transaction import describe_failure, statement_text, transaction
+from erasure.actions.transaction import statement_text, transaction
 from erasure.audit.records import RecordKind, RecordLedger
 from erasure.catalog import Catalog
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, describe_failure
 from erasure.locate import Location
 from erasure.model import Evidence, PlanItem
 from erasure.progress import progress, save_progress

@@ -19,9 +19,9 @@ import sqlglot
 from pydantic import BaseModel, ConfigDict, field_validator
 from sqlglot import exp
 
-from erasure.actions.transaction import describe_failure, transaction
+from erasure.actions.transaction import transaction
 from erasure.catalog import REBUILD_TARGETS, Catalog, DatasetKind, DatasetSpec, RebuildTarget
-from erasure.errors import CatalogError, RebuildFailed
+from erasure.errors import CatalogError, RebuildFailed, describe_failure
 from erasure.model import DatasetRef, Evidence, Plan
 from erasure.planner import feedback_cycles, rebuild_order
 from erasure.warehouse import Warehouse, count_rows, split_name
