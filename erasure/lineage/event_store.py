@@ -2,8 +2,9 @@
 
 Events arrive on the plugin's Marquez-compatible endpoint (and from files). Each is stored
 as received, once, less the run and job facets that are not lineage (`openlineage.minimised`:
-Airflow's run facet carries the DAG run's conf, which is no evidence of lineage): the key is its content hash (`openlineage.event_id`), so a producer that
-retries, or a file read twice, adds nothing. Stored events are immutable (the database
+Airflow's run facet carries the DAG run's conf, which is no evidence of lineage): the key
+is its content hash (`openlineage.event_id`), so a producer that retries, or a file read
+twice, adds nothing. Stored events are immutable (the database
 refuses UPDATE). Adding one projects it into the lineage store's runs and edges
 (`erasure.lineage.store`), which is what plans read; `events()` returns the raw evidence.
 """
