@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from erasure.errors import LineageError
+from erasure.lineage import event_json
 from erasure.model import (
     DatasetRef,
     EdgeOrigin,
@@ -153,6 +154,7 @@ class RunEvent(BaseModel):
     schema_url: str | None = Field(default=None, alias="schemaURL")
 
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _native: bool = PrivateAttr(default=False)  # _raw holds JSON types only (event_json)
 
     @field_validator("event_type", mode="before")
     @classmethod
@@ -272,21 +274,19 @@ def parse_event(raw: Mapping[str, Any] | str | bytes) -> RunEvent:
     """Validate one OpenLineage RunEvent; LineageError names the offending field."""
     if isinstance(raw, str | bytes):
         try:
-            data: Any = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise LineageError(
-                f"OpenLineage event is not valid JSON (line {exc.lineno}, column {exc.colno}): "
-                f"{exc.msg}"
-            ) from exc
-        except UnicodeDecodeError as exc:
-            raise LineageError(f"OpenLineage event is not UTF-8 text: {exc.reason}") from exc
-        return parse_decoded(data)
+            decoded = event_json.decode(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise LineageError(event_json.not_json(exc)) from exc
+        return parse_decoded(decoded.value, native=decoded.native)
     return _validate(raw, owned=False)
 
 
-def parse_decoded(data: Any) -> RunEvent:
-    """Validate one event just decoded from JSON text (the caller keeps no reference to it)."""
-    return _validate(data, owned=True)
+def parse_decoded(data: Any, *, native: bool = False) -> RunEvent:
+    """Validate one event just decoded from JSON text (the caller keeps no reference to it);
+    `native` when msgspec decoded it (`event_json.Decoded`), so it is hashed the fast way."""
+    event = _validate(data, owned=True)
+    event._native = native
+    return event
 
 
 def minimised(data: Any) -> Any:
@@ -298,7 +298,11 @@ def minimised(data: Any) -> Any:
     for part, kept in (("run", KEPT_RUN_FACETS), ("job", KEPT_JOB_FACETS)):
         value = data.get(part)
         facets = value.get("facets") if isinstance(value, Mapping) else None
-        if isinstance(facets, Mapping) and not kept.issuperset(facets):
+        if (
+            isinstance(value, Mapping)
+            and isinstance(facets, Mapping)
+            and not kept.issuperset(facets)
+        ):
             trimmed = {name: facet for name, facet in facets.items() if name in kept}
             rest = {key: item for key, item in value.items() if key != "facets"}
             parts[part] = {**rest, "facets": trimmed} if trimmed else rest
@@ -461,7 +465,7 @@ def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, _Decoded(event_json.decode(line), line)
         except json.JSONDecodeError as exc:
             yield number, _BadLine(exc.msg, line)
 
@@ -470,7 +474,7 @@ def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
 class _Decoded:
     """A line's JSON value with the line itself: stored as received, not re-serialised."""
 
-    value: Any
+    decoded: event_json.Decoded
     text: str
 
 
@@ -562,7 +566,7 @@ def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
             number += 1
             if line.strip():
                 try:
-                    yield number, _Decoded(json.loads(line), line)
+                    yield number, _Decoded(event_json.decode(line), line)
                 except json.JSONDecodeError as exc:
                     yield number, _BadLine(exc.msg, line)
             if cut < 0:
@@ -579,13 +583,13 @@ def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventItem]:
                 error = LineageError(f"{where}: not valid JSON: {data.message}")
                 yield EventItem(where, error, data.text)
                 continue
-            text = ""
+            text, native = "", False
             if isinstance(data, _Decoded):
-                data, text = data.value, data.text
+                data, native, text = data.decoded.value, data.decoded.native, data.text
             if minimised(data) is not data:
                 data, text = minimised(data), ""  # the line holds facets that are not kept
             try:
-                event: RunEvent | LineageError = parse_decoded(data)
+                event: RunEvent | LineageError = parse_decoded(data, native=native)
             except LineageError as exc:
                 event = LineageError(f"{where}: {exc}")
             if not text and isinstance(event, LineageError):
@@ -601,11 +605,15 @@ def _text(data: Any) -> str:
 
 
 def event_id(event: RunEvent) -> str:
-    """Stable content hash of the raw event (key order and whitespace do not matter)."""
-    canonical = json.dumps(
-        event._content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """Stable content hash of the raw event (key order and whitespace do not matter);
+    LineageError when its text cannot be hashed (not valid Unicode)."""
+    canonical = event_json.canonical(event._content(), native=event._native and bool(event._raw))
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def event_text(event: RunEvent) -> str:
+    """The event as compact JSON in its own key order: reads back to the same event and id."""
+    return event_json.compact(event._content(), native=event._native and bool(event._raw))
 
 
 # --- runs and edges -------------------------------------------------------------------------
@@ -804,7 +812,7 @@ class OutputLineage:
     and its links are never built.
     """
 
-    __slots__ = ("_facets", "_inputs", "_job", "_read_links", "output")
+    __slots__ = ("_facets", "_inputs", "_job", "_native", "_read_links", "output")
 
     def __init__(
         self,
@@ -812,11 +820,14 @@ class OutputLineage:
         facets: Mapping[str, Any],
         inputs: Sequence[DatasetRef],
         job: EventJob,
+        *,
+        native: bool = False,
     ) -> None:
         self.output = output
         self._facets = facets
         self._inputs = inputs
         self._job = job
+        self._native = native  # the facets were decoded by msgspec (event_json)
         self._read_links: tuple[tuple[_Link, ...], Gap | None] | None = None
 
     @property
@@ -838,8 +849,7 @@ class OutputLineage:
         ]
         # Key order as sent: a producer repeats its own order, and a digest that differs only
         # by order makes the links be read and compared, never a wrong answer.
-        text = json.dumps(basis, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(event_json.digest_text(basis, native=self._native)).hexdigest()
 
     def _read(self) -> tuple[tuple[_Link, ...], Gap | None]:
         if self._read_links is None:
@@ -909,7 +919,11 @@ def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> Ru
         # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
         return RunLineage(summary, producer, None)
     inputs = tuple(run.inputs)
-    outputs = tuple(OutputLineage(o, facets, inputs, run.job) for o, facets in run.outputs.items())
+    native = all(e._native for e in events)
+    outputs = tuple(
+        OutputLineage(o, facets, inputs, run.job, native=native)
+        for o, facets in run.outputs.items()
+    )
     return RunLineage(summary, producer, run.terminal.event_time, outputs)
 
 

@@ -5,6 +5,7 @@ Every test runs on SQLite (embedded) and on the local Postgres (production) alik
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from erasure.errors import LineageError
 from erasure.lineage.event_store import EventStore
 from erasure.lineage.graph import snapshot_digest
 from erasure.lineage.openlineage import parse_event, runs_from_events, timeline_edges
@@ -318,3 +320,40 @@ def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> Non
         )
         assert plan.lineage_snapshot == in_memory.lineage_snapshot
         assert plan.lineage_as_of == now
+
+
+def test_an_http_body_is_stored_as_sent_and_its_bad_elements_quarantined(store: Store) -> None:
+    lineage = LineageStore(store)
+    good = json.dumps(event("r1"), indent=1)
+    body = f"[{good}, {json.dumps('not an event')}]".encode()
+    report = lineage.ingest_body(body, origin="http")
+    assert (report.received, report.stored, report.quarantined) == (2, 1, 1)
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT raw FROM lineage_events").scalar_one() == good
+    assert lineage.ingest_body(body, origin="http").stored == 0  # the same body again
+    surrogate = json.dumps(event("r2")).replace('"r2"', '"r2\\ud800"')  # not valid Unicode
+    report = lineage.ingest_body(f"[{surrogate}, {json.dumps(event('r3'))}]".encode())
+    assert (report.stored, report.quarantined) == (1, 1)
+    reasons = sorted(q.reason for q in lineage.quarantined())
+    assert "lone surrogate" in reasons[0] and "must be a JSON object" in reasons[1]
+
+
+def test_an_http_body_that_is_not_json_is_quarantined_whole(store: Store) -> None:
+    lineage = LineageStore(store)
+    with pytest.raises(LineageError, match="not valid JSON"):
+        lineage.ingest_body(b'[{"eventType": "START", oops', origin="http")
+    (kept,) = lineage.quarantined()
+    assert kept.origin == "http" and kept.body.endswith("oops")
+
+
+def test_ingest_leaves_the_garbage_collector_as_it_found_it(store: Store) -> None:
+    lineage = LineageStore(store, batch_size=1)
+    assert gc.isenabled()
+    lineage.ingest([parse_event(event("r1")), parse_event(event("r2"))])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lineage.ingest_body(json.dumps([event("r3")]).encode())
+        assert not gc.isenabled()  # whoever turned it off turns it back on
+    finally:
+        gc.enable()
