@@ -107,6 +107,12 @@ def compact(value: Any, *, native: bool) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def sql_parameter(value: Any) -> str:
+    """Values (str, int, None, aware datetimes) as one JSON text to bind to a statement that
+    reads it with json_to_recordset or json_array_elements_text."""
+    return _AS_GIVEN.encode(value).decode("utf-8")
+
+
 def digest_text(value: Any, *, native: bool) -> bytes:
     """Text to digest for equality (key order as given): equal values, equal text.
 

@@ -47,6 +47,7 @@ from erasure.model import (
 
 __all__ = [
     "EventDataset",
+    "EventElement",
     "EventItem",
     "EventJob",
     "EventRun",
@@ -56,12 +57,15 @@ __all__ = [
     "RunLineage",
     "RunState",
     "RunSummary",
+    "decoded_element",
     "edges_from_events",
     "event_id",
+    "event_text",
     "link_edge",
     "minimised",
     "parse_decoded",
     "parse_event",
+    "read_event_elements",
     "read_event_file",
     "read_event_items",
     "run_lineage",
@@ -516,11 +520,62 @@ class EventItem:
     text: str  # the element's JSON text as read, when the file gave it (else "")
 
 
+@dataclass(frozen=True, slots=True)
+class EventElement:
+    """One element of an event file or request body, decoded but not yet validated: its
+    JSON value less the facets `minimised` drops (or why it is not JSON), and its text.
+
+    Its content hash is known before validation, so ingest looks the hash up first and
+    validates only what the store does not hold yet.
+    """
+
+    where: str  # "<path>:<line>", "http[3]"
+    value: Any  # the minimised JSON value; None when `error` says the text is not JSON
+    text: str  # the element's text as read, when it is the value's (else "")
+    native: bool = False  # decoded by msgspec, no float (event_json.Decoded)
+    error: LineageError | None = None
+    located: bool = True  # errors start with `where` (a file's line); a body's are answered
+
+    def event_id(self) -> str:
+        """`event_id` of the event this element parses to; LineageError if not hashable."""
+        if self.error is not None:
+            raise self.error
+        canonical = event_json.canonical(self.value, native=self.native)
+        return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+    def parse(self) -> EventItem:
+        """The element validated: the event, or why it is not one (with its text)."""
+        if self.error is not None:
+            return EventItem(self.where, self.error, self.text)
+        try:
+            event: RunEvent | LineageError = parse_decoded(self.value, native=self.native)
+        except LineageError as exc:
+            error = LineageError(f"{self.where}: {exc}") if self.located else exc
+            return EventItem(self.where, error, self.text or _text(self.value))
+        return EventItem(self.where, event, self.text)
+
+
+def decoded_element(
+    where: str, decoded: event_json.Decoded, text: str, *, located: bool = True
+) -> EventElement:
+    """An element from its decoded value and text; the text is kept only if it is the value's."""
+    value = minimised(decoded.value)
+    if value is not decoded.value:
+        text = ""  # the text holds facets that are not kept
+    return EventElement(where, value, text, decoded.native, located=located)
+
+
 def read_event_items(path: Path) -> Iterator[EventItem]:
     """Every element of an event file, malformed ones included, so ingest can quarantine them.
 
     A file that is not JSON at all from some point on yields one error item for the rest.
     """
+    for item in read_event_elements(path):
+        yield item.parse()
+
+
+def read_event_elements(path: Path) -> Iterator[EventElement]:
+    """`read_event_items` before validation (see EventElement)."""
     try:
         with path.open(encoding="utf-8") as handle:
             head = handle.read(4096)
@@ -575,29 +630,21 @@ def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
     return lines()
 
 
-def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventItem]:
+def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventElement]:
     try:
         for line, data in items:
             where = f"{path}:{line}"
             if isinstance(data, _BadLine):
                 error = LineageError(f"{where}: not valid JSON: {data.message}")
-                yield EventItem(where, error, data.text)
-                continue
-            text, native = "", False
-            if isinstance(data, _Decoded):
-                data, native, text = data.decoded.value, data.decoded.native, data.text
-            if minimised(data) is not data:
-                data, text = minimised(data), ""  # the line holds facets that are not kept
-            try:
-                event: RunEvent | LineageError = parse_decoded(data, native=native)
-            except LineageError as exc:
-                event = LineageError(f"{where}: {exc}")
-            if not text and isinstance(event, LineageError):
-                text = _text(data)
-            yield EventItem(where, event, text)
+                yield EventElement(where, None, data.text, error=error)
+            elif isinstance(data, _Decoded):
+                yield decoded_element(where, data.decoded, data.text)
+            else:  # an element of a JSON array file
+                yield decoded_element(where, event_json.Decoded(data, False), "")
     except _BadJson as exc:
         where = f"{path}:{exc.line}"
-        yield EventItem(where, LineageError(f"{where}: not valid JSON: {exc.message}"), "")
+        error = LineageError(f"{where}: not valid JSON: {exc.message}")
+        yield EventElement(where, None, "", error=error)
 
 
 def _text(data: Any) -> str:

@@ -20,7 +20,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,16 +34,17 @@ from erasure.errors import LineageError
 from erasure.lineage import event_json
 from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
 from erasure.lineage.openlineage import (
+    EventElement,
     EventItem,
     OutputLineage,
     RunEvent,
     RunLineage,
+    decoded_element,
     event_id,
     event_text,
     link_key,
-    minimised,
     parse_decoded,
-    read_event_items,
+    read_event_elements,
     run_lineage,
     timeline,
 )
@@ -127,10 +128,25 @@ class DeclaredSource:
 
 @dataclass
 class _Incoming:
+    """One event on its way in: parsed, refused (`error`), or an element not yet validated."""
+
     origin: str
     event: RunEvent | None
     error: str | None
     text: str
+    element: EventElement | None = None
+    identity: str | None = None  # its event id, once known
+
+    def validate(self) -> None:
+        """Validate a pending element (once it is known not to be stored)."""
+        if self.element is None:
+            return
+        item, self.element = self.element.parse(), None
+        self.text = item.text
+        if isinstance(item.parsed, LineageError):
+            self.error = str(item.parsed)
+        else:
+            self.event = item.parsed
 
 
 @dataclass
@@ -163,9 +179,10 @@ class LineageStore:
     # -- ingest -------------------------------------------------------------------------------
 
     def ingest(
-        self, events: Iterable[RunEvent | EventItem], *, origin: str = "api"
+        self, events: Iterable[RunEvent | EventItem | EventElement], *, origin: str = "api"
     ) -> IngestReport:
-        """Store and project events (parsed ones, or file items that may be errors)."""
+        """Store and project events: parsed ones, file items that may be errors, or elements
+        validated only if they are not stored yet."""
         self._ensure_backfilled()
         report = IngestReport()
         chunk: list[_Incoming] = []
@@ -210,7 +227,7 @@ class LineageStore:
         the same file does not read it again (`ingest_file_if_changed`).
         """
         signature = _file_signature(path)
-        report = self.ingest(read_event_items(path), origin=str(path))
+        report = self.ingest(read_event_elements(path), origin=str(path))
         values = {
             "kind": "openlineage_file",
             "scope": scope,
@@ -311,19 +328,30 @@ class LineageStore:
             raise
 
     def _store_chunk(self, conn: Connection, chunk: _Chunk, items: list[_Incoming]) -> None:
+        """Store the events not stored yet and project them; stored ones are only counted.
+
+        Hashes are looked up first (one query), so an element already stored is never
+        validated again: re-reading a file costs its decoding and hashing.
+        """
         report = chunk.report
         report.received = len(items)
         base = datetime.now(UTC)
+        known = _stored_ids(conn, [i.identity for i in items if i.identity is not None])
         rows: dict[str, dict[str, Any]] = {}
         events: dict[str, RunEvent] = {}
         quarantine: list[dict[str, Any]] = []
         for position, item in enumerate(items):
+            if item.identity is not None and item.identity in known:
+                report.results.append({"event_id": item.identity, "stored": False})
+                continue
+            item.validate()
             if item.event is None:
                 quarantine.append(_quarantine_row(item.origin, item.error or "?", item.text))
                 report.results.append({"error": item.error})
                 continue
             try:
-                row = event_row(item.event, base + timedelta(microseconds=position), item.text)
+                received = base + timedelta(microseconds=position)
+                row = event_row(item.event, received, item.text, identity=item.identity)
             except LineageError as exc:
                 quarantine.append(_quarantine_row(item.origin, str(exc), _dump(item.event.raw)))
                 report.results.append({"error": str(exc)})
@@ -335,7 +363,8 @@ class LineageStore:
         if quarantine:
             conn.execute(lineage_quarantine.insert(), quarantine)
         report.quarantined = len(quarantine)
-        new = _insert_new(conn, list(rows.values()))
+        _insert_events(conn, list(rows.values()))
+        new = set(rows)
         for result in report.results:
             if result.get("event_id") in new:
                 result["stored"] = True
@@ -896,8 +925,11 @@ class LineageStore:
 # -- rows -------------------------------------------------------------------------------------
 
 
-def event_row(event: RunEvent, received_at: datetime, text: str = "") -> dict[str, Any]:
-    """The `lineage_events` row of an event; LineageError when it cannot be stored as is."""
+def event_row(
+    event: RunEvent, received_at: datetime, text: str = "", *, identity: str | None = None
+) -> dict[str, Any]:
+    """The `lineage_events` row of an event (its id, if known, as `identity`); LineageError
+    when it cannot be stored as is."""
     job = _job(event)
     if len(job) > LINEAGE_JOB_LENGTH:
         raise LineageError(
@@ -910,7 +942,7 @@ def event_row(event: RunEvent, received_at: datetime, text: str = "") -> dict[st
             "the spec expects a UUID"
         )
     return {
-        "event_id": event_id(event),
+        "event_id": identity or event_id(event),
         "job": job,
         "run_id": event.run.run_id,
         "event_type": event.event_type.value if event.event_type is not None else None,
@@ -1026,30 +1058,36 @@ def _file_signature(path: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _incoming(event: RunEvent | EventItem, origin: str) -> _Incoming:
+def _incoming(event: RunEvent | EventItem | EventElement, origin: str) -> _Incoming:
+    """The event with its id (hashed here, outside the transaction) or why it has none."""
+    if isinstance(event, EventElement):
+        if event.error is not None:
+            return _Incoming(event.where, None, str(event.error), event.text)
+        try:
+            identity = event.event_id()
+        except LineageError as exc:
+            reason = f"{event.where}: {exc}" if event.located else str(exc)
+            return _Incoming(event.where, None, reason, event.text or _dump(event.value))
+        return _Incoming(event.where, None, None, event.text, element=event, identity=identity)
     if isinstance(event, RunEvent):
-        return _Incoming(origin, event, None, "")
-    if isinstance(event.parsed, LineageError):
+        parsed, item = event, _Incoming(origin, event, None, "")
+    elif isinstance(event.parsed, LineageError):
         return _Incoming(event.where, None, str(event.parsed), event.text)
-    return _Incoming(event.where, event.parsed, None, event.text)
+    else:
+        parsed = event.parsed
+        item = _Incoming(event.where, parsed, None, event.text)
+    with suppress(LineageError):  # if it cannot be hashed, event_row says why (quarantined)
+        item.identity = event_id(parsed)
+    return item
 
 
 def _json_items(
     elements: Iterable[tuple[event_json.Decoded, str]], origin: str, many: bool
-) -> Iterator[EventItem]:
-    """Decoded elements of a body as event items: parsed, or why not (with their text)."""
+) -> Iterator[EventElement]:
+    """Decoded elements of a body, not yet validated."""
     for number, (decoded, text) in enumerate(elements):
         where = f"{origin}[{number}]" if many else origin
-        data = decoded.value
-        if minimised(data) is not data:
-            data, text = minimised(data), ""  # it holds facets that are not kept
-        try:
-            parsed: RunEvent | LineageError = parse_decoded(data, native=decoded.native)
-        except LineageError as exc:
-            parsed = exc
-        if isinstance(parsed, LineageError):
-            text = _dump(data)
-        yield EventItem(where, parsed, text)
+        yield decoded_element(where, decoded, text, located=False)
 
 
 _COLLECTOR = threading.Lock()
@@ -1094,34 +1132,44 @@ def _quarantine_row(origin: str, reason: str, body: str) -> dict[str, Any]:
     }
 
 
-def _insert_new(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
-    """Insert the events not stored yet; the ids that were new.
+def _stored_ids(conn: Connection, ids: Sequence[str]) -> set[str]:
+    """Which of these event ids are stored, in one statement on Postgres.
 
-    Every writer holds the projection lock (`_lock`), so the ids found here cannot be
+    Every writer holds the projection lock (`_lock`), so the ids not found here cannot be
     inserted by another transaction before this one commits.
     """
-    if not rows:
+    if not ids:
         return set()
+    if conn.dialect.name == "postgresql":
+        result = conn.exec_driver_sql(
+            "SELECT e.event_id FROM lineage_events AS e "
+            "JOIN json_array_elements_text(%(ids)s::json) AS k(event_id) USING (event_id)",
+            {"ids": event_json.sql_parameter(sorted(set(ids)))},
+        )
+        return {str(i) for (i,) in result}
     stored: set[str] = set()
-    for part in _chunks([r["event_id"] for r in rows], _IN_CHUNK):
+    for part in _chunks(sorted(set(ids)), _IN_CHUNK):
         stored.update(
             str(i)
             for i in conn.execute(
                 sa.select(lineage_events.c.event_id).where(lineage_events.c.event_id.in_(part))
             ).scalars()
         )
-    new = [r for r in rows if r["event_id"] not in stored]
-    if new and conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
+    return stored
+
+
+def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert events known not to be stored (`_stored_ids`, under the projection lock)."""
+    if rows and conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
         _copy(
             conn,
             "lineage_events",
             _EVENT_FIELDS,
             _EVENT_TYPES,
-            [[r[f] for f in _EVENT_FIELDS] for r in new],
+            [[r[f] for f in _EVENT_FIELDS] for r in rows],
         )
-    elif new:
-        conn.execute(lineage_events.insert(), new)
-    return {r["event_id"] for r in new}
+    elif rows:
+        conn.execute(lineage_events.insert(), rows)
 
 
 _EVENT_FIELDS = ("event_id", "job", "run_id", "event_type", "event_time", "raw", "received_at")
@@ -1175,9 +1223,9 @@ def _known_runs(conn: Connection, keys: list[tuple[str, str]]) -> dict[tuple[str
     if conn.dialect.name == "postgresql":
         rows = conn.exec_driver_sql(
             "SELECT r.job, r.run_id, r.events FROM lineage_runs AS r "
-            "JOIN unnest(%(jobs)s::text[], %(runs)s::text[]) AS k(job, run_id) "
+            "JOIN json_to_recordset(%(keys)s::json) AS k(job text, run_id text) "
             "ON r.job = k.job AND r.run_id = k.run_id",
-            {"jobs": [k[0] for k in wanted], "runs": [k[1] for k in wanted]},
+            {"keys": _json_rows(("job", "run_id"), wanted)},
         )
         return {(str(job), str(run)): int(events) for job, run, events in rows}
     for part in _chunks(sorted(wanted), _IN_CHUNK):
@@ -1245,9 +1293,9 @@ def _output_states(
     if conn.dialect.name == "postgresql":  # one statement: the pairs joined as arrays
         result = conn.exec_driver_sql(
             f"SELECT {', '.join('o.' + c for c in _OUTPUT_FIELDS)} FROM lineage_outputs AS o "
-            "JOIN unnest(%(producers)s::text[], %(datasets)s::int[]) AS k(producer, dataset_id) "
+            "JOIN json_to_recordset(%(keys)s::json) AS k(producer text, dataset_id int) "
             "ON o.producer = k.producer AND o.dataset_id = k.dataset_id",
-            {"producers": [k[0] for k in wanted], "datasets": [k[1] for k in wanted]},
+            {"keys": _json_rows(("producer", "dataset_id"), wanted)},
         )
         for row in result:
             values = dict(zip(_OUTPUT_FIELDS, row, strict=True))
@@ -1291,15 +1339,23 @@ def _pg_upsert(
     key: Sequence[str],
     rows: list[dict[str, Any]],
 ) -> None:
-    """INSERT ... SELECT FROM unnest(arrays) ON CONFLICT DO UPDATE: one statement per batch."""
+    """INSERT ... SELECT FROM json_to_recordset ON CONFLICT DO UPDATE: one statement per
+    batch, its rows one JSON parameter (encoded in C, where arrays were built value by value
+    in Python and took longer than the statement)."""
     columns = ", ".join(fields)
-    arrays = ", ".join(f"%({f})s::{t}[]" for f, t in zip(fields, types, strict=True))
+    shape = ", ".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
     updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in fields if f not in key)
     conn.exec_driver_sql(
-        f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays}) "
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "
+        f"FROM json_to_recordset(%(rows)s::json) AS r({shape}) "
         f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}",
-        {f: [r.get(f) for r in rows] for f in fields},
+        {"rows": _json_rows(fields, ([r.get(f) for f in fields] for r in rows))},
     )
+
+
+def _json_rows(fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Rows as a JSON array of objects: one bound parameter for json_to_recordset."""
+    return event_json.sql_parameter([dict(zip(fields, r, strict=True)) for r in rows])
 
 
 def _upsert_outputs(conn: Connection, rows: list[dict[str, Any]]) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from erasure.errors import LineageError
 from erasure.lineage import event_json
-from erasure.lineage.openlineage import event_id, parse_event
+from erasure.lineage.openlineage import RunEvent, event_id, parse_event, read_event_elements
 
 # Keys and strings that stress escaping and ordering: controls, quotes, DEL, non-BMP, line
 # separators, a BOM, combining marks, and keys whose order differs by code point and by case.
@@ -112,3 +112,20 @@ def test_text_that_is_not_unicode_cannot_be_hashed_and_says_so() -> None:
     decoded = event_json.decode('{"a": "\\ud800"}')  # a lone surrogate escape
     with pytest.raises(LineageError, match="lone surrogate"):
         event_json.canonical(decoded.value, native=decoded.native)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _event(),
+        _event(ratio=0.25),
+        {**_event(), "run": {"runId": "r1", "facets": {"airflow": {"dagRun": {"conf": {}}}}}},
+    ],
+)
+def test_an_element_knows_the_id_its_event_will_have(tmp_path: Any, raw: dict[str, Any]) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text(json.dumps(raw) + "\n")
+    (element,) = read_event_elements(path)
+    item = element.parse()
+    assert isinstance(item.parsed, RunEvent)
+    assert element.event_id() == event_id(item.parsed) == event_id(parse_event(raw))

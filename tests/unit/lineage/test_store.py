@@ -18,7 +18,12 @@ import sqlalchemy as sa
 from erasure.errors import LineageError
 from erasure.lineage.event_store import EventStore
 from erasure.lineage.graph import snapshot_digest
-from erasure.lineage.openlineage import parse_event, runs_from_events, timeline_edges
+from erasure.lineage.openlineage import (
+    EventElement,
+    parse_event,
+    runs_from_events,
+    timeline_edges,
+)
 from erasure.lineage.store import DeclaredSource, LineageStore
 from erasure.model import (
     DatasetRef,
@@ -357,3 +362,19 @@ def test_ingest_leaves_the_garbage_collector_as_it_found_it(store: Store) -> Non
         assert not gc.isenabled()  # whoever turned it off turns it back on
     finally:
         gc.enable()
+
+
+def test_a_file_read_again_is_hashed_and_looked_up_not_validated_again(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps(event(f"r{k}")) for k in range(5)) + "\n{not json\n")
+    assert LineageStore(store).ingest_file(path).stored == 5
+    validated: list[str] = []
+    parse = EventElement.parse
+    monkeypatch.setattr(
+        EventElement, "parse", lambda self: validated.append(self.where) or parse(self)
+    )
+    again = LineageStore(store).ingest_file(path)
+    assert (again.stored, again.duplicates, again.quarantined) == (0, 5, 1)
+    assert validated == []
