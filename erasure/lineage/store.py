@@ -18,13 +18,14 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence, Sized
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -185,26 +186,22 @@ class LineageStore:
         validated only if they are not stored yet."""
         self._ensure_backfilled()
         report = IngestReport()
-        chunk: list[_Incoming] = []
-        with _collector_paused():
-            for event in events:
-                chunk.append(_incoming(event, origin))
-                if len(chunk) >= self._batch:
-                    report.merge(self._ingest_chunk(chunk))
-                    chunk = []
-                    gc.collect(1)  # what the batch left cyclic; never the whole heap
-            if chunk:
+        batches = _batches(events, origin, self._batch)
+        if not isinstance(events, Sized) or len(events) > self._batch:
+            batches = _read_ahead(batches)
+        with _collector_paused(), closing(batches):  # closing: the reader stops with us
+            for chunk in batches:
                 report.merge(self._ingest_chunk(chunk))
+                del chunk
+                gc.collect(1)  # what the batch left cyclic; never the whole heap
         return report
 
     def ingest_json(self, data: Any, *, origin: str = "api") -> IngestReport:
         """Ingest decoded JSON: one event object, or an array of them (Marquez's batch)."""
         items = data if isinstance(data, list) else [data]
-        many = isinstance(data, list)
-        return self.ingest(
-            _json_items([(event_json.Decoded(item, False), "") for item in items], origin, many),
-            origin=origin,
-        )
+        decoded = [(event_json.Decoded(item, False), "") for item in items]
+        elements = list(_json_items(decoded, origin, isinstance(data, list)))
+        return self.ingest(elements, origin=origin)
 
     def ingest_body(self, body: bytes, *, origin: str = "api") -> IngestReport:
         """Ingest an HTTP body: one event object, or a JSON array of them (Marquez's batch).
@@ -218,7 +215,7 @@ class LineageStore:
             except LineageError as exc:
                 self.quarantine(origin, str(exc), body.decode("utf-8", errors="replace"))
                 raise
-            return self.ingest(_json_items(elements, origin, many), origin=origin)
+            return self.ingest(list(_json_items(elements, origin, many)), origin=origin)
 
     def ingest_file(self, path: Path, *, scope: str = "files") -> IngestReport:
         """Ingest an event file; malformed elements are quarantined and counted, not fatal.
@@ -1081,6 +1078,63 @@ def _incoming(event: RunEvent | EventItem | EventElement, origin: str) -> _Incom
     return item
 
 
+def _batches(
+    events: Iterable[RunEvent | EventItem | EventElement], origin: str, size: int
+) -> Generator[list[_Incoming]]:
+    chunk: list[_Incoming] = []
+    for event in events:
+        chunk.append(_incoming(event, origin))
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+_Batch = TypeVar("_Batch")
+
+
+def _read_ahead(batches: Iterator[_Batch]) -> Generator[_Batch]:
+    """The batches, the next one read (decoded and hashed) in a thread while this one is
+    stored: the database's time overlaps reading instead of following it. The reader's
+    errors are raised here; stopping early stops it."""
+    ready: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def hand_over(item: tuple[bool, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for batch in batches:
+                if not hand_over((True, batch)):
+                    return
+            hand_over((False, None))
+        except BaseException as exc:  # handed to the consumer, which raises it
+            hand_over((False, exc))
+
+    reader = threading.Thread(target=read, name="lineage-ingest-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            more, value = ready.get()
+            if more:
+                yield value
+            elif value is None:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        reader.join()
+
+
 def _json_items(
     elements: Iterable[tuple[event_json.Decoded, str]], origin: str, many: bool
 ) -> Iterator[EventElement]:
@@ -1200,7 +1254,22 @@ def _copy(
 
 def _close_current(conn: Connection, closes: list[tuple[datetime, str, int]], version: int) -> int:
     """End the current observed set of each (producer, target); the edges they held."""
-    ended = 0
+    if not closes:
+        return 0
+    if conn.dialect.name == "postgresql":  # one statement for the batch
+        ended = conn.exec_driver_sql(
+            "UPDATE lineage_edge_sets AS s SET valid_to = k.at, version = %(version)s "
+            "FROM json_to_recordset(%(closes)s::json) AS k(at timestamptz, producer text, "
+            "target int) WHERE s.producer = k.producer AND s.target_dataset_id = k.target "
+            "AND s.origin = %(observed)s AND s.valid_to IS NULL RETURNING s.edges",
+            {
+                "version": version,
+                "closes": _json_rows(("at", "producer", "target"), closes),
+                "observed": EdgeOrigin.OBSERVED.value,
+            },
+        )
+        return sum(int(edges) for (edges,) in ended)
+    total = 0
     for at, producer, target in closes:
         where = (
             (lineage_edge_sets.c.producer == producer)
@@ -1208,13 +1277,13 @@ def _close_current(conn: Connection, closes: list[tuple[datetime, str, int]], ve
             & (lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value)
             & lineage_edge_sets.c.valid_to.is_(None)
         )
-        ended += int(
+        total += int(
             conn.execute(
                 sa.select(sa.func.coalesce(sa.func.sum(lineage_edge_sets.c.edges), 0)).where(where)
             ).scalar_one()
         )
         conn.execute(lineage_edge_sets.update().where(where).values(valid_to=at, version=version))
-    return ended
+    return total
 
 
 def _known_runs(conn: Connection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:

@@ -378,3 +378,17 @@ def test_a_file_read_again_is_hashed_and_looked_up_not_validated_again(
     again = LineageStore(store).ingest_file(path)
     assert (again.stored, again.duplicates, again.quarantined) == (0, 5, 1)
     assert validated == []
+
+
+def test_batches_are_read_ahead_in_order_and_a_reading_error_stops_ingest(store: Store) -> None:
+    def events() -> Iterator[Any]:
+        for k in range(5):
+            yield parse_event(event(f"r{k}"))
+        raise LineageError("the file went away")
+
+    lineage = LineageStore(store, batch_size=2)
+    with pytest.raises(LineageError, match="went away"):
+        lineage.ingest(events())
+    assert EventStore(store).count() == 4  # the two whole batches before the error
+    report = lineage.ingest(parse_event(event(f"r{k}")) for k in range(7))
+    assert [r["stored"] for r in report.results] == [False] * 4 + [True] * 3
