@@ -1225,7 +1225,6 @@ def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
     elif rows:
         conn.execute(lineage_events.insert(), rows)
 
-
 _EVENT_FIELDS = ("event_id", "job", "run_id", "event_type", "event_time", "raw", "received_at")
 _EVENT_TYPES = ("text", "text", "text", "text", "timestamptz", "text", "timestamptz")
 
@@ -1297,16 +1296,22 @@ def _known_runs(conn: Connection, keys: list[tuple[str, str]]) -> dict[tuple[str
             {"keys": _json_rows(("job", "run_id"), wanted)},
         )
         return {(str(job), str(run)): int(events) for job, run, events in rows}
-    for part in _chunks(sorted(wanted), _IN_CHUNK):
-        query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.events).where(
-            lineage_runs.c.job.in_(sorted({k[0] for k in part})),
-            lineage_runs.c.run_id.in_(sorted({k[1] for k in part})),
-        )
-        for row in conn.execute(query):
-            key = (str(row.job), str(row.run_id))
-            if key in wanted:
-                known[key] = int(row.events)
+    query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.events)
+    for row in conn.execute(_joined_to_keys(query, lineage_runs, ("job", "run_id"), wanted)):
+        known[(str(row.job), str(row.run_id))] = int(row.events)
     return known
+
+
+def _joined_to_keys(
+    query: sa.Select[Any], table: sa.Table, columns: Sequence[str], keys: Iterable[Sequence[Any]]
+) -> sa.Select[Any]:
+    """SQLite: `query` over `table` joined to the keys bound as one JSON array (json_each),
+    one primary-key probe each; IN lists per column made it probe every combination."""
+    key = sa.func.json_each(sa.bindparam("keys", _json_rows(columns, keys))).table_valued(
+        "value"
+    )
+    match = [table.c[c] == sa.func.json_extract(key.c.value, f"$.{c}") for c in columns]
+    return query.select_from(key).join(table, sa.and_(*match))
 
 
 def _stored_events(
@@ -1371,19 +1376,13 @@ def _output_states(
             key = (str(values.pop("producer")), int(values.pop("dataset_id")))
             states[key] = values
         return states
-    # One IN list per column (cached statements); the pairs are picked out here.
-    for part in _chunks(sorted(wanted), _IN_CHUNK):
-        query = sa.select(lineage_outputs).where(
-            lineage_outputs.c.dataset_id.in_(sorted({k[1] for k in part})),
-            lineage_outputs.c.producer.in_(sorted({k[0] for k in part})),
-        )
-        for row in conn.execute(query):
-            key = (str(row.producer), int(row.dataset_id))
-            if key in wanted:
-                values = row._asdict()
-                states[key] = {
-                    k: v for k, v in values.items() if k not in ("producer", "dataset_id")
-                }
+    query = _joined_to_keys(
+        sa.select(lineage_outputs), lineage_outputs, ("producer", "dataset_id"), wanted
+    )
+    for row in conn.execute(query):
+        values = row._asdict()
+        key = (str(values.pop("producer")), int(values.pop("dataset_id")))
+        states[key] = values
     return states
 
 
