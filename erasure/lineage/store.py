@@ -192,6 +192,7 @@ class LineageStore:
         with _collector_paused(), closing(batches):  # closing: the reader stops with us
             for chunk in batches:
                 report.merge(self._ingest_chunk(chunk))
+                del chunk  # gone before the next is handed over, and before the collector
         return report
 
     def ingest_json(self, data: Any, *, origin: str = "api") -> IngestReport:
@@ -213,7 +214,11 @@ class LineageStore:
             except LineageError as exc:
                 self.quarantine(origin, str(exc), body.decode("utf-8", errors="replace"))
                 raise
-            return self.ingest(list(_json_items(elements, origin, many)), origin=origin)
+            pending = list(_json_items(elements, origin, many))
+            del elements
+            report = self.ingest(pending, origin=origin)
+            del pending  # the batch goes before the collector is back, or it would walk it
+        return report
 
     def ingest_file(self, path: Path, *, scope: str = "files") -> IngestReport:
         """Ingest an event file; malformed elements are quarantined and counted, not fatal.

@@ -309,6 +309,7 @@ def http_ingest(env: dict[str, str], stream: Stream) -> float:
         ]
         headers = {"Authorization": f"Bearer {LINEAGE_KEY}", "Content-Type": "application/json"}
         stored = quarantined = 0
+        cpu = _cpu_seconds(server.pid)
         with httpx.Client(base_url=base, timeout=120) as client:
             t = time.perf_counter()
             for body in batches:
@@ -321,6 +322,12 @@ def http_ingest(env: dict[str, str], stream: Stream) -> float:
                 stored += int(answer["stored"])
                 quarantined += int(answer["quarantined"])
             seconds = time.perf_counter() - t
+        cpu = _cpu_seconds(server.pid) - cpu
+        print(
+            f"  (server: {seconds:.1f} s wall, {cpu:.1f} s CPU for {len(lines):,} events; "
+            f"{len(lines) / cpu:,.0f} events per CPU second)",
+            flush=True,
+        )
         if (stored, quarantined) != (len(lines) - stream.malformed, stream.malformed):
             raise AssertionError(
                 f"HTTP ingest stored {stored} and quarantined {quarantined} of {len(lines)} "
@@ -330,6 +337,12 @@ def http_ingest(env: dict[str, str], stream: Stream) -> float:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_up(base: str, server: subprocess.Popen[bytes]) -> None:
