@@ -392,3 +392,16 @@ def test_batches_are_read_ahead_in_order_and_a_reading_error_stops_ingest(store:
     assert EventStore(store).count() == 4  # the two whole batches before the error
     report = lineage.ingest(parse_event(event(f"r{k}")) for k in range(7))
     assert [r["stored"] for r in report.results] == [False] * 4 + [True] * 3
+
+
+def test_an_http_body_keeps_no_run_or_job_facet_that_is_not_lineage(store: Store) -> None:
+    lineage = LineageStore(store)
+    broken = _with_airflow_facets(event("r2"))
+    del broken["eventTime"]
+    body = json.dumps([_with_airflow_facets(event("r1")), broken]).encode()
+    report = lineage.ingest_body(body, origin="http")
+    assert (report.stored, report.quarantined) == (1, 1)
+    stored = _stored_text(store)
+    assert "canary" not in stored and "canary" not in json.dumps(stored)
+    (kept,) = EventStore(store).events()
+    assert set(kept.run.facets) == {"parent"} and not kept.job.facets
