@@ -1000,7 +1000,7 @@ def _links_text(links: Iterable[_Link], ids: dict[DatasetRef, int]) -> str:
                     f"{COLUMN_LENGTH} characters; shorten it in the producer"
                 )
         rows.append([ids[source.dataset], source.column, target.column, kind.value, subtype.value])
-    return json.dumps(rows, separators=(",", ":"), ensure_ascii=False)
+    return event_json.compact(rows, native=True)  # ints and strings: json.dumps' very text
 
 
 def link_set_digest(links: Iterable[_Link]) -> str:

@@ -53,6 +53,8 @@ def test_the_fast_canonical_text_is_the_standard_librarys_byte_for_byte() -> Non
             decoded = event_json.decode(text)
             assert decoded.native and decoded.value == value
             assert event_json.canonical(decoded.value, native=True) == _stdlib(value)
+            as_given = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+            assert event_json.compact(decoded.value, native=True) == as_given
 
 
 @pytest.mark.parametrize(
