@@ -313,30 +313,42 @@ class LineageStore:
             return self._ingest_locked(items)
 
     def _ingest_locked(self, items: list[_Incoming]) -> IngestReport:
+        ids = [i.identity for i in items if i.identity is not None]
+        with (
+            store_errors(self._store, "look up OpenLineage events"),
+            self._store.engine.connect() as conn,
+        ):
+            # Before the lock, in a read of its own: a batch that is stored already writes
+            # nothing, so it takes no lock and costs no commit to disk.
+            known = _stored_ids(conn, ids)
         try:
             with (
                 store_errors(self._store, "store OpenLineage events"),
                 self._store.engine.begin() as conn,
             ):
                 chunk = _Chunk()
-                _lock(conn)
-                self._store_chunk(conn, chunk, items)
+                if any(i.identity not in known for i in items):  # to store or quarantine
+                    _lock(conn)
+                    known |= _stored_ids(conn, [i for i in ids if i not in known])
+                self._store_chunk(conn, chunk, items, known)
                 return chunk.report
         except BaseException:
             self._ids.clear()  # ids handed out in the rolled-back transaction are gone
             self._refs.clear()
             raise
 
-    def _store_chunk(self, conn: Connection, chunk: _Chunk, items: list[_Incoming]) -> None:
+    def _store_chunk(
+        self, conn: Connection, chunk: _Chunk, items: list[_Incoming], known: set[str]
+    ) -> None:
         """Store the events not stored yet and project them; stored ones are only counted.
 
-        Hashes are looked up first (one query), so an element already stored is never
-        validated again: re-reading a file costs its decoding and hashing.
+        `known`: which of their ids are stored, looked up under the projection lock unless
+        all are. An element already stored is never validated again: re-reading a file
+        costs its decoding and hashing.
         """
         report = chunk.report
         report.received = len(items)
         base = datetime.now(UTC)
-        known = _stored_ids(conn, [i.identity for i in items if i.identity is not None])
         rows: dict[str, dict[str, Any]] = {}
         events: dict[str, RunEvent] = {}
         quarantine: list[dict[str, Any]] = []
