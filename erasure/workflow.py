@@ -454,7 +454,7 @@ def verify(svc: Services, ref: str, *, now: datetime | None = None) -> Verificat
 
 
 def complete(svc: Services, ref: str, *, now: datetime | None = None) -> CompletionRecord:
-    """Append the signed completion record, then destroy the request key (raw identifier)."""
+    """Destroy the request key (raw identifier), then append the signed completion record."""
     now = now or datetime.now(UTC)
     record = svc.requests.require(ref)
     existing = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.COMPLETED]
@@ -468,6 +468,10 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         return existing[0]
     verification = _verification(svc, ref)
     enter(svc.requests, ref, Step.COMPLETE)
+    # The identifier goes first: a record signed before it would claim completion while the
+    # system still holds it, for good if the destroy then failed and nobody cleared the task.
+    if record.secrets_destroyed_at is None:
+        svc.secrets.destroy(ref)
     body = completion_body(
         record,
         svc.plans.get(ref, 1),
@@ -482,7 +486,6 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         else RecordStatus.COMPLETE
     )
     completed = svc.ledger.append(ref, record.subject_hash, RecordKind.COMPLETED, body, status)
-    svc.secrets.destroy(ref)
     advance(svc.requests, ref, RequestStatus(status.value))
     return completed
 
