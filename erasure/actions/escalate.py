@@ -70,13 +70,22 @@ def carry_out(
         evidence = evidence.model_copy(update={"deletion": deletion})
     if recorded.option is RulingOption.NOT_HELD:
         evidence = evidence.model_copy(update={"subject_found": False})
-    ledger.append(
-        ref,
-        subject_hash,
-        RecordKind.DECIDED,
-        {"dataset": item.dataset, "rule": item.rule, **evidence.model_dump(mode="json")},
-    )
+    if not _signed(ledger, ref, recorded):  # an attempt that died after signing signed it
+        ledger.append(
+            ref,
+            subject_hash,
+            RecordKind.DECIDED,
+            {"dataset": item.dataset, "rule": item.rule, **evidence.model_dump(mode="json")},
+        )
     return evidence
+
+
+def _signed(ledger: RecordLedger, ref: str, ruling: Ruling) -> bool:
+    """Whether the `decided` record of this very ruling is on the chain already."""
+    return ruling.id is not None and any(
+        r.kind is RecordKind.DECIDED and (r.body.get("ruling") or {}).get("id") == ruling.id
+        for r in ledger.show(ref)
+    )
 
 
 def cited_standing_ruling(
