@@ -15,6 +15,7 @@ resumes from what the first did), and so on until a try gets through.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -322,8 +323,9 @@ def run_killed(
             os._exit(code)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
-        line = pipe.readline().decode().strip()
-        if line.startswith("K"):
+        ready, _, _ = select.select([pipe], [], [], timeout)
+        line = pipe.readline().decode().strip() if ready else "Etimed out"
+        if line.startswith("K") or not ready:
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     if line.startswith("K"):
