@@ -152,6 +152,10 @@ class Warehouse:
                 raise WarehouseError(
                     f"dataset {ds.name!r}: cannot read its schema ({driver_message(exc)})"
                 ) from None
+            except sa.exc.DBAPIError as exc:  # e.g. the connection closed under the reflection
+                raise WarehouseError(
+                    f"dataset {ds.name!r}: cannot read its schema ({describe_failure(exc)})"
+                ) from None
         return self._tables[key]
 
     def columns(self, ds: DatasetSpec) -> list[str] | None:

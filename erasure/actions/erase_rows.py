@@ -6,6 +6,7 @@ spliced into SQL). A second run finds nothing and says so, so a retried task is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,12 +34,24 @@ class ErasureEvidence(Evidence):
 
 
 def erase_rows(
-    catalog: Catalog, warehouse: Warehouse, location: Location, dataset: DatasetRef
+    catalog: Catalog,
+    warehouse: Warehouse,
+    location: Location,
+    dataset: DatasetRef,
+    *,
+    before_commit: Callable[[ErasureEvidence], None] | None = None,
+    earlier: ErasureEvidence | None = None,
 ) -> ErasureEvidence:
-    """Delete the located subject's rows of one dataset in one transaction; idempotent."""
+    """Delete the located subject's rows of one dataset in one transaction; idempotent.
+
+    `before_commit` logs the evidence before the delete commits; `earlier` is what an earlier
+    try so logged: a retry that finds the rows gone (that try died after its commit) reports it.
+    """
     ds = catalog.require(dataset)
     located = location.located.get(ds.ref)
     _check_erasable(catalog, ds, located)
+    if located is None and earlier is not None:
+        return earlier
     if located is None:
         # locate() read the warehouse and found none of the subject's rows here: a retry
         # after the rows went, or a root that emptied itself. Nothing to delete.
@@ -72,6 +85,17 @@ def erase_rows(
                         "the delete (a trigger or concurrent writer re-inserted them); rolled "
                         "back. Stop the writer and retry"
                     )
+                evidence = ErasureEvidence(
+                    dataset=ds.name,
+                    rows_before=before,
+                    rows_deleted=max(deleted, 0),
+                    rows_after=after,
+                    statement=statement,
+                    executed_at=datetime.now(UTC),
+                    already_done=before == 0,
+                )
+                if before_commit is not None:
+                    before_commit(evidence)
         except sa.exc.DBAPIError as exc:
             # `from None`: the driver's message may quote a key value and would reach logs.
             raise EraseFailed(
@@ -79,15 +103,7 @@ def erase_rows(
                 f"({describe_failure(exc)}); rolled back, nothing deleted. If a foreign key "
                 "refused it, erase the referencing dataset first (follow the plan's order)"
             ) from None
-    return ErasureEvidence(
-        dataset=ds.name,
-        rows_before=before,
-        rows_deleted=max(deleted, 0),
-        rows_after=after,
-        statement=statement,
-        executed_at=datetime.now(UTC),
-        already_done=before == 0,
-    )
+    return evidence
 
 
 def subject_rows(table: sa.Table, located: Located) -> sa.ColumnElement[bool]:

@@ -35,7 +35,7 @@ from erasure.audit.evidence import EvidenceError, effective_erasure_date, parse_
 from erasure.audit.signing import RecordSigner, SignatureFormatError, load_public_key
 from erasure.errors import ErasureError
 from erasure.model import REQUEST_REF
-from erasure.store.database import Store
+from erasure.store.database import Store, store_errors
 from erasure.store.schema import completion_chain_head, completion_records
 
 __all__ = [
@@ -326,7 +326,7 @@ class RecordLedger:
         dialect = self._store.dialect
         if dialect not in ("sqlite", "postgresql"):
             raise RecordError(f"completion records need SQLite or PostgreSQL, not {dialect}")
-        with self._store.engine.connect() as conn:
+        with store_errors(self._store, "append a record"), self._store.engine.connect() as conn:
             if dialect == "sqlite":
                 # Take the write lock now, not at the first write: two appenders must not
                 # both read the same head.
