@@ -257,11 +257,11 @@ def _sqlite_baseline(database: str, rows: list[tuple[Any, ...]]) -> float:
 def cli_ingest(env: dict[str, str], stream: Stream) -> tuple[float, float, dict[str, Any]]:
     """Events/s, wall seconds and the --json document of one `erasure lineage ingest`."""
     argv = [sys.executable, "-m", "erasure.cli", "lineage", "ingest", "--json", str(stream.path)]
-    seconds, _, cpu, out = measured(argv, env, "")
+    seconds, mib, cpu, out = measured(argv, env, "")
     doc = json.loads(out)
     print(
         f"  (ingest process: {seconds:.1f} s wall, {cpu:.1f} s CPU for {doc['events']:,} events; "
-        f"{doc['events'] / cpu:,.0f} events per CPU second)",
+        f"{doc['events'] / cpu:,.0f} events per CPU second; peak RSS {mib:,.0f} MiB)",
         flush=True,
     )
     return float(doc["events"]) / seconds, seconds, doc
