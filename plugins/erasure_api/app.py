@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
-from erasure_api import desk, pages, routes
+from erasure_api import dashboard, desk, pages, respondents, routes
 from erasure_api.backend import ErasureBackend, Unavailable
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
@@ -39,6 +39,9 @@ def create_app(backend: ErasureBackend | None = None) -> FastAPI:
     app.include_router(desk.api)
     app.include_router(pages.router)
     app.include_router(desk.pages)
+    app.include_router(dashboard.api)
+    app.include_router(dashboard.pages)
+    app.include_router(respondents.router)
     app.add_exception_handler(ErasureError, _erasure_error)
     app.add_exception_handler(sa.exc.SQLAlchemyError, _database_error)
     return app
