@@ -493,3 +493,16 @@ def test_the_tasks_learn_who_the_dpos_are(
         "respondents": [{"id": me["id"], "name": "dpo", "roles": ["DPO"]}],
     }
     assert any("role DPO:" in line for line in fab_roles)
+
+
+def test_a_person_refused_a_page_gets_a_page_saying_why(
+    client: Any, tokens: dict[str, str]
+) -> None:
+    browser = {**bearer(tokens["auditor"]), "Accept": "text/html,application/xhtml+xml"}
+    page = client.get("/erasure/desk", headers=browser)
+    assert page.status_code == 403 and page.headers["content-type"].startswith("text/html")
+    assert "Not for your role" in page.text and "can_read on Erasure Desk" in page.text
+    api = client.get("/erasure/api/v1/desk", headers=browser)  # scripts keep their JSON
+    assert api.status_code == 403 and "can_read on Erasure Desk" in api.json()["detail"]
+    anonymous = client.get("/erasure/requests/new", headers={"Accept": "text/html"})
+    assert anonymous.status_code == 401 and "Log in to Airflow first" in anonymous.text
