@@ -198,8 +198,13 @@ def seed_passwords(home: Path) -> dict[str, str]:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(json.dumps(passwords) + "\n")
-    (home / "webserver_config.py").write_text(WEBSERVER_CONFIG.read_text())
     return passwords
+
+
+def write_fab_config(home: Path) -> None:
+    """The chart's webserver_config.py in `home`, where auth_environment points FAB."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "webserver_config.py").write_text(WEBSERVER_CONFIG.read_text())
 
 
 def _read_passwords(path: Path) -> dict[str, str]:
@@ -277,6 +282,7 @@ class Stack:
             settings = demo_settings(estate, self.bao)  # kept from the last start
         self.settings = settings
         self.passwords = seed_passwords(home)
+        write_fab_config(home)
         self.env = stack_environment(
             home,
             ports=self.ports,

@@ -119,18 +119,22 @@ def env(
         yield {**values, **{f"password:{u}": p for u, p in passwords.items()}}
 
 
-@pytest.fixture(scope="module")
-def fab_roles(env: dict[str, str]) -> list[str]:
-    """FAB's tables, the chart's roles and one user per role, as `make up` sets them."""
-    for argv, cwd in (
-        ([sys.executable, "-m", "airflow", "db", "migrate"], None),
-        ([sys.executable, "-m", "local.up.fab_setup"], REPO),
-    ):
+def run_fab_setup(*first: list[str]) -> list[str]:
+    """`local.up.fab_setup` (after `first`, e.g. the migration) as `make up` runs it; its lines."""
+    setup = [sys.executable, "-m", "local.up.fab_setup"]
+    steps: list[tuple[list[str], Path | None]] = [*((a, None) for a in first), (setup, REPO)]
+    for argv, cwd in steps:
         done = subprocess.run(
             argv, capture_output=True, text=True, env=os.environ.copy(), cwd=cwd, timeout=300
         )
         assert done.returncode == 0, f"{argv}: {done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     return [line for line in done.stdout.splitlines() if line.startswith("fab setup:")]
+
+
+@pytest.fixture(scope="module")
+def fab_roles(env: dict[str, str]) -> list[str]:
+    """FAB's tables, the chart's roles and one user per role, as `make up` sets them."""
+    return run_fab_setup([sys.executable, "-m", "airflow", "db", "migrate"])
 
 
 @pytest.fixture(scope="module")
@@ -506,3 +510,39 @@ def test_a_person_refused_a_page_gets_a_page_saying_why(
     assert api.status_code == 403 and "can_read on Erasure Desk" in api.json()["detail"]
     anonymous = client.get("/erasure/requests/new", headers={"Accept": "text/html"})
     assert anonymous.status_code == 401 and "Log in to Airflow first" in anonymous.text
+
+
+def test_the_roles_job_takes_back_a_grant_made_by_hand(
+    client: Any, fab_roles: list[str]
+) -> None:
+    """The chart owns its roles: an upgrade leaves each with exactly its listed permissions."""
+    from airflow.providers.fab.auth_manager.models import Action, Permission, Resource, Role
+    from airflow.utils.session import create_session
+
+    def dpo_may_trigger_any_dag() -> bool:
+        with create_session() as session:
+            role = session.scalars(sa.select(Role).where(Role.name == "DPO")).unique().one()
+            return any(
+                (p.action.name, p.resource.name) == ("can_create", "DAG Runs")
+                for p in role.permissions
+            )
+
+    with create_session() as session:  # what an admin's click in Security > Roles does
+        role = session.scalars(sa.select(Role).where(Role.name == "DPO")).unique().one()
+        role.permissions.append(
+            session.scalars(
+                sa.select(Permission)
+                .join(Permission.action)
+                .join(Permission.resource)
+                .where(Action.name == "can_create", Resource.name == "DAG Runs")
+            )
+            .unique()
+            .one()
+        )
+    assert dpo_may_trigger_any_dag()
+    lines = run_fab_setup()
+    assert any(
+        line.startswith("fab setup: role DPO:") and "removed: can_create on DAG Runs" in line
+        for line in lines
+    ), lines
+    assert not dpo_may_trigger_any_dag()
