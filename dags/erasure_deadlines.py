@@ -13,6 +13,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
 
+from erasure.model import REQUEST_REF_PATTERN
+
 log = logging.getLogger(__name__)
 WARN_DAYS = 7
 
@@ -56,7 +58,7 @@ with DAG(
     doc_md=__doc__,
     params={
         "request_ref": Param(
-            type="string", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$", title="Request reference"
+            type="string", pattern=REQUEST_REF_PATTERN, title="Request reference"
         ),
         "months": Param(
             1,

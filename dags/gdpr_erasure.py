@@ -19,6 +19,7 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param, dag, get_current_context, task
 
 from erasure.config import Settings
+from erasure.model import REQUEST_REF_PATTERN
 from erasure.rulings import EXEMPTIONS
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def _in_order() -> Iterator[None]:
     params={
         "request_ref": Param(
             type="string",
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$",
+            pattern=REQUEST_REF_PATTERN,
             title="Request reference",
             description="Your reference for this request, e.g. DSR-2026-0042 (letters, digits, "
             ". _ -). One reference, one erasure: resubmitting it does nothing new.",

@@ -35,7 +35,7 @@ from pydantic import (
     model_validator,
 )
 
-from erasure.errors import CatalogError
+from erasure.errors import CatalogError, invalid_fields
 from erasure.kinds import KindConfig, KindRegistry
 from erasure.model import DatasetRef
 
@@ -429,8 +429,8 @@ def _json_safe(value: Any) -> bool:
 
 def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
     lines = [f"{path}: invalid catalog ({exc.error_count()} problem(s))"]
-    for err in exc.errors():
-        loc = list(err["loc"])
+    for problem in invalid_fields(exc):
+        loc = list(problem.loc)
         where = ""
         if len(loc) >= 2 and loc[0] == "datasets" and isinstance(loc[1], int):
             entry = (raw.get("datasets") or [None] * (loc[1] + 1))[loc[1]]
@@ -440,8 +440,8 @@ def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
             where = f"{label} field {field!r}"
         elif loc:
             where = f"field {'.'.join(str(p) for p in loc)!r}"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
+        msg = problem.message
+        if problem.kind == "extra_forbidden":
             msg = "unknown field; check the spelling against DESIGN section 2"
         lines.append(f"  {where}: {msg}" if where else f"  {msg}")
     return "\n".join(lines)

@@ -340,7 +340,7 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
         for path in args.files:
             report.merge(lineage.ingest_file(path))
         if report.stored:
-            lineage.refresh_index()  # so the next plan finds the index built
+            lineage.refresh_index_if_due()  # so the next plan finds the index built
         written = {name for run in report.touched for name in run.pop("output_names")}
         gaps = [g for g in lineage.output_gaps() if g.dataset in written]
     finally:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from erasure.errors import ConfigError
+from erasure.errors import ConfigError, invalid_fields
 from erasure.keys.kinds import KEYSTORES
 
 ENV_PREFIX = "ERASURE_"
@@ -128,12 +128,9 @@ class Settings(BaseSettings):
 
 def _describe(exc: ValidationError) -> str:
     """One line per bad variable, naming it and saying what is expected, without its value."""
-    lines = []
-    for error in exc.errors(include_input=False, include_url=False):
-        loc = error.get("loc") or ()
-        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        if loc:
-            lines.append(f"{env_name(str(loc[0]))}: {message}")
-        else:  # a cross-field check: its message names the variables itself
-            lines.append(message)
+    # A cross-field check has no location: its message names the variables itself.
+    lines = [
+        f"{env_name(str(p.loc[0]))}: {p.message}" if p.loc else p.message
+        for p in invalid_fields(exc)
+    ]
     return "invalid settings: " + "; ".join(lines)

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection, Engine
 
-from erasure.errors import ConfigError, SuppressionError, WarehouseError
+from erasure.errors import ConfigError, SuppressionError, WarehouseError, describe_failure
 from erasure.pseudonym import Pepper
 from erasure.store.dialect import conflict_insert
 from erasure.suppression import IdentifierColumn, SuppressionFilter, SuppressionList
@@ -134,8 +134,8 @@ def _load_once(
         return False
     except sa.exc.SQLAlchemyError as exc:
         raise WarehouseError(
-            f"loading {path.name} into {table} failed ({_describe(exc)}); the transaction was "
-            "rolled back and nothing was written: fix the cause and rerun"
+            f"loading {path.name} into {table} failed ({describe_failure(exc)}); the transaction "
+            "was rolled back and nothing was written: fix the cause and rerun"
         ) from None
     finally:
         records.close()
@@ -304,19 +304,3 @@ def _parse_bool(text: str) -> bool:
     if lowered in ("false", "f", "no", "n", "0"):
         return False
     raise ValueError("not a boolean")
-
-
-def _describe(exc: sa.exc.SQLAlchemyError) -> str:
-    """The database's complaint without values: psycopg details can quote the offending data."""
-    orig = getattr(exc, "orig", None)
-    if orig is None:
-        return type(exc).__name__
-    diag = getattr(orig, "diag", None)
-    if diag is not None:  # psycopg: name the SQLSTATE and objects, not the message text
-        parts = [type(orig).__name__, f"SQLSTATE {getattr(orig, 'sqlstate', '?')}"]
-        for label in ("table_name", "column_name", "constraint_name"):
-            value = getattr(diag, label, None)
-            if value:
-                parts.append(f"{label.split('_')[0]} {value}")
-        return ", ".join(parts)
-    return f"{type(orig).__name__}: {str(orig).strip().splitlines()[0][:200]}"

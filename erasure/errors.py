@@ -7,6 +7,7 @@ identifier: callers pass types, hashes, dataset names and counts, never values.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -84,11 +85,71 @@ class VerificationFailed(ErasureError):
         self.recounts = recounts
 
 
+@dataclass(frozen=True)
+class Invalid:
+    """One problem of a pydantic ValidationError, without the input that caused it."""
+
+    loc: tuple[int | str, ...]
+    kind: str  # pydantic's error type: missing, extra_forbidden, value_error, ...
+    message: str
+
+    @property
+    def where(self) -> str:
+        return ".".join(str(part) for part in self.loc)
+
+
+def invalid_fields(exc: ValidationError) -> list[Invalid]:
+    """The problems of `exc`: where and what, never the input given (it may be a subject
+    identifier or a secret). Every message about invalid data is built from these."""
+    return [
+        Invalid(
+            loc=tuple(err.get("loc") or ()),
+            kind=str(err.get("type", "")),
+            message=str(err.get("msg", "invalid")).removeprefix("Value error, "),
+        )
+        for err in exc.errors(include_input=False, include_url=False)
+    ]
+
+
 def describe_invalid(exc: ValidationError, *, locations: bool = False) -> str:
     """A pydantic ValidationError as one line of clauses, never quoting the input given."""
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        loc = ".".join(str(p) for p in err.get("loc") or ())
-        parts.append(f"{loc}: {message}" if locations and loc else message)
-    return "; ".join(parts)
+    return "; ".join(
+        f"{p.where}: {p.message}" if locations and p.loc else p.message for p in invalid_fields(exc)
+    )
+
+
+# Database failures, described without repeating what the database said about a row.
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What a statement's failure was, never what the database said about the row.
+
+    The driver's error class and its code (psycopg's SQLSTATE, sqlite3's extended result
+    code, e.g. SQLITE_CONSTRAINT_FOREIGNKEY), and for psycopg the table, column and constraint
+    it names; the message text itself may quote a key or a value and is dropped. The one
+    describer of failed statements (actions, the warehouse, CRM ingest).
+    """
+    orig = getattr(exc, "orig", None)
+    failed = orig if orig is not None else exc
+    code = (
+        getattr(failed, "sqlstate", None)
+        or getattr(failed, "pgcode", None)
+        or getattr(failed, "sqlite_errorname", None)
+    )
+    parts = [type(failed).__name__ + (f" {code}" if code else "")]
+    diag = getattr(failed, "diag", None)
+    for label in ("table_name", "column_name", "constraint_name"):
+        value = getattr(diag, label, None) if diag is not None else None
+        if value:
+            parts.append(f"{label.split('_')[0]} {value}")
+    return ", ".join(parts)
+
+
+def driver_message(exc: BaseException) -> str:
+    """Why a connection (or a schema read) failed: the first line of the driver's message.
+
+    No statement with values ran, so the text names only the server, database or table;
+    the one place the message is shown.
+    """
+    text = str(getattr(exc, "orig", None) or exc) or type(exc).__name__
+    return text.strip().splitlines()[0][:300]

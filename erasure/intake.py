@@ -27,12 +27,13 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sqlalchemy.engine import Connection
 
-from erasure.errors import RequestError, describe_invalid
+from erasure.errors import RequestError
 from erasure.keys.bootstrap import SUBMISSIONS_KEY
 from erasure.keys.vault import address_of, vault_errors
+from erasure.model import REQUEST_REF
 from erasure.store.database import Store, store_errors
 from erasure.store.schema import submissions
-from erasure.submission import REQUEST_REF_PATTERN, ErasureRequest
+from erasure.submission import ErasureRequest
 
 DESK = "the erasure desk (Erasure > New request in Airflow, or POST /erasure/api/v1/requests)"
 _HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
@@ -49,7 +50,7 @@ class Ticket(BaseModel):
     @field_validator("request_ref")
     @classmethod
     def _ref(cls, value: str) -> str:
-        if not re.match(REQUEST_REF_PATTERN, value):
+        if not REQUEST_REF.match(value):
             raise ValueError("must be a request reference (letters, digits, '.', '_', '-')")
         return value
 
@@ -65,10 +66,12 @@ class Ticket(BaseModel):
         """The run's ticket; a run triggered any other way is told to use the desk."""
         try:
             return cls.model_validate(dict(conf) if isinstance(conf, dict) else conf)
-        except ValidationError as exc:
+        except ValidationError:
+            # Not even the keys are named: a conf typed by hand may hold anything.
             raise RequestError(
-                f"this run was not started by the erasure desk ({describe_invalid(exc)}): "
-                f"submit the request on {DESK}; a raw identifier is never accepted in a run's conf"
+                "this run was not started by the erasure desk: its conf must be exactly "
+                "{request_ref, submission} as the desk sets it, and a raw identifier is never "
+                f"accepted in a run's conf; submit the request on {DESK}"
             ) from None
 
     def conf(self) -> dict[str, str]:

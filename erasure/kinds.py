@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from erasure.errors import ConfigError
+from erasure.errors import ConfigError, describe_invalid
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -149,7 +149,8 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
         try:
             return config.model_validate({**raw, "kind": name})
         except ValidationError as exc:
-            raise KindError(f"invalid {name} {self.family} config: {describe(exc)}") from None
+            problems = describe_invalid(exc, locations=True)
+            raise KindError(f"invalid {name} {self.family} config: {problems}") from None
 
     def validate(self, value: Any) -> Any:
         """A pydantic before-validator: mappings are parsed, configs pass as they are."""
@@ -218,16 +219,6 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
                     f"entry point {point.value!r} registered no kind {point.name!r}: its "
                     "factory needs a `config_class` whose kind is the entry point's name"
                 )
-
-
-def describe(exc: ValidationError) -> str:
-    """`field: what is wrong` for each error, never the input (it may be a secret)."""
-    problems = []
-    for error in exc.errors(include_input=False, include_url=False):
-        field = ".".join(str(part) for part in error.get("loc", ()))
-        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        problems.append(f"{field}: {message}" if field else message)
-    return "; ".join(problems)
 
 
 def _kind_of(config: type[KindConfig]) -> str:

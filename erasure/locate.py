@@ -31,7 +31,7 @@ from erasure.model import (
     SubjectSearch,
 )
 from erasure.pseudonym import normalise
-from erasure.warehouse import Warehouse
+from erasure.warehouse import Warehouse, count_rows
 
 
 @dataclass
@@ -249,11 +249,7 @@ def _count(
     conn: Connection, table: sa.Table, predicate: sa.ColumnElement[bool], ds: DatasetSpec
 ) -> int:
     try:
-        return int(
-            conn.execute(
-                sa.select(sa.func.count()).select_from(table).where(predicate)
-            ).scalar_one()
-        )
+        return count_rows(conn, table, predicate)
     except sa.exc.DBAPIError:
         raise WarehouseError(
             f"dataset {ds.name!r}: counting the subject's rows failed; check the catalog's "

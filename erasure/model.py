@@ -7,6 +7,7 @@ crosses a boundary (plan, evidence, CLI/HTTP documents) is a pydantic model.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -199,6 +200,12 @@ class SubjectSearch(BaseModel):
 
 
 # Decision-table rows that change what the DPO may answer (erasure.rulings.options_for).
+# A request reference, as the requests table allows (b7e1_requests): no '@', '+' or spaces,
+# so an email address or a phone number can never be used as one. The one copy: the request
+# model, the records, the desk and the DAGs' forms all use it.
+REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
+REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
+
 SHARED_ROW_RULE = "2a"
 NOT_FOUND_RULE = "not_found"
 

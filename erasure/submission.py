@@ -20,11 +20,9 @@ from pydantic import (
     field_validator,
 )
 
-from erasure.errors import RequestError
-from erasure.model import SubjectRef
+from erasure.errors import RequestError, invalid_fields
+from erasure.model import REQUEST_REF, SubjectRef
 
-REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
-_REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 _IDENTIFIER_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _MAX_IDENTIFIER = 512
 _MAX_NOTES = 4000
@@ -89,7 +87,7 @@ class ErasureRequest(BaseModel):
     @field_validator("request_ref")
     @classmethod
     def _check_ref(cls, value: str) -> str:
-        if not _REQUEST_REF.match(value):
+        if not REQUEST_REF.match(value):
             raise ValueError(f"must be {_ALLOWED['request_ref']}")
         return value
 
@@ -142,21 +140,18 @@ class ErasureRequest(BaseModel):
 def _describe(exc: ValidationError) -> str:
     """One clause per bad field: its name and what is allowed, never the value given."""
     parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = err.get("loc") or ()
-        field = str(loc[0]) if loc else ""
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        if err.get("type") == "extra_forbidden":
+    for problem in invalid_fields(exc):
+        field = str(problem.loc[0]) if problem.loc else ""
+        if problem.kind == "extra_forbidden":
             # The key itself could be pasted data: name it only if it looks like a field name.
             safe = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", field)
             name = f"unknown field {field!r}" if safe else "an unknown field"
             parts.append(f"{name}; allowed: {', '.join(_ALLOWED)}")
-        elif err.get("type") == "missing":
+        elif problem.kind == "missing":
             parts.append(f"{field}: required ({_ALLOWED.get(field, 'see the request form')})")
-        elif err.get("type") == "value_error":
-            parts.append(f"{field}: {message}")
+        elif problem.kind == "value_error":
+            parts.append(f"{field}: {problem.message}")
         else:
-            parts.append(f"{field}: {message}; expected {_ALLOWED.get(field, 'a valid value')}")
+            expected = _ALLOWED.get(field, "a valid value")
+            parts.append(f"{field}: {problem.message}; expected {expected}")
     return "invalid erasure request: " + "; ".join(parts)
-
-

@@ -20,9 +20,13 @@ from typing import Any, ClassVar, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from erasure.actions.transaction import describe_failure
 from erasure.catalog import CONNECTIONS, Catalog, ConnectionConfig, ConnectionContext, DatasetSpec
-from erasure.errors import CatalogError, WarehouseError
+from erasure.errors import (
+    CatalogError,
+    WarehouseError,
+    describe_failure,
+    driver_message,
+)
 from erasure.matching import SQL_FUNCTION, sql_canonical
 
 # (catalog connection name, airflow_conn_id) -> the SQLAlchemy URL it stands for. Raises
@@ -121,7 +125,7 @@ class Warehouse:
         except sa.exc.OperationalError as exc:
             raise WarehouseError(
                 f"dataset {ds.name!r}: warehouse connection {ds.connection!r} failed "
-                f"({_first_line(exc)}); check the server is up and the URL is right"
+                f"({driver_message(exc)}); check the server is up and the URL is right"
             ) from None
         except sa.exc.DBAPIError as exc:
             # The driver's message may quote a row's value (a subject identifier): its class
@@ -146,7 +150,11 @@ class Warehouse:
                 self._tables[key] = None
             except sa.exc.OperationalError as exc:
                 raise WarehouseError(
-                    f"dataset {ds.name!r}: cannot read its schema ({_first_line(exc)})"
+                    f"dataset {ds.name!r}: cannot read its schema ({driver_message(exc)})"
+                ) from None
+            except sa.exc.DBAPIError as exc:  # e.g. the connection closed under the reflection
+                raise WarehouseError(
+                    f"dataset {ds.name!r}: cannot read its schema ({describe_failure(exc)})"
                 ) from None
         return self._tables[key]
 
@@ -173,7 +181,7 @@ class Warehouse:
                     self._schemas[connection] = _read_schema(conn)
             except sa.exc.OperationalError as exc:
                 raise WarehouseError(
-                    f"connection {connection!r}: cannot read its schema ({_first_line(exc)}); "
+                    f"connection {connection!r}: cannot read its schema ({driver_message(exc)}); "
                     "check the server is up and the URL is right"
                 ) from None
         return self._schemas[connection]
@@ -194,6 +202,18 @@ class Warehouse:
             for ds in self.catalog.datasets
             if ds.connection == connection
         } - {"main"}
+
+
+def count_rows(
+    conn: Connection,
+    table: sa.TableClause,
+    predicate: sa.ColumnElement[bool] | None = None,
+) -> int:
+    """Rows of `table` (that match `predicate`): how locate, erase, verify and rebuild count."""
+    query = sa.select(sa.func.count()).select_from(table)
+    if predicate is not None:
+        query = query.where(predicate)
+    return int(conn.execute(query).scalar_one())
 
 
 def split_name(name: str) -> tuple[str | None, str]:
@@ -270,8 +290,3 @@ def _read_schema(conn: Connection) -> dict[str, list[str]]:
         for (_, table), columns in inspector.get_multi_columns(schema=schema).items():
             found[f"{schema}.{table}".lower()] = [c["name"] for c in columns]
     return found
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(getattr(exc, "orig", exc)) or type(exc).__name__
-    return text.strip().splitlines()[0][:200]

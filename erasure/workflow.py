@@ -44,8 +44,10 @@ from erasure.progress import (
     advance,
     done,
     enter,
+    progress,
     reopen,
     run_once,
+    save_progress,
     wait_for,
 )
 from erasure.registry.action_log import ActionStatus
@@ -256,18 +258,31 @@ def erase(svc: Services, ref: str, dataset: DatasetRef) -> ErasureEvidence:
     """Delete the subject's rows from one root, after the tombstone, children before parents."""
     _record, plan, item = _act(svc, ref, dataset, Action.ERASE_ROWS)
     _wait(svc, ref, plan, item, "in place before these rows are erased")
-    return run_once(
-        svc.action_log,
-        ref,
-        item,
-        ErasureEvidence,
-        lambda: erase_rows(svc.catalog, svc.warehouse, _relocate(svc, ref), dataset),
-    )
+
+    def act() -> ErasureEvidence:
+        noted = progress(svc.action_log, ref, item).get("erased")
+        return erase_rows(
+            svc.catalog,
+            svc.warehouse,
+            _relocate(svc, ref),
+            dataset,
+            before_commit=lambda e: save_progress(
+                svc.action_log, ref, item, erased=e.model_dump(mode="json")
+            ),
+            earlier=ErasureEvidence.model_validate(noted) if noted else None,
+        )
+
+    return run_once(svc.action_log, ref, item, ErasureEvidence, act)
 
 
 def shred(svc: Services, ref: str, dataset: DatasetRef) -> ShredEvidence:
     """Destroy every per-subject key of the subject's identifiers, and prove each is gone."""
     _record, _plan, item = _act(svc, ref, dataset, Action.CRYPTO_SHRED)
+
+    def destroying(key_hash: str) -> None:
+        noted = progress(svc.action_log, ref, item).get("destroying", [])
+        save_progress(svc.action_log, ref, item, destroying=sorted({*noted, key_hash}))
+
     return run_once(
         svc.action_log,
         ref,
@@ -280,6 +295,8 @@ def shred(svc: Services, ref: str, dataset: DatasetRef) -> ShredEvidence:
             svc.peppers.all_versions(),
             destroyed_by_others(svc.action_log.list(ref), dataset),
             snapshot_retention_days=svc.settings.vault_snapshot_retention_days,
+            destroying=destroying,
+            destroyed_earlier=progress(svc.action_log, ref, item).get("destroying", []),
         ),
     )
 
@@ -454,7 +471,7 @@ def verify(svc: Services, ref: str, *, now: datetime | None = None) -> Verificat
 
 
 def complete(svc: Services, ref: str, *, now: datetime | None = None) -> CompletionRecord:
-    """Append the signed completion record, then destroy the request key (raw identifier)."""
+    """Destroy the request key (raw identifier), then append the signed completion record."""
     now = now or datetime.now(UTC)
     record = svc.requests.require(ref)
     existing = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.COMPLETED]
@@ -468,6 +485,10 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         return existing[0]
     verification = _verification(svc, ref)
     enter(svc.requests, ref, Step.COMPLETE)
+    # The identifier goes first: a record signed before it would claim completion while the
+    # system still holds it, for good if the destroy then failed and nobody cleared the task.
+    if record.secrets_destroyed_at is None:
+        svc.secrets.destroy(ref)
     body = completion_body(
         record,
         svc.plans.get(ref, 1),
@@ -482,7 +503,6 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         else RecordStatus.COMPLETE
     )
     completed = svc.ledger.append(ref, record.subject_hash, RecordKind.COMPLETED, body, status)
-    svc.secrets.destroy(ref)
     advance(svc.requests, ref, RequestStatus(status.value))
     return completed
 

@@ -6,19 +6,19 @@ spliced into SQL). A second run finds nothing and says so, so a retried task is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 from sqlalchemy.sql.visitors import replacement_traverse
 
-from erasure.actions.transaction import describe_failure, statement_text, transaction
+from erasure.actions.transaction import statement_text, transaction
 from erasure.catalog import Catalog, DatasetSpec
-from erasure.errors import EraseFailed, EraseRefused, WarehouseError
+from erasure.errors import EraseFailed, EraseRefused, WarehouseError, describe_failure
 from erasure.locate import Located, Location
 from erasure.model import DatasetRef, Evidence
-from erasure.warehouse import Warehouse
+from erasure.warehouse import Warehouse, count_rows
 
 
 class ErasureEvidence(Evidence):
@@ -34,12 +34,24 @@ class ErasureEvidence(Evidence):
 
 
 def erase_rows(
-    catalog: Catalog, warehouse: Warehouse, location: Location, dataset: DatasetRef
+    catalog: Catalog,
+    warehouse: Warehouse,
+    location: Location,
+    dataset: DatasetRef,
+    *,
+    before_commit: Callable[[ErasureEvidence], None] | None = None,
+    earlier: ErasureEvidence | None = None,
 ) -> ErasureEvidence:
-    """Delete the located subject's rows of one dataset in one transaction; idempotent."""
+    """Delete the located subject's rows of one dataset in one transaction; idempotent.
+
+    `before_commit` logs the evidence before the delete commits; `earlier` is what an earlier
+    try so logged: a retry that finds the rows gone (that try died after its commit) reports it.
+    """
     ds = catalog.require(dataset)
     located = location.located.get(ds.ref)
     _check_erasable(catalog, ds, located)
+    if located is None and earlier is not None:
+        return earlier
     if located is None:
         # locate() read the warehouse and found none of the subject's rows here: a retry
         # after the rows went, or a root that emptied itself. Nothing to delete.
@@ -64,15 +76,26 @@ def erase_rows(
         statement = statement_text(delete, conn.dialect)
         try:
             with transaction(conn):
-                before = _count(conn, table, predicate)
+                before = count_rows(conn, table, predicate)
                 deleted = conn.execute(delete).rowcount if before else 0
-                after = _count(conn, table, predicate)
+                after = count_rows(conn, table, predicate)
                 if after != 0:
                     raise EraseFailed(
                         f"dataset {ds.name!r}: {after} of the subject's row(s) remained after "
                         "the delete (a trigger or concurrent writer re-inserted them); rolled "
                         "back. Stop the writer and retry"
                     )
+                evidence = ErasureEvidence(
+                    dataset=ds.name,
+                    rows_before=before,
+                    rows_deleted=max(deleted, 0),
+                    rows_after=after,
+                    statement=statement,
+                    executed_at=datetime.now(UTC),
+                    already_done=before == 0,
+                )
+                if before_commit is not None:
+                    before_commit(evidence)
         except sa.exc.DBAPIError as exc:
             # `from None`: the driver's message may quote a key value and would reach logs.
             raise EraseFailed(
@@ -80,15 +103,7 @@ def erase_rows(
                 f"({describe_failure(exc)}); rolled back, nothing deleted. If a foreign key "
                 "refused it, erase the referencing dataset first (follow the plan's order)"
             ) from None
-    return ErasureEvidence(
-        dataset=ds.name,
-        rows_before=before,
-        rows_deleted=max(deleted, 0),
-        rows_after=after,
-        statement=statement,
-        executed_at=datetime.now(UTC),
-        already_done=before == 0,
-    )
+    return evidence
 
 
 def subject_rows(table: sa.Table, located: Located) -> sa.ColumnElement[bool]:
@@ -137,6 +152,3 @@ def _check_erasable(catalog: Catalog, ds: DatasetSpec, located: Located | None) 
         )
 
 
-def _count(conn: Connection, table: sa.Table, predicate: sa.ColumnElement[bool]) -> int:
-    query = sa.select(sa.func.count()).select_from(table).where(predicate)
-    return int(conn.execute(query).scalar_one())

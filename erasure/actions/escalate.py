@@ -18,10 +18,10 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from erasure.actions.erase_rows import subject_rows
-from erasure.actions.transaction import describe_failure, statement_text, transaction
+from erasure.actions.transaction import statement_text, transaction
 from erasure.audit.records import RecordKind, RecordLedger
 from erasure.catalog import Catalog
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, describe_failure
 from erasure.locate import Location
 from erasure.model import Evidence, PlanItem
 from erasure.progress import progress, save_progress
@@ -61,22 +61,38 @@ def carry_out(
     if recorded.option in (RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW):
         deletion = progress(actions, ref, item).get("deletion")
         if deletion is None:
+            noted = progress(actions, ref, item).get("deleting")
+
+            def before_commit(deleting: dict[str, Any]) -> None:
+                save_progress(actions, ref, item, deleting=deleting)
+
             deletion = (
-                delete_artefact(catalog, warehouse, item)
+                delete_artefact(catalog, warehouse, item, before_commit)
                 if recorded.option is RulingOption.DELETE_ARTEFACT
-                else delete_shared_row(warehouse, item, relocate())
+                else delete_shared_row(warehouse, item, relocate(), before_commit)
             )
+            if noted and not deletion.get("rows_deleted"):
+                deletion = noted  # an earlier try deleted them and died before logging it
             save_progress(actions, ref, item, deletion=deletion)
         evidence = evidence.model_copy(update={"deletion": deletion})
     if recorded.option is RulingOption.NOT_HELD:
         evidence = evidence.model_copy(update={"subject_found": False})
-    ledger.append(
-        ref,
-        subject_hash,
-        RecordKind.DECIDED,
-        {"dataset": item.dataset, "rule": item.rule, **evidence.model_dump(mode="json")},
-    )
+    if not _signed(ledger, ref, recorded):  # an attempt that died after signing signed it
+        ledger.append(
+            ref,
+            subject_hash,
+            RecordKind.DECIDED,
+            {"dataset": item.dataset, "rule": item.rule, **evidence.model_dump(mode="json")},
+        )
     return evidence
+
+
+def _signed(ledger: RecordLedger, ref: str, ruling: Ruling) -> bool:
+    """Whether the `decided` record of this very ruling is on the chain already."""
+    return ruling.id is not None and any(
+        r.kind is RecordKind.DECIDED and (r.body.get("ruling") or {}).get("id") == ruling.id
+        for r in ledger.show(ref)
+    )
 
 
 def cited_standing_ruling(
@@ -107,8 +123,15 @@ def _recorded(rulings: RulingBook, ref: str, ruling: Ruling) -> Ruling | None:
     return None
 
 
-def delete_artefact(catalog: Catalog, warehouse: Warehouse, item: PlanItem) -> dict[str, Any]:
-    """Empty a derived table the system can reach; its owner deletes anything else."""
+def delete_artefact(
+    catalog: Catalog,
+    warehouse: Warehouse,
+    item: PlanItem,
+    before_commit: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Empty a derived table the system can reach; its owner deletes anything else.
+
+    `before_commit` logs what was deleted before the delete commits (see `carry_out`)."""
     ds = catalog.dataset(item.dataset)
     if ds is not None and (
         ds.holds_subject
@@ -130,15 +153,29 @@ def delete_artefact(catalog: Catalog, warehouse: Warehouse, item: PlanItem) -> d
         try:
             with transaction(conn):
                 deleted = conn.execute(sa.delete(table)).rowcount
+                done = {
+                    "done_by": "erasure",
+                    "rows_deleted": deleted,
+                    "statement": f"DELETE FROM {ds.name}",
+                }
+                if before_commit is not None:
+                    before_commit(done)
         except sa.exc.DBAPIError as exc:
             raise DeletionRefused(
                 f"deleting artefact {ds.name!r} failed ({describe_failure(exc)})"
             ) from None
-    return {"done_by": "erasure", "rows_deleted": deleted, "statement": f"DELETE FROM {ds.name}"}
+    return done
 
 
-def delete_shared_row(warehouse: Warehouse, item: PlanItem, location: Location) -> dict[str, Any]:
-    """Delete the row(s) of a root the subject points at and others share (rule 2a)."""
+def delete_shared_row(
+    warehouse: Warehouse,
+    item: PlanItem,
+    location: Location,
+    before_commit: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Delete the row(s) of a root the subject points at and others share (rule 2a).
+
+    `before_commit` logs what was deleted before the delete commits (see `carry_out`)."""
     located = location.located.get(item.dataset)
     others = item.evidence.get("other_referrers", 0)
     if located is None:
@@ -147,9 +184,18 @@ def delete_shared_row(warehouse: Warehouse, item: PlanItem, location: Location) 
     assert table is not None  # relocate found rows in it
     statement = sa.delete(table).where(subject_rows(table, located))
     with warehouse.connect(located.dataset) as conn:
+        sql = statement_text(statement, conn.dialect)
         try:
             with transaction(conn):
                 deleted = conn.execute(statement).rowcount
+                done = {
+                    "done_by": "erasure",
+                    "rows_deleted": max(deleted, 0),
+                    "other_referrers": others,
+                    "statement": sql,
+                }
+                if before_commit is not None:
+                    before_commit(done)
         except sa.exc.DBAPIError as exc:
             raise DeletionRefused(
                 f"deleting the shared row of {located.dataset.name!r} failed "
@@ -157,10 +203,4 @@ def delete_shared_row(warehouse: Warehouse, item: PlanItem, location: Location) 
                 "row(s) pointing at it must be re-pointed by their owner first, or retain it "
                 "under an exemption (clear dpo_decides and answer again)"
             ) from None
-        sql = statement_text(statement, conn.dialect)
-    return {
-        "done_by": "erasure",
-        "rows_deleted": max(deleted, 0),
-        "other_referrers": others,
-        "statement": sql,
-    }
+    return done

@@ -17,15 +17,14 @@ from typing import Any, ClassVar, Literal
 import sqlalchemy as sa
 import sqlglot
 from pydantic import BaseModel, ConfigDict, field_validator
-from sqlalchemy.engine import Connection
 from sqlglot import exp
 
-from erasure.actions.transaction import describe_failure, transaction
+from erasure.actions.transaction import transaction
 from erasure.catalog import REBUILD_TARGETS, Catalog, DatasetKind, DatasetSpec, RebuildTarget
-from erasure.errors import CatalogError, RebuildFailed
+from erasure.errors import CatalogError, RebuildFailed, describe_failure
 from erasure.model import DatasetRef, Evidence, Plan
 from erasure.planner import feedback_cycles, rebuild_order
-from erasure.warehouse import Warehouse, split_name
+from erasure.warehouse import Warehouse, count_rows, split_name
 
 
 class RunOutcome(BaseModel):
@@ -194,7 +193,7 @@ def _rebuild_by_sql(target: SqlRebuild, context: RebuildContext) -> RebuildEvide
                 for statement in statements:
                     step += 1
                     conn.execute(sa.text(statement))
-                rows = _count(conn, _plain_table(ds))
+                rows = count_rows(conn, _plain_table(ds))
         except sa.exc.DBAPIError as exc:
             where = f"statement {step} of {len(statements)}" if step else "dropping the old table"
             raise RebuildFailed(
@@ -238,7 +237,7 @@ def _rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEvide
     rows = None
     if ds.connection is not None and warehouse.table(ds) is not None:
         with warehouse.connect(ds) as conn:
-            rows = _count(conn, _plain_table(ds))
+            rows = count_rows(conn, _plain_table(ds))
     return RebuildEvidence(
         dataset=ds.name,
         method=target.kind,
@@ -283,5 +282,3 @@ def _plain_table(ds: DatasetSpec) -> sa.TableClause:
     return sa.table(table, schema=schema)
 
 
-def _count(conn: Connection, table: sa.TableClause) -> int:
-    return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())

@@ -7,7 +7,7 @@ another dataset's shred of this request already destroyed is cited, not claimed 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -43,16 +43,27 @@ def shred_keys(
     cited: Mapping[str, dict[str, Any]],
     *,
     snapshot_retention_days: int,
+    destroying: Callable[[str], None] | None = None,
+    destroyed_earlier: Collection[str] = (),
 ) -> ShredEvidence:
-    """Destroy every key of the subject that exists; cite those already destroyed here."""
+    """Destroy every key of the subject that exists; cite those already destroyed here.
+
+    `destroying` logs a key's hash before it is destroyed; `destroyed_earlier` is what an
+    earlier try so logged: a retry that finds such a key gone (that try died after destroying
+    it) claims it, proving it gone again, instead of reporting no key at all.
+    """
     keystore = cipher.keystore
     keys = []
     for key_hash in key_hashes(peppers, identities):
         if keystore.exists(key_hash):
+            if destroying is not None:
+                destroying(key_hash)
             keys.append(cipher.shred(key_hash).model_dump(mode="json"))
         elif keystore.key_id(key_hash) in cited:
             # The subject's key also sealed another dataset and went with it: cite that.
             keys.append(dict(cited[keystore.key_id(key_hash)]))
+        elif key_hash in destroyed_earlier:  # proven gone again, and claimed as this shred's
+            keys.append({**cipher.shred(key_hash).model_dump(mode="json"), "already_absent": False})
     now = datetime.now(UTC)
     expiry = max(
         (date.fromisoformat(k["snapshot_expiry_date"]) for k in keys),

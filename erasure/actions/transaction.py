@@ -1,5 +1,6 @@
-"""One real database transaction per action, on SQLite as on Postgres, and how its failures
-are described without repeating what the database said (which may quote a subject's value).
+"""One real database transaction per action, on SQLite as on Postgres, and how a statement
+is shown as evidence (placeholders, never values). How failures are described:
+`erasure.errors.describe_failure`.
 """
 
 from __future__ import annotations
@@ -29,17 +30,3 @@ def statement_text(statement: sa.ClauseElement, dialect: sa.Dialect) -> str:
     IN lists expanded), never the values, on one line."""
     sql = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
     return " ".join(str(sql).split())
-
-
-def describe_failure(exc: sa.exc.DBAPIError) -> str:
-    """The driver's error class and SQLSTATE: enough to diagnose, never a row's value."""
-    orig = exc.orig
-    # psycopg names the SQLSTATE, sqlite3 (3.11+) the extended result code, e.g.
-    # SQLITE_CONSTRAINT_FOREIGNKEY; the message text itself may quote a key and is dropped.
-    code = (
-        getattr(orig, "sqlstate", None)
-        or getattr(orig, "pgcode", None)
-        or getattr(orig, "sqlite_errorname", None)
-    )
-    name = type(orig).__name__ if orig is not None else type(exc).__name__
-    return f"{name} {code}" if code else name

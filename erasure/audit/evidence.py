@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, invalid_fields
 from erasure.model import Action
 
 # Evidence keys the effective date reads (ShredResult and the immutable-copy escalation use them).
@@ -179,10 +179,8 @@ def parse_completion(body: dict[str, Any]) -> CompletionEvidence:
     try:
         return CompletionEvidence.model_validate(body)
     except ValidationError as exc:
-        error = exc.errors(include_input=False, include_url=False)[0]
-        where = ".".join(str(p) for p in error.get("loc", ())) or "body"
-        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        raise EvidenceError(f"completion body: {where}: {message}") from None
+        first = invalid_fields(exc)[0]
+        raise EvidenceError(f"completion body: {first.where or 'body'}: {first.message}") from None
 
 
 def _evidence_dates(artefacts: Iterable[ArtefactOutcome], key: str) -> list[date]:

@@ -34,7 +34,8 @@ from erasure.audit.chain import ChainProblem, ChainReport, ChainWalk
 from erasure.audit.evidence import EvidenceError, effective_erasure_date, parse_completion
 from erasure.audit.signing import RecordSigner, SignatureFormatError, load_public_key
 from erasure.errors import ErasureError
-from erasure.store.database import Store
+from erasure.model import REQUEST_REF
+from erasure.store.database import Store, store_errors
 from erasure.store.schema import completion_chain_head, completion_records
 
 __all__ = [
@@ -54,9 +55,6 @@ __all__ = [
 
 HEAD_ID = 1
 
-# As the requests table allows (b7e1_requests): no '@', '+' or spaces, so an e-mail address
-# or a phone number can never be used as a reference.
-REQUEST_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _E = TypeVar("_E", bound=StrEnum)
 
@@ -328,7 +326,7 @@ class RecordLedger:
         dialect = self._store.dialect
         if dialect not in ("sqlite", "postgresql"):
             raise RecordError(f"completion records need SQLite or PostgreSQL, not {dialect}")
-        with self._store.engine.connect() as conn:
+        with store_errors(self._store, "append a record"), self._store.engine.connect() as conn:
             if dialect == "sqlite":
                 # Take the write lock now, not at the first write: two appenders must not
                 # both read the same head.

@@ -32,7 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from erasure.errors import LineageError
+from erasure.errors import LineageError, invalid_fields
+from erasure.lineage import event_json
 from erasure.model import (
     DatasetRef,
     EdgeOrigin,
@@ -46,6 +47,7 @@ from erasure.model import (
 
 __all__ = [
     "EventDataset",
+    "EventElement",
     "EventItem",
     "EventJob",
     "EventRun",
@@ -55,12 +57,15 @@ __all__ = [
     "RunLineage",
     "RunState",
     "RunSummary",
+    "decoded_element",
     "edges_from_events",
     "event_id",
+    "event_text",
     "link_edge",
     "minimised",
     "parse_decoded",
     "parse_event",
+    "read_event_elements",
     "read_event_file",
     "read_event_items",
     "run_lineage",
@@ -153,6 +158,7 @@ class RunEvent(BaseModel):
     schema_url: str | None = Field(default=None, alias="schemaURL")
 
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _native: bool = PrivateAttr(default=False)  # _raw holds JSON types only (event_json)
 
     @field_validator("event_type", mode="before")
     @classmethod
@@ -264,29 +270,26 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def _describe(exc: ValidationError) -> str:
-    # Only location and message: pydantic's input echo could carry a subject identifier.
-    return "; ".join(f"{_loc(err['loc'])}: {err['msg']}" for err in exc.errors())
+    return "; ".join(f"{_loc(p.loc)}: {p.message}" for p in invalid_fields(exc))
 
 
 def parse_event(raw: Mapping[str, Any] | str | bytes) -> RunEvent:
     """Validate one OpenLineage RunEvent; LineageError names the offending field."""
     if isinstance(raw, str | bytes):
         try:
-            data: Any = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise LineageError(
-                f"OpenLineage event is not valid JSON (line {exc.lineno}, column {exc.colno}): "
-                f"{exc.msg}"
-            ) from exc
-        except UnicodeDecodeError as exc:
-            raise LineageError(f"OpenLineage event is not UTF-8 text: {exc.reason}") from exc
-        return parse_decoded(data)
+            decoded = event_json.decode(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise LineageError(event_json.not_json(exc)) from exc
+        return parse_decoded(decoded.value, native=decoded.native)
     return _validate(raw, owned=False)
 
 
-def parse_decoded(data: Any) -> RunEvent:
-    """Validate one event just decoded from JSON text (the caller keeps no reference to it)."""
-    return _validate(data, owned=True)
+def parse_decoded(data: Any, *, native: bool = False) -> RunEvent:
+    """Validate one event just decoded from JSON text (the caller keeps no reference to it);
+    `native` when msgspec decoded it (`event_json.Decoded`), so it is hashed the fast way."""
+    event = _validate(data, owned=True)
+    event._native = native
+    return event
 
 
 def minimised(data: Any) -> Any:
@@ -358,25 +361,24 @@ def _well_formed(data: dict[str, Any]) -> RunEvent | None:
         return None
     if extra is None:
         return None
-    event = RunEvent.model_construct(
-        event_type=kind,
-        event_time=event_time,
-        run=event_run,
-        job=event_job,
-        inputs=inputs,
-        outputs=outputs,
-        producer=data.get("producer"),
-        schema_url=data.get("schemaURL"),
-        **extra,
-    )
-    event._raw = data
-    return event
+    values = {
+        "event_type": kind,
+        "event_time": event_time,
+        "run": event_run,
+        "job": event_job,
+        "inputs": inputs,
+        "outputs": outputs,
+        "producer": data.get("producer"),
+        "schema_url": data.get("schemaURL"),
+    }
+    return _constructed(RunEvent, values, extra, {"_raw": data, "_native": False})
 
 
 _EVENT_KEYS = frozenset(
     {"eventType", "eventTime", "run", "job", "inputs", "outputs", "producer", "schemaURL"}
 )
 _Part = TypeVar("_Part", EventRun, EventJob, EventDataset)
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def _part(model: type[_Part], raw: dict[str, Any], names: dict[str, str]) -> _Part | None:
@@ -388,10 +390,33 @@ def _part(model: type[_Part], raw: dict[str, Any], names: dict[str, str]) -> _Pa
             return None
         values[field_name] = value
     facets = raw.get("facets", {})
-    extra = _extra(raw, {*names, "facets"}, model)
-    if not isinstance(facets, dict) or extra is None:
+    if not isinstance(facets, dict):
         return None
-    return model.model_construct(facets=facets, **values, **extra)
+    values["facets"] = facets
+    if len(raw) == len(values) or (len(raw) == len(names) and "facets" not in raw):
+        return _constructed(model, values, {})  # every key is a field's (the usual case)
+    extra = _extra(raw, {*names, "facets"}, model)
+    return None if extra is None else _constructed(model, values, extra)
+
+
+_set_attribute = object.__setattr__
+
+
+def _constructed(
+    model: type[_Model],
+    values: dict[str, Any],
+    extra: dict[str, Any],
+    private: dict[str, Any] | None = None,
+) -> _Model:
+    """`model.model_construct(**values, **extra)` (private attributes set after) when
+    `values` name every field: what model_construct sets, without its loop over fields and
+    aliases, which took a third of ingest's parsing. Pinned to model_construct by a test."""
+    built = model.__new__(model)
+    _set_attribute(built, "__dict__", values)
+    _set_attribute(built, "__pydantic_fields_set__", set(values))
+    _set_attribute(built, "__pydantic_extra__", extra)
+    _set_attribute(built, "__pydantic_private__", private)
+    return built
 
 
 def _extra(
@@ -399,7 +424,7 @@ def _extra(
 ) -> dict[str, Any] | None:
     """Keys the model keeps as extras; None when one would shadow a field (let it validate)."""
     extra = {k: v for k, v in raw.items() if k not in known}
-    if any(k in model.model_fields for k in extra):
+    if any(k in model.__pydantic_fields__ for k in extra):
         return None
     return extra
 
@@ -463,7 +488,7 @@ def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, _Decoded(event_json.decode(line), line)
         except json.JSONDecodeError as exc:
             yield number, _BadLine(exc.msg, line)
 
@@ -472,7 +497,7 @@ def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
 class _Decoded:
     """A line's JSON value with the line itself: stored as received, not re-serialised."""
 
-    value: Any
+    decoded: event_json.Decoded
     text: str
 
 
@@ -514,11 +539,62 @@ class EventItem:
     text: str  # the element's JSON text as read, when the file gave it (else "")
 
 
+@dataclass(frozen=True, slots=True)
+class EventElement:
+    """One element of an event file or request body, decoded but not yet validated: its
+    JSON value less the facets `minimised` drops (or why it is not JSON), and its text.
+
+    Its content hash is known before validation, so ingest looks the hash up first and
+    validates only what the store does not hold yet.
+    """
+
+    where: str  # "<path>:<line>", "http[3]"
+    value: Any  # the minimised JSON value; None when `error` says the text is not JSON
+    text: str  # the element's text as read, when it is the value's (else "")
+    native: bool = False  # decoded by msgspec, no float (event_json.Decoded)
+    error: LineageError | None = None
+    located: bool = True  # errors start with `where` (a file's line); a body's are answered
+
+    def event_id(self) -> str:
+        """`event_id` of the event this element parses to; LineageError if not hashable."""
+        if self.error is not None:
+            raise self.error
+        canonical = event_json.canonical(self.value, native=self.native)
+        return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+    def parse(self) -> EventItem:
+        """The element validated: the event, or why it is not one (with its text)."""
+        if self.error is not None:
+            return EventItem(self.where, self.error, self.text)
+        try:
+            event: RunEvent | LineageError = parse_decoded(self.value, native=self.native)
+        except LineageError as exc:
+            error = LineageError(f"{self.where}: {exc}") if self.located else exc
+            return EventItem(self.where, error, self.text or _text(self.value))
+        return EventItem(self.where, event, self.text)
+
+
+def decoded_element(
+    where: str, decoded: event_json.Decoded, text: str, *, located: bool = True
+) -> EventElement:
+    """An element from its decoded value and text; the text is kept only if it is the value's."""
+    value = minimised(decoded.value)
+    if value is not decoded.value:
+        text = ""  # the text holds facets that are not kept
+    return EventElement(where, value, text, decoded.native, located=located)
+
+
 def read_event_items(path: Path) -> Iterator[EventItem]:
     """Every element of an event file, malformed ones included, so ingest can quarantine them.
 
     A file that is not JSON at all from some point on yields one error item for the rest.
     """
+    for item in read_event_elements(path):
+        yield item.parse()
+
+
+def read_event_elements(path: Path) -> Iterator[EventElement]:
+    """`read_event_items` before validation (see EventElement)."""
     try:
         with path.open(encoding="utf-8") as handle:
             head = handle.read(4096)
@@ -564,7 +640,7 @@ def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
             number += 1
             if line.strip():
                 try:
-                    yield number, _Decoded(json.loads(line), line)
+                    yield number, _Decoded(event_json.decode(line), line)
                 except json.JSONDecodeError as exc:
                     yield number, _BadLine(exc.msg, line)
             if cut < 0:
@@ -573,29 +649,21 @@ def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
     return lines()
 
 
-def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventItem]:
+def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventElement]:
     try:
         for line, data in items:
             where = f"{path}:{line}"
             if isinstance(data, _BadLine):
                 error = LineageError(f"{where}: not valid JSON: {data.message}")
-                yield EventItem(where, error, data.text)
-                continue
-            text = ""
-            if isinstance(data, _Decoded):
-                data, text = data.value, data.text
-            if minimised(data) is not data:
-                data, text = minimised(data), ""  # the line holds facets that are not kept
-            try:
-                event: RunEvent | LineageError = parse_decoded(data)
-            except LineageError as exc:
-                event = LineageError(f"{where}: {exc}")
-            if not text and isinstance(event, LineageError):
-                text = _text(data)
-            yield EventItem(where, event, text)
+                yield EventElement(where, None, data.text, error=error)
+            elif isinstance(data, _Decoded):
+                yield decoded_element(where, data.decoded, data.text)
+            else:  # an element of a JSON array file
+                yield decoded_element(where, event_json.Decoded(data, False), "")
     except _BadJson as exc:
         where = f"{path}:{exc.line}"
-        yield EventItem(where, LineageError(f"{where}: not valid JSON: {exc.message}"), "")
+        error = LineageError(f"{where}: not valid JSON: {exc.message}")
+        yield EventElement(where, None, "", error=error)
 
 
 def _text(data: Any) -> str:
@@ -603,11 +671,15 @@ def _text(data: Any) -> str:
 
 
 def event_id(event: RunEvent) -> str:
-    """Stable content hash of the raw event (key order and whitespace do not matter)."""
-    canonical = json.dumps(
-        event._content(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """Stable content hash of the raw event (key order and whitespace do not matter);
+    LineageError when its text cannot be hashed (not valid Unicode)."""
+    canonical = event_json.canonical(event._content(), native=event._native and bool(event._raw))
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def event_text(event: RunEvent) -> str:
+    """The event as compact JSON in its own key order: reads back to the same event and id."""
+    return event_json.compact(event._content(), native=event._native and bool(event._raw))
 
 
 # --- runs and edges -------------------------------------------------------------------------
@@ -806,7 +878,7 @@ class OutputLineage:
     and its links are never built.
     """
 
-    __slots__ = ("_facets", "_inputs", "_job", "_read_links", "output")
+    __slots__ = ("_facets", "_inputs", "_job", "_native", "_read_links", "output")
 
     def __init__(
         self,
@@ -814,11 +886,14 @@ class OutputLineage:
         facets: Mapping[str, Any],
         inputs: Sequence[DatasetRef],
         job: EventJob,
+        *,
+        native: bool = False,
     ) -> None:
         self.output = output
         self._facets = facets
         self._inputs = inputs
         self._job = job
+        self._native = native  # the facets were decoded by msgspec (event_json)
         self._read_links: tuple[tuple[_Link, ...], Gap | None] | None = None
 
     @property
@@ -840,8 +915,7 @@ class OutputLineage:
         ]
         # Key order as sent: a producer repeats its own order, and a digest that differs only
         # by order makes the links be read and compared, never a wrong answer.
-        text = json.dumps(basis, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(event_json.digest_text(basis, native=self._native)).hexdigest()
 
     def _read(self) -> tuple[tuple[_Link, ...], Gap | None]:
         if self._read_links is None:
@@ -911,7 +985,11 @@ def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> Ru
         # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
         return RunLineage(summary, producer, None)
     inputs = tuple(run.inputs)
-    outputs = tuple(OutputLineage(o, facets, inputs, run.job) for o, facets in run.outputs.items())
+    native = all(e._native for e in events)
+    outputs = tuple(
+        OutputLineage(o, facets, inputs, run.job, native=native)
+        for o, facets in run.outputs.items()
+    )
     return RunLineage(summary, producer, run.terminal.event_time, outputs)
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from erasure.actions.transaction import describe_failure, transaction
+from erasure.actions.transaction import transaction
 from erasure.catalog import Catalog
-from erasure.errors import RebuildFailed
+from erasure.errors import RebuildFailed, describe_failure
 from erasure.model import DatasetRef, LineageEdge
 from erasure.warehouse import Warehouse
 

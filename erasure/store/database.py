@@ -24,7 +24,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
-from erasure.errors import ErasureError, StoreError
+from erasure.errors import ErasureError, StoreError, driver_message
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _ALEMBIC_LOCK = threading.Lock()
@@ -79,7 +79,7 @@ def open_store(url: str | URL, *, migrate: bool = True) -> Store:
     except sa.exc.DBAPIError as exc:
         engine.dispose()
         raise StoreError(
-            f"cannot reach the erasure store at {shown} ({_first_line(exc)}); check that the "
+            f"cannot reach the erasure store at {shown} ({driver_message(exc)}); check that the "
             "database server is running and the URL (ERASURE_STORE_URL) is right"
         ) from None
     store = Store(engine)
@@ -89,7 +89,8 @@ def open_store(url: str | URL, *, migrate: bool = True) -> Store:
     except sa.exc.SQLAlchemyError as exc:
         engine.dispose()
         raise StoreError(
-            f"cannot read the schema revision of the erasure store at {shown} ({_first_line(exc)})"
+            f"cannot read the schema revision of the erasure store at {shown} "
+            f"({driver_message(exc)})"
         ) from None
     except BaseException:
         engine.dispose()
@@ -108,7 +109,7 @@ def upgrade(store: Store, revision: str = "head") -> None:
             command.upgrade(config, revision)
     except sa.exc.SQLAlchemyError as exc:
         raise StoreError(
-            f"cannot migrate the erasure store at {store.url} to {revision} ({_first_line(exc)})"
+            f"cannot migrate the erasure store at {store.url} to {revision} ({driver_message(exc)})"
         ) from None
     except CommandError as exc:  # e.g. the database is at a revision this code does not know
         raise StoreError(
@@ -153,7 +154,7 @@ def store_errors(
         orig = getattr(exc, "orig", None) or exc
         raise error(
             f"could not {action} in the erasure store at {store.url} ({type(orig).__name__}: "
-            f"{_first_line(orig)}); check the store is reachable and migrated (open_store "
+            f"{driver_message(orig)}); check the store is reachable and migrated (open_store "
             "migrates it)"
         ) from None
 
@@ -197,8 +198,3 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=10000")  # Airflow tasks and the CLI share the file
     cursor.close()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc) or type(exc).__name__
-    return text.strip().splitlines()[0][:300]

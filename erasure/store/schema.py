@@ -226,8 +226,8 @@ lineage_events = sa.Table(
     sa.Column("job", sa.String(LINEAGE_JOB_LENGTH), nullable=False),
     sa.Column("run_id", sa.String(LINEAGE_RUN_ID_LENGTH), nullable=False, index=True),
     sa.Column("event_type", sa.String(16), nullable=True),
-    sa.Column("event_time", UtcDateTime, nullable=False),
-    sa.Column("raw", sa.Text, nullable=False),  # the event's JSON as received
+    sa.Column("event_time", UtcDateTime, nullable=False, index=True),  # purged by it
+    sa.Column("raw", sa.Text, nullable=False),  # the event's JSON as received (lz4 on Postgres)
     sa.Column("received_at", UtcDateTime, nullable=False, index=True),
     comment="Raw OpenLineage run events: immutable, stored once per content hash.",
 )

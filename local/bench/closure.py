@@ -14,7 +14,6 @@ pairs, and both are timed in the same run.
 
 from __future__ import annotations
 
-import bisect
 import os
 import random
 import statistics
@@ -30,6 +29,7 @@ import networkx as nx
 
 from erasure.lineage.graph import Closure, InMemoryLineageGraph
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
+from local.bench.estate import pick_upstreams
 
 T = TypeVar("T")
 SEED = 20240517
@@ -166,7 +166,9 @@ def synthetic_edges(rng: random.Random) -> list[LineageEdge]:
     upstreams_of: dict[DatasetRef, list[DatasetRef]] = {}
     for layer, _, (fewest, most), pools in LAYERS:
         for position, target in enumerate(names[layer]):
-            ups = _pick_upstreams(rng, layer, position, fewest, most, pools, names, popularity)
+            ups = pick_upstreams(
+                rng, layer, position, fewest, most, pools, names, popularity, attempts=3
+            )
             if not ups:
                 continue
             if layer == "stg" and position < len(names["src"]):
@@ -217,32 +219,6 @@ def synthetic_edges(rng: random.Random) -> list[LineageEdge]:
             valid_from=past, valid_to=replaced,
         )  # fmt: skip
     return edges
-
-
-def _pick_upstreams(
-    rng: random.Random,
-    layer: str,
-    position: int,
-    fewest: int,
-    most: int,
-    pools: Sequence[tuple[str, float]],
-    names: dict[str, list[DatasetRef]],
-    popularity: dict[str, list[float]],
-) -> list[DatasetRef]:
-    """Distinct upstreams for one dataset; same-layer picks only reach earlier tables (a DAG)."""
-    wanted = rng.randint(fewest, most)
-    picked: dict[DatasetRef, None] = {}
-    for _ in range(wanted * 3):
-        if len(picked) >= wanted:
-            break
-        pool = rng.choices([p for p, _ in pools], weights=[w for _, w in pools])[0]
-        limit = position if pool == layer else len(names[pool])
-        if limit == 0:
-            continue
-        cum = popularity[pool]
-        index = min(bisect.bisect_right(cum, rng.random() * cum[limit - 1], 0, limit), limit - 1)
-        picked[names[pool][index]] = None
-    return list(picked)
 
 
 def _sample_roots(rng: random.Random, datasets: set[DatasetRef]) -> list[list[DatasetRef]]:

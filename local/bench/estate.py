@@ -18,12 +18,15 @@ from __future__ import annotations
 import bisect
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
+
+T = TypeVar("T")
 
 SEED = 20261201
 NAMESPACE = "warehouse"
@@ -85,7 +88,9 @@ def generate(directory: Path, warehouse_url: str, *, seed: int = SEED) -> Estate
             for position, target in enumerate(names[layer]):
                 width = rng.randint(*COLUMNS)
                 columns[target] = ["id"] + [f"c{j:02d}" for j in range(1, width)]
-                ups = _pick(rng, layer, position, fewest, most, pools, names, popularity)
+                ups = pick_upstreams(rng, layer, position, fewest, most, pools, names, popularity)
+                if not ups:  # a first dataset of a self-feeding layer: read a source
+                    ups = [names["src"][0]]
                 upstreams[target] = ups
                 event, count = _event(rng, target, ups, columns, position)
                 edges += count
@@ -106,20 +111,23 @@ def generate(directory: Path, warehouse_url: str, *, seed: int = SEED) -> Estate
     )
 
 
-def _pick(
+def pick_upstreams(
     rng: random.Random,
     layer: str,
     position: int,
     fewest: int,
     most: int,
     pools: Sequence[tuple[str, float]],
-    names: dict[str, list[str]],
-    popularity: dict[str, list[float]],
-) -> list[str]:
-    """Distinct upstreams; same-layer picks only reach earlier datasets (no cycles)."""
+    names: Mapping[str, Sequence[T]],
+    popularity: Mapping[str, list[float]],
+    *,
+    attempts: int = 4,
+) -> list[T]:
+    """Distinct upstreams drawn with a Zipf-like skew; same-layer picks only reach earlier
+    datasets (no cycles). Also the closure bench's generator."""
     wanted = rng.randint(fewest, most)
-    picked: dict[str, None] = {}
-    for _ in range(wanted * 4):
+    picked: dict[T, None] = {}
+    for _ in range(wanted * attempts):
         if len(picked) >= wanted:
             break
         pool = rng.choices([p for p, _ in pools], weights=[w for _, w in pools])[0]
@@ -129,8 +137,6 @@ def _pick(
         cum = popularity[pool]
         index = min(bisect.bisect_right(cum, rng.random() * cum[limit - 1], 0, limit), limit - 1)
         picked[names[pool][index]] = None
-    if not picked:  # a first dataset of a self-feeding layer: read a source
-        picked[names["src"][0]] = None
     return list(picked)
 
 

@@ -1,13 +1,10 @@
-"""The lineage store at the size of a real estate, each number beside its baseline.
+"""Plans and closures over the lineage store at the size of a real estate, each number beside
+its baseline.
 
 On a generated 30,000-dataset estate (`local.bench.estate`: ~30k run events, ~940k column edges,
-three Postgres root tables, a ~4 MB catalog) in a throwaway Postgres database:
+three Postgres root tables, a ~4 MB catalog) in a throwaway Postgres database, loaded with
+`erasure lineage ingest` (its rates are `bench.lineage_ingest`'s to measure):
 
-- ingest through `erasure lineage ingest` (whole process), for the estate's first load and
-  for a day of repeated runs (START + COMPLETE of existing jobs, some FAIL, some changed
-  lineage), against a bare COPY of the same raw-event rows into a copy of the table;
-- ingest through the HTTP endpoint (the plugin's FastAPI app under uvicorn, JSON arrays of
-  500 events, the lineage API key), the same day of runs again with new run ids;
 - `erasure plan` with default flags (whole process): wall time, peak RSS, and exactness
   against what the generator knows; beside it the plan without a store (every event file
   parsed per plan, as before the store);
@@ -25,25 +22,21 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import networkx as nx
 import psycopg
 
 from local.bench.estate import NAMESPACE, ROOTS, SUBJECT, EstateFacts, generate
+from local.bench.lineage_ingest import Stream, cli_ingest, measured
 
 REPO = Path(__file__).resolve().parents[2]
 ADMIN_URL = os.environ.get(
     "ERASURE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
-LINEAGE_KEY = "ol-bench-" + uuid.uuid4().hex
-DAY_RUNS = 15_000  # runs in the "day" stream: 30,000 events
-HTTP_BATCH = 500
 CLOSURE_SAMPLES = 60
-TARGETS = {"cli": 5_000.0, "http": 2_000.0, "plan_s": 10.0, "plan_mib": 1024.0, "p95_ms": 10.0}
+TARGETS = {"plan_s": 10.0, "plan_mib": 1024.0, "p95_ms": 10.0}
 
 
 def main() -> None:
@@ -77,39 +70,8 @@ def _run(url: str, work: Path) -> None:
 
     open_store(url).close()  # migrated, as every command would
 
-    # -- ingest: first load ---------------------------------------------------------------------
-    base = _copy_baseline(url, facts.events)
-    ours = _cli_ingest(env, facts.events)
-    print(
-        f"ingest, first load (every event new, {facts.column_edges / facts.run_events:.0f} "
-        f"column edges each): ours {ours:,.0f} events/s | bare COPY of the same rows "
-        f"{base:,.0f} rows/s | ours/COPY {ours / base:.2f}",
-        flush=True,
-    )
-
-    # -- ingest: a day of repeated runs -----------------------------------------------------------
-    day = work / "day.jsonl"
-    count = _day_of_runs(facts, day, seed=1)
-    base = _copy_baseline(url, day)
-    ours = _cli_ingest(env, day)
-    verdict = "PASS" if ours >= TARGETS["cli"] else "FAIL"
-    print(
-        f"ingest, a day of runs ({count:,} events: START+COMPLETE, 2% FAIL, 1% changed "
-        f"lineage): ours {ours:,.0f} events/s | bare COPY {base:,.0f} rows/s | ours/COPY "
-        f"{ours / base:.2f}; target >= {TARGETS['cli']:,.0f}/s: {verdict}",
-        flush=True,
-    )
-
-    # -- ingest over HTTP -----------------------------------------------------------------------
-    day2 = work / "day2.jsonl"
-    _day_of_runs(facts, day2, seed=2)
-    rate = _http_ingest(env, day2)
-    verdict = "PASS" if rate >= TARGETS["http"] else "FAIL"
-    print(
-        f"ingest over HTTP (JSON arrays of {HTTP_BATCH}, 1 client, uvicorn): {rate:,.0f} "
-        f"events/s; target >= {TARGETS['http']:,.0f}/s: {verdict}",
-        flush=True,
-    )
+    # -- the estate's events, loaded as an operator loads them ---------------------------------
+    cli_ingest(env, Stream(facts.events, facts.run_events, 0))
 
     # -- plan -----------------------------------------------------------------------------------
     cold_s, cold_mib, _ = _plan(env, facts.catalog, store=True)
@@ -145,169 +107,6 @@ def _run(url: str, work: Path) -> None:
     _closures(url, facts)
 
 
-def _rows(path: Path) -> list[tuple[Any, ...]]:
-    from datetime import UTC, datetime
-
-    from erasure.lineage.openlineage import read_event_items
-    from erasure.lineage.store import event_row
-
-    now = datetime.now(UTC)
-    rows = []
-    for item in read_event_items(path):
-        if isinstance(item.parsed, Exception):
-            continue
-        row = event_row(item.parsed, now)
-        rows.append(tuple(row.values()))
-    return rows
-
-
-def _copy_baseline(url: str, path: Path) -> float:
-    """Rows/s of a bare COPY of the same `lineage_events` rows into an empty copy of it."""
-    rows = _rows(path)
-    with psycopg.connect(url) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS bench_copy (LIKE lineage_events INCLUDING ALL)")
-        conn.execute("TRUNCATE bench_copy")
-        conn.commit()
-        t = time.perf_counter()
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY bench_copy (event_id, job, run_id, event_type, event_time, raw, received_at) "
-                "FROM STDIN"
-            ) as copy,
-        ):
-            for row in rows:
-                copy.write_row(row)
-        conn.commit()
-        seconds = time.perf_counter() - t
-    return len(rows) / seconds
-
-
-def _cli_ingest(env: dict[str, str], path: Path) -> float:
-    argv = [sys.executable, "-m", "erasure.cli", "lineage", "ingest", "--json", str(path)]
-    seconds, _, cpu, out = _measured(argv, env, "")
-    doc = json.loads(out)
-    print(
-        f"  (ingest process: {seconds:.1f} s wall, {cpu:.1f} s CPU for {doc['events']:,} events; "
-        f"{doc['events'] / cpu:,.0f} events per CPU second)",
-        flush=True,
-    )
-    return float(doc["events"]) / seconds
-
-
-def _measured(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, float, float, str]:
-    """Wall seconds, peak RSS (MiB), CPU seconds (user + system) and stdout of one process."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t = time.perf_counter()
-        child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err)
-        assert child.stdin is not None
-        child.stdin.write(stdin.encode())
-        child.stdin.close()
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS and CPU
-        seconds = time.perf_counter() - t
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if child.returncode != 0:
-            raise AssertionError(f"{argv[1:4]} failed: {err.read()[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, out.read()
-
-
-def _day_of_runs(facts: EstateFacts, path: Path, *, seed: int) -> int:
-    """Repeated runs of the estate's jobs: same lineage, new run ids, a day later."""
-    rng = random.Random(seed)
-    with facts.events.open() as source:
-        templates = [json.loads(line) for _, line in zip(range(DAY_RUNS), source, strict=False)]
-    count = 0
-    day = date(2026, 11, 29) + timedelta(days=seed - 1)  # a later seed, a later day
-    with path.open("w") as out:
-        for k, template in enumerate(templates):
-            run_id = str(uuid.UUID(int=rng.getrandbits(128)))
-            hour = f"{day.isoformat()}T{k % 24:02d}:{k % 60:02d}:00"
-            start = {**template, "eventType": "START", "eventTime": hour + "Z"}
-            start["run"] = {"runId": run_id}
-            start["outputs"] = [
-                {"namespace": o["namespace"], "name": o["name"]} for o in template["outputs"]
-            ]
-            end = json.loads(json.dumps(template))
-            end["run"] = {"runId": run_id}
-            end["eventTime"] = hour[:-2] + "30Z"
-            roll = rng.random()
-            if roll < 0.02:
-                end["eventType"] = "FAIL"
-            elif roll < 0.03:
-                fields = end["outputs"][0]["facets"]["columnLineage"]["fields"]
-                fields.pop(next(iter(fields)))  # a deploy dropped a column
-            out.write(json.dumps(start, separators=(",", ":")) + "\n")
-            out.write(json.dumps(end, separators=(",", ":")) + "\n")
-            count += 2
-    return count
-
-
-def _http_ingest(env: dict[str, str], path: Path) -> float:
-    port = _free_port()
-    server_env = {
-        **env,
-        "ERASURE_LINEAGE_API_KEY": LINEAGE_KEY,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "plugins"), str(REPO)]),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "erasure_api:create_app", "--factory",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_up(base, server)
-        lines = path.read_text().splitlines()
-        batches = [
-            "[" + ",".join(lines[i : i + HTTP_BATCH]) + "]"
-            for i in range(0, len(lines), HTTP_BATCH)
-        ]
-        headers = {"Authorization": f"Bearer {LINEAGE_KEY}", "Content-Type": "application/json"}
-        with httpx.Client(base_url=base, timeout=120) as client:
-            t = time.perf_counter()
-            stored = 0
-            for body in batches:
-                response = client.post("/api/v1/lineage", content=body, headers=headers)
-                if response.status_code not in (200, 201):
-                    raise AssertionError(
-                        f"HTTP ingest: {response.status_code} {response.text[:500]}"
-                    )
-                stored += int(response.json()["stored"])
-            seconds = time.perf_counter() - t
-        if stored != len(lines):
-            raise AssertionError(f"HTTP ingest stored {stored} of {len(lines)} events")
-        return len(lines) / seconds
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def _wait_up(base: str, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(
-                f"uvicorn exited: {server.stderr.read().decode()[-2000:] if server.stderr else ''}"
-            )
-        try:
-            httpx.get(base + "/api/v1/lineage", timeout=2)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    raise AssertionError("uvicorn did not come up in 120 s")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _plan(
     env: dict[str, str], catalog: Path, *, store: bool
 ) -> tuple[float, float, dict[str, Any]]:
@@ -329,7 +128,7 @@ def _plan(
         if store
         else [sys.executable, "-c", code]
     )  # fmt: skip
-    seconds, mib, cpu, out = _measured(argv, env, SUBJECT[1] + "\n")
+    seconds, mib, cpu, out = measured(argv, env, SUBJECT[1] + "\n")
     print(f"  (plan process: {seconds:.1f} s wall, {cpu:.1f} s CPU)", flush=True)
     return seconds, mib, json.loads(out)
 

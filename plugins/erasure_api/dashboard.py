@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from erasure.deadlines import Deadline
 from erasure.desk import Desk, DeskEntry, DeskStatus, FailedTask, PendingPrompt, RunFacts
 from erasure.desk import build_desk as build
-from erasure.submission import REQUEST_REF_PATTERN
+from erasure.model import REQUEST_REF
 from erasure_api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
 from erasure_api.backend import ErasureBackend
 from erasure_api.desk import ERASURE_DAG_ID
@@ -35,7 +35,6 @@ from erasure_api.desk import ERASURE_DAG_ID
 api = APIRouter(prefix="/api/v1")
 pages = APIRouter()
 BackendDep = Annotated[ErasureBackend, Depends(backend_of)]
-_REF = re.compile(REQUEST_REF_PATTERN)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +228,7 @@ def _ref_of(run_id: str, conf: object) -> str | None:
     """The request reference of a run the desk started (`erasure-<ref>[-n]`, its conf
     agreeing); None for any other run, whose id and conf the desk does not show."""
     ref = conf.get("request_ref") if isinstance(conf, dict) else None
-    if not isinstance(ref, str) or not _REF.match(ref):
+    if not isinstance(ref, str) or not REQUEST_REF.match(ref):
         return None
     if run_id == f"erasure-{ref}" or re.fullmatch(rf"erasure-{re.escape(ref)}-\d+", run_id):
         return ref

@@ -23,7 +23,8 @@ from pydantic import BaseModel
 
 from erasure.errors import RequestError
 from erasure.intake import Ticket
-from erasure.submission import LEGAL_GROUNDS, REQUEST_REF_PATTERN, ErasureRequest
+from erasure.model import REQUEST_REF_PATTERN
+from erasure.submission import LEGAL_GROUNDS, ErasureRequest
 from erasure_api.auth import Caller, DpoDep, backend_of
 from erasure_api.backend import ErasureBackend
 

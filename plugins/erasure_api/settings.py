@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from erasure.errors import ConfigError
+from erasure.errors import ConfigError, invalid_fields
 
 MIN_SECRET_LENGTH = 16
 
@@ -29,7 +29,7 @@ class ApiSettings(BaseSettings):
             super().__init__(**values)
         except ValidationError as exc:
             names = ", ".join(
-                f"ERASURE_{str(e['loc'][0]).upper()}" for e in exc.errors() if e.get("loc")
+                f"ERASURE_{str(p.loc[0]).upper()}" for p in invalid_fields(exc) if p.loc
             )
             # from None, and no input in the message: these values are secrets.
             raise ConfigError(

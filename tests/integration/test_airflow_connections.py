@@ -36,6 +36,7 @@ from tests.integration.test_crm_ingest import (
     tombstone_the_erased,
     write_csv,
 )
+from tests.integration.workflow_support import sealed
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.postgres]
 
@@ -88,8 +89,9 @@ def count(url: str, sql: str) -> int:
         engine.dispose()
 
 
-def conf(ref: str) -> dict[str, Any]:
-    return {
+def conf(settings: Any, ref: str) -> dict[str, str]:
+    """The run's conf as the erasure desk leaves it: the reference and the sealed handle."""
+    data = {
         "request_ref": ref,
         "identifier_type": "email",
         "identifier": CANARY,
@@ -98,6 +100,8 @@ def conf(ref: str) -> dict[str, Any]:
         "notes": None,
         "dry_run": False,
     }
+    with Services.open(settings) as svc:
+        return sealed(svc, data)
 
 
 def test_gdpr_erasure_and_its_rebuilds_use_the_airflow_connection(
@@ -114,7 +118,7 @@ def test_gdpr_erasure_and_its_rebuilds_use_the_airflow_connection(
     environment[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = database
     customers = count(database, "SELECT COUNT(*) FROM crm.customers")
 
-    run = run_erasure(conf("CONN-PG-1"), load_decisions())
+    run = run_erasure(conf(settings, "CONN-PG-1"), load_decisions())
 
     assert str(run.state) == "success"
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}

@@ -453,6 +453,18 @@ def test_a_plainly_well_formed_event_reads_as_the_models_read_it() -> None:
         slow = RunEvent.model_validate(raw)
         assert fast.model_dump(by_alias=True) == slow.model_dump(by_alias=True)
         assert event_id(fast) == event_id(slow)
+        datasets = zip(fast.inputs + fast.outputs, slow.inputs + slow.outputs, strict=True)
+        for ours, theirs in [(fast.run, slow.run), (fast.job, slow.job), *datasets]:
+            assert ours == theirs and ours.model_extra == theirs.model_extra
+            rebuilt = type(ours).model_construct(**ours.__dict__, **(ours.model_extra or {}))
+            for state in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__"):
+                assert getattr(ours, state) == getattr(rebuilt, state)  # as model_construct
+            assert ours.__pydantic_private__ == rebuilt.__pydantic_private__
+        values = {name: getattr(fast, name) for name in RunEvent.model_fields}
+        rebuilt = RunEvent.model_construct(**values, **(fast.model_extra or {}))
+        assert fast.__dict__ == rebuilt.__dict__ and fast.model_extra == rebuilt.model_extra
+        assert fast.model_fields_set == rebuilt.model_fields_set
+        assert set(fast.__pydantic_private__ or {}) == set(rebuilt.__pydantic_private__ or {})
     for broken in (
         {**minimal(), "eventTime": "2025-06-02T02:00:00"},  # no zone
         {**minimal(), "eventType": "FINISHED"},

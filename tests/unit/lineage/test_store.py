@@ -5,6 +5,7 @@ Every test runs on SQLite (embedded) and on the local Postgres (production) alik
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -14,9 +15,15 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from erasure.errors import LineageError
 from erasure.lineage.event_store import EventStore
 from erasure.lineage.graph import snapshot_digest
-from erasure.lineage.openlineage import parse_event, runs_from_events, timeline_edges
+from erasure.lineage.openlineage import (
+    EventElement,
+    parse_event,
+    runs_from_events,
+    timeline_edges,
+)
 from erasure.lineage.store import DeclaredSource, LineageStore
 from erasure.model import (
     DatasetRef,
@@ -318,3 +325,83 @@ def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> Non
         )
         assert plan.lineage_snapshot == in_memory.lineage_snapshot
         assert plan.lineage_as_of == now
+
+
+def test_an_http_body_is_stored_as_sent_and_its_bad_elements_quarantined(store: Store) -> None:
+    lineage = LineageStore(store)
+    good = json.dumps(event("r1"), indent=1)
+    body = f"[{good}, {json.dumps('not an event')}]".encode()
+    report = lineage.ingest_body(body, origin="http")
+    assert (report.received, report.stored, report.quarantined) == (2, 1, 1)
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT raw FROM lineage_events").scalar_one() == good
+    assert lineage.ingest_body(body, origin="http").stored == 0  # the same body again
+    surrogate = json.dumps(event("r2")).replace('"r2"', '"r2\\ud800"')  # not valid Unicode
+    report = lineage.ingest_body(f"[{surrogate}, {json.dumps(event('r3'))}]".encode())
+    assert (report.stored, report.quarantined) == (1, 1)
+    reasons = sorted(q.reason for q in lineage.quarantined())
+    assert "lone surrogate" in reasons[0] and "must be a JSON object" in reasons[1]
+
+
+def test_an_http_body_that_is_not_json_is_quarantined_whole(store: Store) -> None:
+    lineage = LineageStore(store)
+    with pytest.raises(LineageError, match="not valid JSON"):
+        lineage.ingest_body(b'[{"eventType": "START", oops', origin="http")
+    (kept,) = lineage.quarantined()
+    assert kept.origin == "http" and kept.body.endswith("oops")
+
+
+def test_ingest_leaves_the_garbage_collector_as_it_found_it(store: Store) -> None:
+    lineage = LineageStore(store, batch_size=1)
+    assert gc.isenabled()
+    lineage.ingest([parse_event(event("r1")), parse_event(event("r2"))])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lineage.ingest_body(json.dumps([event("r3")]).encode())
+        assert not gc.isenabled()  # whoever turned it off turns it back on
+    finally:
+        gc.enable()
+
+
+def test_a_file_read_again_is_hashed_and_looked_up_not_validated_again(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps(event(f"r{k}")) for k in range(5)) + "\n{not json\n")
+    assert LineageStore(store).ingest_file(path).stored == 5
+    validated: list[str] = []
+    parse = EventElement.parse
+    monkeypatch.setattr(
+        EventElement, "parse", lambda self: validated.append(self.where) or parse(self)
+    )
+    again = LineageStore(store).ingest_file(path)
+    assert (again.stored, again.duplicates, again.quarantined) == (0, 5, 1)
+    assert validated == []
+
+
+def test_batches_are_read_ahead_in_order_and_a_reading_error_stops_ingest(store: Store) -> None:
+    def events() -> Iterator[Any]:
+        for k in range(5):
+            yield parse_event(event(f"r{k}"))
+        raise LineageError("the file went away")
+
+    lineage = LineageStore(store, batch_size=2)
+    with pytest.raises(LineageError, match="went away"):
+        lineage.ingest(events())
+    assert EventStore(store).count() == 4  # the two whole batches before the error
+    report = lineage.ingest(parse_event(event(f"r{k}")) for k in range(7))
+    assert [r["stored"] for r in report.results] == [False] * 4 + [True] * 3
+
+
+def test_an_http_body_keeps_no_run_or_job_facet_that_is_not_lineage(store: Store) -> None:
+    lineage = LineageStore(store)
+    broken = _with_airflow_facets(event("r2"))
+    del broken["eventTime"]
+    body = json.dumps([_with_airflow_facets(event("r1")), broken]).encode()
+    report = lineage.ingest_body(body, origin="http")
+    assert (report.stored, report.quarantined) == (1, 1)
+    stored = _stored_text(store)
+    assert "canary" not in stored and "canary" not in json.dumps(stored)
+    (kept,) = EventStore(store).events()
+    assert set(kept.run.facets) == {"parent"} and not kept.job.facets

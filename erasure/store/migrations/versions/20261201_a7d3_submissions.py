@@ -6,7 +6,7 @@ the reference and the handle. `requests.scrubbed_at` (when the plugin scrubbed t
 from Airflow) becomes `submission_destroyed_at` (when the sealed copy was destroyed).
 
 Revision ID: a7d3_submissions
-Revises: e4b2_lineage_store
+Revises: a7c3_lineage_ingest
 Create Date: 2026-12-01 14:30:00.000000+00:00
 """
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "a7d3_submissions"
-down_revision: str | Sequence[str] | None = "e4b2_lineage_store"
+down_revision: str | Sequence[str] | None = "a7c3_lineage_ingest"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

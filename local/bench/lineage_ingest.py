@@ -1,0 +1,368 @@
+"""Lineage ingest at peak, each number beside its baseline from the same run.
+
+On the generated 30,000-dataset estate (`local.bench.estate`: ~30k COMPLETE run events with
+~940k column edges) in a throwaway Postgres database, and again on a SQLite store (the
+embedded default):
+
+- `erasure lineage ingest FILE` (the whole process, as an operator runs it): the estate's
+  first load (every event new); a day of repeated runs (START + COMPLETE of existing jobs,
+  2% FAIL, 1% changed lineage, and a few malformed events that must be quarantined and
+  counted); the same day's file again, which must store nothing and cost a fraction of the
+  first time. Baseline: a bare COPY (Postgres) or executemany (SQLite) of the same raw-event
+  rows into an empty copy of `lineage_events`, indexes included.
+- `POST /erasure/api/v1/lineage`: the plugin's FastAPI app under uvicorn, one client sending
+  JSON arrays of 500 with the lineage API key, another day of runs (new run ids).
+
+Targets (Postgres, a day of runs): >= 5,000 events/s through the CLI, >= 2,000 over HTTP.
+Wall times follow the machine's other load (printed); CPU seconds and ratios much less so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from local.bench.estate import EstateFacts, generate
+
+REPO = Path(__file__).resolve().parents[2]
+ADMIN_URL = os.environ.get(
+    "ERASURE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+LINEAGE_KEY = "ol-bench-" + uuid.uuid4().hex
+DAY_RUNS = 15_000  # runs in a "day" stream: 30,000 events
+MALFORMED_EVERY = 3_000  # one malformed event per this many runs, alternating two kinds
+HTTP_BATCH = 500
+TARGETS = {"cli": 5_000.0, "http": 2_000.0}
+_EVENT_COLUMNS = "event_id, job, run_id, event_type, event_time, raw, received_at"
+
+
+@dataclass(frozen=True)
+class Stream:
+    path: Path
+    events: int  # lines, malformed ones included
+    malformed: int
+
+
+def main() -> None:
+    name = f"erasure_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    work = Path(tempfile.mkdtemp(prefix="erasure-bench-ingest-"))
+    try:
+        facts = generate(work / "estate", url)
+        print(
+            f"estate: {facts.datasets:,} datasets, {facts.run_events:,} run events, "
+            f"{facts.column_edges:,} column edges (events "
+            f"{facts.events.stat().st_size / 2**20:.0f} MiB); {os.cpu_count()} cores",
+            flush=True,
+        )
+        # The CLI's day has lines that are not JSON; over HTTP such a line would spoil its
+        # whole array (a 400), so the HTTP day's malformed events are JSON, not events.
+        days = [
+            day_of_runs(facts, work / "day1.jsonl", seed=1, not_json=True),
+            day_of_runs(facts, work / "day2.jsonl", seed=2, not_json=False),
+        ]
+        run_all(url, work, facts, days, "Postgres")
+        run_all(f"sqlite:///{work / 'store.db'}", work, facts, days, "SQLite")
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def run_all(url: str, work: Path, facts: EstateFacts, days: list[Stream], backend: str) -> None:
+    """Every measurement on one store: CLI first load, a day, the day again, HTTP."""
+    env = {**os.environ, "ERASURE_STORE_URL": url, "ERASURE_CACHE_DIR": str(work / "cache")}
+    from erasure.store import open_store
+
+    open_store(url).close()  # migrated, as every command would
+    first = Stream(facts.events, facts.run_events, 0)
+    print(f"-- {backend} (load average {os.getloadavg()[0]:.1f})", flush=True)
+
+    base = baseline(url, first.path)
+    ours, _, _ = cli_ingest(env, first)
+    print(
+        f"CLI, first load (every event new, {facts.column_edges / facts.run_events:.0f} column "
+        f"edges each): ours {ours:,.0f} events/s | {_BASE[backend]} {base:,.0f} rows/s | "
+        f"ours/baseline {ours / base:.2f}",
+        flush=True,
+    )
+
+    day = days[0]
+    base = baseline(url, day.path)
+    ours, seconds, doc = cli_ingest(env, day)
+    counted = doc["quarantined"] == day.malformed
+    verdict = "PASS" if ours >= TARGETS["cli"] and counted else "FAIL"
+    print(
+        f"CLI, a day of runs ({day.events:,} events: START+COMPLETE, 2% FAIL, 1% changed "
+        f"lineage, {day.malformed} malformed): ours {ours:,.0f} events/s | {_BASE[backend]} "
+        f"{base:,.0f} rows/s | ours/baseline {ours / base:.2f}; quarantined "
+        f"{doc['quarantined']} of {day.malformed} malformed"
+        + (f"; target >= {TARGETS['cli']:,.0f}/s: {verdict}" if backend == "Postgres" else ""),
+        flush=True,
+    )
+
+    again, again_seconds, doc = cli_ingest(env, day)
+    nothing_new = doc["stored"] == 0 and doc["duplicates"] == day.events - day.malformed
+    print(
+        f"CLI, the same day again (idempotent): {again:,.0f} events/s, {again_seconds:.1f} s "
+        f"against {seconds:.1f} s the first time ({seconds / again_seconds:.1f}x cheaper); "
+        f"stored {doc['stored']}, duplicates {doc['duplicates']:,}: "
+        f"{'PASS' if nothing_new else 'FAIL'}",
+        flush=True,
+    )
+
+    http = days[1]
+    rate = http_ingest(env, http)
+    verdict = "PASS" if rate >= TARGETS["http"] else "FAIL"
+    base = baseline(url, http.path)
+    print(
+        f"HTTP (JSON arrays of {HTTP_BATCH}, 1 client, uvicorn, the plugin's app): {rate:,.0f} "
+        f"events/s | {_BASE[backend]} {base:,.0f} rows/s | ours/baseline {rate / base:.2f}"
+        + (f"; target >= {TARGETS['http']:,.0f}/s: {verdict}" if backend == "Postgres" else ""),
+        flush=True,
+    )
+
+
+_BASE = {"Postgres": "bare COPY of the same rows", "SQLite": "bare executemany of the same rows"}
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+def day_of_runs(facts: EstateFacts, path: Path, *, seed: int, not_json: bool) -> Stream:
+    """Repeated runs of the estate's jobs: same lineage, new run ids, a day later; a few
+    malformed events among them (no eventTime; and, if `not_json`, lines that are not JSON)."""
+    rng = random.Random(seed)
+    with facts.events.open() as source:
+        templates = [json.loads(line) for _, line in zip(range(DAY_RUNS), source, strict=False)]
+    count = malformed = 0
+    day = date(2026, 11, 29) + timedelta(days=seed - 1)  # a later seed, a later day
+    with path.open("w") as out:
+        for k, template in enumerate(templates):
+            run_id = str(uuid.UUID(int=rng.getrandbits(128)))
+            hour = f"{day.isoformat()}T{k % 24:02d}:{k % 60:02d}:00"
+            start = {**template, "eventType": "START", "eventTime": hour + "Z"}
+            start["run"] = {"runId": run_id}
+            start["outputs"] = [
+                {"namespace": o["namespace"], "name": o["name"]} for o in template["outputs"]
+            ]
+            end = json.loads(json.dumps(template))
+            end["run"] = {"runId": run_id}
+            end["eventTime"] = hour[:-2] + "30Z"
+            roll = rng.random()
+            if roll < 0.02:
+                end["eventType"] = "FAIL"
+            elif roll < 0.03:
+                fields = end["outputs"][0]["facets"]["columnLineage"]["fields"]
+                fields.pop(next(iter(fields)))  # a deploy dropped a column
+            out.write(json.dumps(start, separators=(",", ":")) + "\n")
+            out.write(json.dumps(end, separators=(",", ":")) + "\n")
+            count += 2
+            if k % MALFORMED_EVERY == MALFORMED_EVERY - 1:
+                broken = {key: value for key, value in start.items() if key != "eventTime"}
+                text = "{not json" if not_json and malformed % 2 else json.dumps(broken)
+                out.write(text + "\n")
+                count += 1
+                malformed += 1
+    return Stream(path, count, malformed)
+
+
+# -- baselines --------------------------------------------------------------------------------
+
+
+def _rows(path: Path) -> list[tuple[Any, ...]]:
+    from datetime import UTC, datetime
+
+    from erasure.lineage.openlineage import read_event_items
+    from erasure.lineage.store import event_row
+
+    now = datetime.now(UTC)
+    rows = []
+    for item in read_event_items(path):
+        if isinstance(item.parsed, Exception):
+            continue
+        row = event_row(item.parsed, now, item.text)
+        rows.append(tuple(row[c] for c in _EVENT_COLUMNS.split(", ")))
+    return rows
+
+
+def baseline(url: str, path: Path) -> float:
+    """Rows/s of a bare bulk insert of the same `lineage_events` rows into an empty copy."""
+    rows = _rows(path)
+    if url.startswith("sqlite"):
+        return _sqlite_baseline(url.removeprefix("sqlite:///"), rows)
+    with psycopg.connect(url) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_copy")
+        conn.execute("CREATE TABLE bench_copy (LIKE lineage_events INCLUDING ALL)")
+        conn.commit()
+        t = time.perf_counter()
+        with (
+            conn.cursor() as cur,
+            cur.copy(f"COPY bench_copy ({_EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
+            copy.set_types(["text", "text", "text", "text", "timestamptz", "text", "timestamptz"])
+            for row in rows:
+                copy.write_row(row)
+        conn.commit()
+        seconds = time.perf_counter() - t
+        conn.execute("DROP TABLE bench_copy")
+    return len(rows) / seconds
+
+
+def _sqlite_baseline(database: str, rows: list[tuple[Any, ...]]) -> float:
+    conn = sqlite3.connect(database)
+    try:
+        ddl = [
+            str(sql).replace("lineage_events", "bench_copy")
+            for (sql,) in conn.execute(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = 'lineage_events' "
+                "AND sql IS NOT NULL AND type IN ('table', 'index')"
+            )
+        ]
+        conn.execute("DROP TABLE IF EXISTS bench_copy")
+        for statement in ddl:
+            conn.execute(statement)
+        texts = [(*r[:4], r[4].isoformat(), r[5], r[6].isoformat()) for r in rows]
+        t = time.perf_counter()
+        with conn:
+            conn.executemany(
+                f"INSERT INTO bench_copy ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", texts
+            )
+        seconds = time.perf_counter() - t
+        conn.execute("DROP TABLE bench_copy")
+    finally:
+        conn.close()
+    return len(rows) / seconds
+
+
+# -- ours -------------------------------------------------------------------------------------
+
+
+def cli_ingest(env: dict[str, str], stream: Stream) -> tuple[float, float, dict[str, Any]]:
+    """Events/s, wall seconds and the --json document of one `erasure lineage ingest`."""
+    argv = [sys.executable, "-m", "erasure.cli", "lineage", "ingest", "--json", str(stream.path)]
+    seconds, _, cpu, out = measured(argv, env, "")
+    doc = json.loads(out)
+    print(
+        f"  (ingest process: {seconds:.1f} s wall, {cpu:.1f} s CPU for {doc['events']:,} events; "
+        f"{doc['events'] / cpu:,.0f} events per CPU second)",
+        flush=True,
+    )
+    return float(doc["events"]) / seconds, seconds, doc
+
+
+def measured(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, float, float, str]:
+    """Wall seconds, peak RSS (MiB), CPU seconds (user + system) and stdout of one process."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t = time.perf_counter()
+        child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err)
+        assert child.stdin is not None
+        child.stdin.write(stdin.encode())
+        child.stdin.close()
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS and CPU
+        seconds = time.perf_counter() - t
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode != 0:
+            raise AssertionError(f"{argv[1:4]} failed: {err.read()[-2000:]}")
+        return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, out.read()
+
+
+def http_ingest(env: dict[str, str], stream: Stream) -> float:
+    """Events/s through the plugin's endpoint under uvicorn; checks what it stored."""
+    port = _free_port()
+    server_env = {
+        **env,
+        "ERASURE_LINEAGE_API_KEY": LINEAGE_KEY,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "plugins"), str(REPO)]),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "erasure_api:create_app", "--factory",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_up(base, server)
+        lines = stream.path.read_text().splitlines()
+        batches = [
+            "[" + ",".join(lines[i : i + HTTP_BATCH]) + "]"
+            for i in range(0, len(lines), HTTP_BATCH)
+        ]
+        headers = {"Authorization": f"Bearer {LINEAGE_KEY}", "Content-Type": "application/json"}
+        stored = quarantined = 0
+        cpu = _cpu_seconds(server.pid)
+        with httpx.Client(base_url=base, timeout=120) as client:
+            t = time.perf_counter()
+            for body in batches:
+                response = client.post("/api/v1/lineage", content=body, headers=headers)
+                if response.status_code not in (200, 201):
+                    raise AssertionError(
+                        f"HTTP ingest: {response.status_code} {response.text[:500]}"
+                    )
+                answer = response.json()
+                stored += int(answer["stored"])
+                quarantined += int(answer["quarantined"])
+            seconds = time.perf_counter() - t
+        cpu = _cpu_seconds(server.pid) - cpu
+        print(
+            f"  (server: {seconds:.1f} s wall, {cpu:.1f} s CPU for {len(lines):,} events; "
+            f"{len(lines) / cpu:,.0f} events per CPU second)",
+            flush=True,
+        )
+        if (stored, quarantined) != (len(lines) - stream.malformed, stream.malformed):
+            raise AssertionError(
+                f"HTTP ingest stored {stored} and quarantined {quarantined} of {len(lines)} "
+                f"events ({stream.malformed} malformed)"
+            )
+        return len(lines) / seconds
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_up(base: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(
+                f"uvicorn exited: {server.stderr.read().decode()[-2000:] if server.stderr else ''}"
+            )
+        try:
+            httpx.get(base + "/api/v1/lineage", timeout=2)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    raise AssertionError("uvicorn did not come up in 120 s")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
