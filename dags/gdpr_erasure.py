@@ -61,8 +61,9 @@ def _record_failure(context: Any) -> None:
         log.exception("could not record the failure of request %s", ref)
 
 
-def dpo_answer(hitl: dict[str, Any]) -> DpoAnswer:
-    """An Airflow HITL answer (chosen option label, params, who, when) as the domain's answer."""
+def dpo_answer(hitl: dict[str, Any], author_roles: frozenset[str] | None = None) -> DpoAnswer:
+    """An Airflow HITL answer (chosen option label, params, who, when) as the domain's answer;
+    `author_roles`: the DPO roles the answering user holds (None where nothing can tell)."""
     from pydantic import ValidationError
 
     from erasure.errors import describe_invalid
@@ -84,6 +85,7 @@ def dpo_answer(hitl: dict[str, Any]) -> DpoAnswer:
             scheduled_by=params.get("scheduled_by") or None,
             standing_until=params.get("standing_until") or None,
             decided_at=responded if responded else datetime.now(UTC),
+            author_roles=author_roles,
         )
     except ValidationError as exc:
         raise RulingError(
@@ -297,15 +299,36 @@ def gdpr_erasure() -> None:
         map_index_template="{{ task.subject }}",
     )
 
+    @task(**RETRIES)
+    def assign_prompts(planned: dict[str, Any]) -> list[dict[str, Any]]:
+        """The prompts, each assigned to the users holding a DPO role: Airflow refuses any
+        other user's answer (erasure_respondents)."""
+        from erasure_respondents import assigned_users, dpo_respondents
+
+        prompts: list[dict[str, Any]] = planned["prompts"]
+        settings = Settings()
+        respondents = dpo_respondents(settings) if prompts else None
+        if respondents is None:
+            return prompts
+        assigned = assigned_users(respondents, settings.dpo_roles)
+        log.info("prompts assigned to %s", ", ".join(u["name"] for u in assigned))
+        return [{**prompt, "assigned_users": assigned} for prompt in prompts]
+
     @task(trigger_rule="none_failed", **RETRIES)
     def record_rulings(ref: str, datasets: list[dict[str, str]], answers: Any) -> int:
+        from erasure_respondents import author_roles, dpo_respondents
+
         from erasure import workflow
         from erasure.model import DatasetRef
 
         with _services() as svc:
+            # Asked now, not at prompt time: whoever lost the DPO role since may not rule.
+            respondents = dpo_respondents(svc.settings) if datasets else None
             # By index: one answer per prompt, in the order the prompts were mapped.
             for index, dataset in enumerate(datasets):
-                workflow.rule(svc, ref, DatasetRef(**dataset), dpo_answer(answers[index]))
+                answer = answers[index]
+                roles = author_roles(respondents, answer.get("responded_by_user"))
+                workflow.rule(svc, ref, DatasetRef(**dataset), dpo_answer(answer, roles))
         return len(datasets)
 
     @task(trigger_rule="none_failed", **RETRIES)
@@ -342,13 +365,14 @@ def gdpr_erasure() -> None:
     shredded = crypto_shred.partial(ref=ref).expand(dataset=items("shred"))
     rebuilt = rebuild.partial(ref=ref).expand(dataset=items("rebuild"))
     kept = aggregate_ok.partial(ref=ref).expand(dataset=items("aggregate"))
-    decided = dpo_decides.expand_kwargs(items("prompts"))
+    assigned = assign_prompts(planned)
+    decided = dpo_decides.expand_kwargs(assigned)
     ruled = record_rulings(ref, items("escalate"), decided.output)
     stone = tombstone(ref)
     # Tombstoned before any row goes: the nightly CRM sync, while the DPO decides, would
     # otherwise load the erased rows again.
     gate >> stone >> erased
-    gate >> [shredded, decided]
+    gate >> [shredded, assigned]
     erased >> [rebuilt, kept]
     verified = verify(ref)
     [stone, erased, shredded, rebuilt, kept, ruled] >> verified

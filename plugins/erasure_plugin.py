@@ -1,8 +1,8 @@
 """Airflow plugin: the erasure HTTP API, the DPO's desk and the records page, under `/erasure`.
 
 The app lives in the `erasure_api` package beside this file; this module only registers it
-with Airflow's API server and adds "New erasure request" and "Erasure records" to the UI's
-Browse menu.
+with Airflow's API server and adds "Erasure desk", "New erasure request" and "Erasure records"
+to the UI's Browse menu (a user without the access gets the page's 403, saying what it needs).
 """
 
 from __future__ import annotations
@@ -20,6 +20,13 @@ class ErasurePlugin(AirflowPlugin):
     fastapi_apps: list[Any] = [{"app": app, "url_prefix": "/erasure", "name": "erasure"}]
     external_views: list[Any] = [
         {
+            "name": "Erasure desk",
+            "href": "/erasure/desk",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "erasure-desk",
+        },
+        {
             "name": "New erasure request",
             "href": "/erasure/requests/new",
             "destination": "nav",
@@ -32,5 +39,5 @@ class ErasurePlugin(AirflowPlugin):
             "destination": "nav",
             "category": "browse",
             "url_route": "erasure-records",
-        }
+        },
     ]

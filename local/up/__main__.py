@@ -11,7 +11,16 @@ import time
 from types import FrameType
 
 from erasure.sample.seed import DEMO_SUBJECT
-from local.up.stack import DEFAULT_PORT, REPO, TASKS_USER, USERS, Stack, StackError, StackPaths
+from local.up.stack import (
+    DEFAULT_PORT,
+    PASSWORDS_FILE,
+    REPO,
+    TASKS_USER,
+    USERS,
+    Stack,
+    StackError,
+    StackPaths,
+)
 
 VAR = REPO / "var"
 PATHS = StackPaths.under(VAR, "-up")  # var/airflow-up, var/openbao-up, var/demo-up
@@ -39,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if stack.ports.api != args.port:
         print(f"Port {args.port} is taken: using {stack.ports.api}.", flush=True)
     print(
-        f"Starting Airflow standalone in {PATHS.airflow_home} (log: {stack.log_path}), "
+        f"Starting Airflow in {PATHS.airflow_home} (log: {stack.log_path}), "
         f"OpenBao in {PATHS.openbao_dir} ...",
         flush=True,
     )
@@ -60,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         while stack.process.poll() is None:
             time.sleep(1)
         print(
-            f"airflow standalone exited ({stack.process.returncode}); see {stack.log_path}",
+            f"Airflow exited ({stack.process.returncode}); see {stack.log_path}",
             file=sys.stderr,
         )
         return 1
@@ -76,16 +85,16 @@ def main(argv: list[str] | None = None) -> int:
 def _print_ready(stack: Stack, seconds: float) -> None:
     estate = "built" if stack.estate_built else "kept from the last run"
     print(f"\nAirflow is up at {stack.base_url} ({seconds:.0f} s).\n")
-    print("Logins (simple auth manager; passwords generated into")
-    print(f"  {stack.paths.airflow_home}/simple_auth_manager_passwords.json.generated):")
+    print("Logins (FAB auth manager, the chart's roles; passwords kept in")
+    print(f"  {stack.paths.airflow_home}/{PASSWORDS_FILE}):")
     for user, role in USERS.items():
-        note = "  (the rebuild tasks' login)" if user == TASKS_USER else ""
-        print(f"  {user:14} {role:7} {stack.passwords.get(user, '?')}{note}")
+        note = "  (the tasks' service account)" if user == TASKS_USER else ""
+        print(f"  {user:14} {role:12} {stack.passwords.get(user, '?')}{note}")
     print(f"\nDemo estate {estate} in {stack.paths.estate_dir}; OpenBao at {stack.bao.address}.")
     print(
-        f"Submit a request: {stack.base_url}/dags/gdpr_erasure -> Trigger, e.g. identifier "
-        f"{DEMO_SUBJECT[1]}.\nDPO decisions: {stack.base_url}/required_actions (log in as dpo). "
-        f"Auditors: {stack.base_url}/erasure/records."
+        f"The DPO's desk: {stack.base_url}/erasure/desk (log in as dpo); submit a request at "
+        f"{stack.base_url}/erasure/requests/new, e.g. identifier {DEMO_SUBJECT[1]}.\n"
+        f"Auditors: {stack.base_url}/erasure/records (log in as auditor)."
     )
     print(
         "\nCtrl-C stops Airflow and OpenBao; `make up` again resumes (--fresh starts over).",

@@ -1,9 +1,10 @@
-"""The local stack: `airflow standalone` running this repo's DAGs and plugin, an embedded
-OpenBao keeping its data on disk, and the demo estate, wired together by one environment.
+"""The local stack: Airflow (what `airflow standalone` runs, under the FAB auth manager with
+the chart's roles) running this repo's DAGs and plugin, an embedded OpenBao keeping its data
+on disk, and the demo estate, wired together by one environment.
 
 `make up` runs it in the foreground; the end-to-end tests start one per session on free
 loopback ports. Everything it starts is stopped by its own id: Airflow by its process group
-(the standalone command with its scheduler, DAG processor, API server, triggerer and their
+(local/up/components.py with its scheduler, DAG processor, API server, triggerer and their
 task workers), OpenBao by its pid.
 """
 
@@ -32,15 +33,21 @@ from local.demo.runner import airflow_environment, erasure_environment
 
 REPO = Path(__file__).resolve().parents[2]
 ERASURE_DAG = "gdpr_erasure"
-# Logins, each with a simple-auth-manager role: the DPO acts (op), the auditor reads (viewer).
-# The rebuild tasks log in as TASKS_USER to trigger rematerialisation DAGs: `user` may trigger
-# DAG runs and nothing more.
+# One login per FAB role of the chart (helm/values.yaml fab.roles; Admin is Airflow's own).
+# The tasks log in as TASKS_USER to trigger rematerialisation DAGs and to read who the DPOs
+# are (the prompts are assigned to them); that is all its role allows.
 TASKS_USER = "erasure-tasks"
-USERS = {"admin": "admin", "dpo": "op", "auditor": "viewer", TASKS_USER: "user"}
-PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"
-SIMPLE_AUTH_MANAGER = (
-    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-)
+USERS = {
+    "admin": "Admin",
+    "dpo": "DPO",
+    "auditor": "Auditor",
+    "operator": "Operator",
+    TASKS_USER: "ErasureTasks",
+}
+PASSWORDS_FILE = "erasure_passwords.json"  # in AIRFLOW_HOME, 0600; kept between starts
+FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+WEBSERVER_CONFIG = REPO / "helm" / "files" / "webserver_config.py"  # the chart's, as is
+AIRFLOW_COMMAND = [sys.executable, str(REPO / "local" / "up" / "components.py")]
 DEFAULT_PORT = 8080
 STARTUP_TIMEOUT_SECONDS = 240.0
 STOP_TIMEOUT_SECONDS = 30.0
@@ -106,7 +113,7 @@ def stack_environment(
     lineage_api_key: str | None = None,
     inherited: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The whole environment of `airflow standalone`, its tasks and its API server.
+    """The whole environment of Airflow's components, their tasks and the API server.
 
     Starts from `inherited` (default: this process's) without any AIRFLOW_*/ERASURE_*
     variable, so a caller's own Airflow settings (a test session's home) cannot leak in.
@@ -122,11 +129,6 @@ def stack_environment(
     env.update(
         {
             "AIRFLOW__CORE__PARALLELISM": "4",  # not 32 idle workers
-            "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
-                f"{user}:{role}" for user, role in USERS.items()
-            ),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(ports.api),
             "AIRFLOW__API__BASE_URL": url,
@@ -135,9 +137,12 @@ def stack_environment(
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports.trigger_logs),
         }
     )
+    env.update(auth_environment(home))
     env.update(erasure_environment(settings))
     env.update(
         {
+            # Only a user holding the DPO role rules; the tasks ask the API server who does.
+            "ERASURE_REQUIRE_DPO_ROLE": "true",
             # Tasks reach Airflow over REST to trigger rebuilds.
             "ERASURE_AIRFLOW_ACCESS": "rest",
             "ERASURE_AIRFLOW_API_URL": url,
@@ -169,21 +174,37 @@ def openlineage_environment(api_url: str, lineage_api_key: str) -> dict[str, str
     }
 
 
-def seed_tasks_password(home: Path) -> str:
-    """The rebuild tasks' password, written into Airflow's passwords file before it starts.
+def auth_environment(home: Path) -> dict[str, str]:
+    """The FAB auth manager, configured by the chart's webserver_config.py (copied to `home`)."""
+    return {
+        "AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER,
+        "AIRFLOW__FAB__CONFIG_FILE": str(home / "webserver_config.py"),
+        # Role and permission changes reach a logged-in user within this many seconds.
+        "AIRFLOW__FAB__CACHE_TTL": "5",
+    }
 
-    Airflow generates the other users' passwords into the same file when its API server
-    starts; the tasks need theirs in their environment before that, so it is set here.
+
+def seed_passwords(home: Path) -> dict[str, str]:
+    """Every login's password, generated once into `home`'s passwords file (0600).
+
+    local.up.fab_setup gives each FAB user the password from this file when Airflow starts;
+    the tasks get theirs in their environment.
     """
     path = home / PASSWORDS_FILE
     passwords = _read_passwords(path)
-    if TASKS_USER not in passwords:
-        passwords[TASKS_USER] = secrets.token_urlsafe(18)
+    if not passwords.keys() >= USERS.keys():
+        passwords = {user: passwords.get(user) or secrets.token_urlsafe(18) for user in USERS}
         home.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(json.dumps(passwords) + "\n")
-    return passwords[TASKS_USER]
+    return passwords
+
+
+def write_fab_config(home: Path) -> None:
+    """The chart's webserver_config.py in `home`, where auth_environment points FAB."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "webserver_config.py").write_text(WEBSERVER_CONFIG.read_text())
 
 
 def _read_passwords(path: Path) -> dict[str, str]:
@@ -226,7 +247,7 @@ class Stack:
 
     @property
     def pgid(self) -> int | None:
-        """Airflow's process group: the standalone command leads it (setsid)."""
+        """Airflow's process group: local/up/components.py leads it (setsid)."""
         return self.process.pid if self.process is not None else None
 
     def token(self, user: str = "admin") -> str:
@@ -260,11 +281,13 @@ class Stack:
         else:
             settings = demo_settings(estate, self.bao)  # kept from the last start
         self.settings = settings
+        self.passwords = seed_passwords(home)
+        write_fab_config(home)
         self.env = stack_environment(
             home,
             ports=self.ports,
             settings=settings,
-            tasks_password=seed_tasks_password(home),
+            tasks_password=self.passwords[TASKS_USER],
             lineage_api_key=self.lineage_api_key,
         )
         log = self.log_path.open("ab")
@@ -272,7 +295,7 @@ class Stack:
             # start_new_session: setsid(2) in the child, so its pid is the group's id and one
             # signal to the group stops every Airflow process, task workers included.
             self.process = subprocess.Popen(
-                [str(Path(sys.executable).parent / "airflow"), "standalone"],
+                AIRFLOW_COMMAND,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -332,10 +355,6 @@ class Stack:
         sick = [c for c in COMPONENTS if (body.get(c) or {}).get("status") != "healthy"]
         if sick:
             return ", ".join(sick)
-        if not self.passwords.keys() >= USERS.keys():
-            self.passwords = _read_passwords(self.paths.airflow_home / PASSWORDS_FILE)
-            if not self.passwords.keys() >= USERS.keys():
-                return "the generated passwords"
         headers = {"Authorization": f"Bearer {self.token('admin')}"}
         errors = client.get("/api/v2/importErrors", headers=headers).json()
         if errors.get("total_entries"):
@@ -357,7 +376,7 @@ class Stack:
     def _check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
             raise StackError(
-                f"airflow standalone exited with status {self.process.returncode}; see "
+                f"Airflow exited with status {self.process.returncode}; see "
                 f"{self.log_path}:\n{self.log_tail()}"
             )
         if not self.bao.running:

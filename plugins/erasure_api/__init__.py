@@ -1,25 +1,29 @@
 """The erasure HTTP API inside Airflow's API server, mounted at `/erasure` by erasure_plugin.
 
-Routes (all need an authenticated Airflow user or, where noted, a machine credential):
+Routes (all need an authenticated Airflow user or, where noted, a machine credential; the
+access each needs is in `erasure_api.auth`):
 
-    POST /erasure/api/v1/lineage                     act   OpenLineage RunEvent in (or API key)
-    POST /erasure/api/v1/requests                    act   submit: sealed, run started
-    GET  /erasure/api/v1/requests[?status=]          read  requests: status, due dates
-    GET  /erasure/api/v1/requests/{ref}              read  one request, its plan and actions
-    GET  /erasure/api/v1/records[?since=&status=]    read  completion records
-    GET  /erasure/api/v1/records/verify              read  chain verification
-    GET  /erasure/api/v1/records/{ref}               read  one request's records
-    GET  /erasure/api/v1/records/{ref}/export?format=json|html   read  evidence pack
-    GET  /erasure/records                            read  the auditors' HTML page
-    GET  /erasure/requests/new                       act   the DPO's desk: new request form
+    POST /erasure/api/v1/lineage                     lineage      OpenLineage in (or API key)
+    POST /erasure/api/v1/requests                    submit       submit: sealed, run started
+    GET  /erasure/api/v1/requests[?status=]          read         requests: status, due dates
+    GET  /erasure/api/v1/requests/{ref}              read         one request, plan, actions
+    GET  /erasure/api/v1/records[?since=&status=]    read         completion records
+    GET  /erasure/api/v1/records/verify              read         chain verification
+    GET  /erasure/api/v1/records/{ref}               read         one request's records
+    GET  /erasure/api/v1/records/{ref}/export?format=json|html    read   evidence pack
+    GET  /erasure/api/v1/desk[?status=]              desk         the desk, JSON
+    GET  /erasure/api/v1/respondents                 respondents  who may answer prompts
+    GET  /erasure/records                            read         the auditors' HTML page
+    GET  /erasure/desk[?status=]                     desk         the DPO's desk
+    GET  /erasure/requests/new                       submit       the new request form
 
-Roles under Airflow's simple auth manager (its roles are fixed): auditors get `viewer` and
-read; the DPO gets `op` (or `admin`) and acts; a viewer or user is refused acting with 403.
-See `erasure_api.auth` for other auth managers and the machine credential.
+Under the FAB auth manager (production, `make up`) the chart's roles grant these: Auditor
+reads; DPO reads, uses the desk and submits; Operator reads and uses the desk; ErasureTasks
+reads the respondents. Under the simple auth manager: viewer reads, op and admin do all.
 
 Modules: app (the FastAPI app) · auth (who may call) · backend (store, Vault, built lazily)
-· desk (submissions: sealed, then the run) · routes (JSON API) · pages (HTML) · settings
-(API key).
+· desk (submissions: sealed, then the run) · dashboard (the desk: every request) ·
+respondents (who may answer) · routes (JSON API) · pages (HTML) · settings (API key).
 """
 
 from __future__ import annotations

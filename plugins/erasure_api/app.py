@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import sqlalchemy as sa
 from fastapi import FastAPI, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
-from erasure_api import desk, pages, routes
+from erasure_api import dashboard, desk, pages, respondents, routes
 from erasure_api.backend import ErasureBackend, Unavailable
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
@@ -39,9 +42,37 @@ def create_app(backend: ErasureBackend | None = None) -> FastAPI:
     app.include_router(desk.api)
     app.include_router(pages.router)
     app.include_router(desk.pages)
+    app.include_router(dashboard.api)
+    app.include_router(dashboard.pages)
+    app.include_router(respondents.router)
+    app.add_exception_handler(StarletteHTTPException, _refused_page)
     app.add_exception_handler(ErasureError, _erasure_error)
     app.add_exception_handler(sa.exc.SQLAlchemyError, _database_error)
     return app
+
+
+async def _refused_page(request: Request, exc: Exception) -> Response:
+    """A person opening a page they may not see gets a page that says why; the API, JSON."""
+    assert isinstance(exc, StarletteHTTPException)
+    wants_page = "text/html" in request.headers.get("accept", "")
+    if exc.status_code not in (401, 403) or not wants_page or "/api/" in request.url.path:
+        return await http_exception_handler(request, exc)
+    root = str(request.scope.get("root_path") or "").removesuffix("/erasure")
+    title = "Log in to Airflow first" if exc.status_code == 401 else "Not for your role"
+    return HTMLResponse(
+        _REFUSED.format(
+            title=title, detail=html.escape(str(exc.detail)), home=html.escape(f"{root}/")
+        ),
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )
+
+
+_REFUSED = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#1f2933;max-width:46rem}}
+.refused{{padding:.75rem 1rem;border-radius:6px;background:#ffe3e3;border:1px solid #e12d39}}
+</style></head><body><h1>{title}</h1><p class="refused" id="refused">{detail}</p>
+<p><a href="{home}">Back to Airflow</a></p></body></html>"""
 
 
 async def _erasure_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,17 +1,23 @@
-"""Who may call the erasure API: Airflow users by role, and one machine credential.
+"""Who may call the erasure API: Airflow users by permission and role, and one machine key.
 
 Every route needs an authenticated Airflow user (Bearer JWT or the UI's `_token` cookie,
-resolved by Airflow's own `get_user`), else 401. Under the simple auth manager the role
-decides (403 otherwise):
+resolved by Airflow's own `get_user`), else 401; a user without the access is 403. Each
+route asks for one `Access`:
 
-- read (requests, records, verify, export, the records page): viewer, user, op, admin --
-  auditors are given `viewer`;
-- act (submit a request on the desk, lineage ingest): op, admin -- the DPO is given `op`
-  (or `admin`).
+    access       FAB auth manager (production, `make up`)        simple auth manager
+    read         can_read on Erasure                              viewer, user, op, admin
+    desk         can_read on Erasure Desk                         op, admin
+    submit       can_create on Erasure, and a role of             op, admin
+                 ERASURE_DPO_ROLES (default DPO)
+    lineage      can_create on Erasure, or the lineage API key    op, admin, or the key
+    respondents  can_read on Erasure Respondents                  user, op, admin
 
-Under another auth manager (FAB, Keycloak) users carry no simple role: reading is
-`is_authorized_custom_view(method="GET", resource_name="Erasure")`, acting the same with
-"POST", so an admin grants the Auditor and DPO roles those permissions there.
+The chart's roles (helm/values.yaml fab.roles) grant them: Auditor reads; DPO reads, uses
+the desk and submits; Operator reads and uses the desk; ErasureTasks reads the respondents.
+Submitting also needs the DPO role by name, the same test `workflow.rule` applies to a
+ruling: FAB gives Admin every permission, and still Admin is not the DPO. Under another auth
+manager (Keycloak, ...) the permissions are `is_authorized_custom_view` on those resources,
+and the role test applies where its users carry `roles`.
 
 Machines do not log in: OpenLineage producers send `Authorization: Bearer
 <ERASURE_LINEAGE_API_KEY>` to the lineage endpoint, which is all that key allows.
@@ -20,6 +26,7 @@ Machines do not log in: OpenLineage producers send `Authorization: Bearer
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -32,7 +39,9 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from erasure_api.backend import ErasureBackend
 
-RESOURCE_NAME = "Erasure"  # the custom-view resource other auth managers grant
+RESOURCE_NAME = "Erasure"  # records, requests, evidence (read); the DPO's acts (create)
+DESK_RESOURCE = "Erasure Desk"  # the desk: every request, its deadline, prompts, failures
+RESPONDENTS_RESOURCE = "Erasure Respondents"  # who may answer the DPO's prompts
 
 
 class Role(StrEnum):
@@ -44,13 +53,53 @@ class Role(StrEnum):
     ADMIN = "admin"
 
 
-READ_ROLES = frozenset(Role)
-ACT_ROLES = frozenset({Role.OP, Role.ADMIN})
+class Access(StrEnum):
+    """What a route lets its caller do."""
 
-_READ_DENIED = "reading the erasure API needs the viewer, user, op or admin role"
-_ACT_DENIED = (
-    "this erasure action is the DPO's: it needs the op or admin role (viewers and users read)"
-)
+    READ = "read"
+    DESK = "desk"
+    SUBMIT = "submit"
+    LINEAGE = "lineage"
+    RESPONDENTS = "respondents"
+
+
+# Custom-view permission (method, resource) of each access under FAB and other managers.
+PERMISSIONS: dict[Access, tuple[Literal["GET", "POST"], str]] = {
+    Access.READ: ("GET", RESOURCE_NAME),
+    Access.DESK: ("GET", DESK_RESOURCE),
+    Access.SUBMIT: ("POST", RESOURCE_NAME),
+    Access.LINEAGE: ("POST", RESOURCE_NAME),
+    Access.RESPONDENTS: ("GET", RESPONDENTS_RESOURCE),
+}
+SIMPLE_ROLES: dict[Access, frozenset[Role]] = {
+    Access.READ: frozenset(Role),
+    Access.DESK: frozenset({Role.OP, Role.ADMIN}),
+    Access.SUBMIT: frozenset({Role.OP, Role.ADMIN}),
+    Access.LINEAGE: frozenset({Role.OP, Role.ADMIN}),
+    Access.RESPONDENTS: frozenset({Role.USER, Role.OP, Role.ADMIN}),
+}
+DENIED: dict[Access, str] = {
+    Access.READ: (
+        "reading the erasure API needs can_read on Erasure (roles Auditor, DPO, Operator; "
+        "viewer and above under the simple auth manager)"
+    ),
+    Access.DESK: (
+        "the erasure desk is the DPO's and the operators': it needs can_read on Erasure Desk "
+        "(roles DPO, Operator; op or admin under the simple auth manager)"
+    ),
+    Access.SUBMIT: (
+        "this erasure action is the DPO's: it needs can_create on Erasure and a DPO role "
+        "({dpo_roles}; op or admin under the simple auth manager)"
+    ),
+    Access.LINEAGE: (
+        "lineage ingest needs the lineage API key or can_create on Erasure (op or admin "
+        "under the simple auth manager)"
+    ),
+    Access.RESPONDENTS: (
+        "who may answer the DPO's prompts is for the tasks' service account: it needs "
+        "can_read on Erasure Respondents"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -78,34 +127,60 @@ def role_of(user: BaseUser) -> Role | None:
         return None
 
 
-def may(user: BaseUser, *, act: bool) -> bool:
-    """Whether `user` may read (act=False) or act (act=True) in the erasure API."""
+def role_names(user: BaseUser) -> frozenset[str] | None:
+    """The names of the roles a FAB (or FAB-like) user holds; None where users carry none."""
+    roles = getattr(user, "roles", None)
+    if roles is None or isinstance(roles, str):
+        return None
+    return frozenset(str(getattr(role, "name", role)) for role in roles)
+
+
+def may(user: BaseUser, access: Access, *, dpo_roles: frozenset[str] = frozenset()) -> bool:
+    """Whether `user` has `access`; SUBMIT also needs one of `dpo_roles` where roles exist."""
     role = role_of(user)
     if role is not None:
-        return role in (ACT_ROLES if act else READ_ROLES)
+        return role in SIMPLE_ROLES[access]
     if hasattr(user, "role"):  # a simple-auth user without a known role has no permission
         return False
-    return get_auth_manager().is_authorized_custom_view(
-        method="POST" if act else "GET", resource_name=RESOURCE_NAME, user=user
-    )
+    method, resource = PERMISSIONS[access]
+    if not get_auth_manager().is_authorized_custom_view(
+        method=method, resource_name=resource, user=user
+    ):
+        return False
+    if access is Access.SUBMIT and dpo_roles:
+        held = role_names(user)
+        return held is None or bool(held & dpo_roles)
+    return True
 
 
 def _caller(user: BaseUser) -> Caller:
     return Caller(name=user.get_name(), kind="user")
 
 
-async def reader(user: GetUserDep) -> Caller:
-    """Any Airflow user with a role: auditors (viewer) and up."""
-    if not may(user, act=False):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, _READ_DENIED)
-    return _caller(user)
+def dpo_roles_of(request: Request) -> frozenset[str]:
+    """The roles that make a user the DPO (ERASURE_DPO_ROLES); none when the check is off."""
+    settings = backend_of(request).settings()
+    return frozenset(settings.dpo_roles) if settings.require_dpo_role else frozenset()
+
+
+def requires(access: Access) -> Callable[[Request, BaseUser], Awaitable[Caller]]:
+    """A dependency: the logged-in caller, if they have `access` (else 403 saying what)."""
+
+    async def check(request: Request, user: GetUserDep) -> Caller:
+        dpo_roles = dpo_roles_of(request) if access is Access.SUBMIT else frozenset()
+        if not may(user, access, dpo_roles=dpo_roles):
+            names = ", ".join(sorted(dpo_roles)) or "DPO"
+            raise HTTPException(status.HTTP_403_FORBIDDEN, DENIED[access].format(dpo_roles=names))
+        return _caller(user)
+
+    return check
 
 
 async def lineage_writer(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Caller:
-    """The lineage API key as a Bearer token, or an op/admin user."""
+    """The lineage API key as a Bearer token, or a user with the lineage access."""
     if credentials is not None and credentials.scheme.lower() == "bearer":
         key = backend_of(request).api_settings().lineage_api_key
         if key is not None and hmac.compare_digest(
@@ -113,18 +188,13 @@ async def lineage_writer(
         ):
             return Caller(name="openlineage", kind="lineage_api_key")
     user = await get_user(request, None, credentials)
-    if not may(user, act=True):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, _ACT_DENIED)
+    if not may(user, Access.LINEAGE):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, DENIED[Access.LINEAGE])
     return _caller(user)
 
 
-async def dpo(user: GetUserDep) -> Caller:
-    """The DPO: op or admin under the simple auth manager, the act permission under others."""
-    if not may(user, act=True):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, _ACT_DENIED)
-    return _caller(user)
-
-
-ReaderDep = Annotated[Caller, Depends(reader)]
+ReaderDep = Annotated[Caller, Depends(requires(Access.READ))]
+DeskDep = Annotated[Caller, Depends(requires(Access.DESK))]
+DpoDep = Annotated[Caller, Depends(requires(Access.SUBMIT))]
 LineageWriterDep = Annotated[Caller, Depends(lineage_writer)]
-DpoDep = Annotated[Caller, Depends(dpo)]
+RespondentsDep = Annotated[Caller, Depends(requires(Access.RESPONDENTS))]

@@ -215,8 +215,8 @@ background:#0b69a3;border:0;border-radius:4px;cursor:pointer}}
 </style></head><body>
 <h1>New erasure request</h1>
 <p class="hint">What you type here is sealed in Vault the moment you submit it: Airflow keeps
-only the reference and a handle. See also: <a href="../records">completion records</a> ·
-<a href="../api/v1/requests">requests (JSON)</a>.</p>
+only the reference and a handle. See also: <a href="../desk">the desk</a> ·
+<a href="../records">completion records</a> · <a href="../api/v1/requests">requests (JSON)</a>.</p>
 <form id="desk" autocomplete="off">
 <label for="request_ref">Request reference</label>
 <input id="request_ref" name="request_ref" required pattern="{pattern}"

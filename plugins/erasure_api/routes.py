@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from erasure.audit.chain import ChainReport
 from erasure.audit.export import export_json, render_html
 from erasure.audit.records import CompletionRecord, RecordError, RecordStatus
+from erasure.deadlines import DUE_SOON_DAYS, Deadline, deadline_of
 from erasure.errors import LineageError
 from erasure.model import REQUEST_REF, Cycle, Gap, Plan
 from erasure.registry.action_log import ActionRecord, ActionStatus
@@ -259,7 +260,7 @@ def _summary(r: RegisteredRequest, today: date) -> RequestSummary:
         due_on=r.due_on,
         extended_until=r.extended_until,
         effective_due_on=r.effective_due_on,
-        overdue=not r.closed and today > r.effective_due_on,
+        overdue=deadline_of(r, today, DUE_SOON_DAYS) is Deadline.OVERDUE,
         dry_run=r.dry_run,
         run_id=r.run_id,
         submission_destroyed_at=r.submission_destroyed_at,

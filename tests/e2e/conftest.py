@@ -256,7 +256,7 @@ class AirflowApi:
 
 @pytest.fixture(scope="session")
 def dpo_api(airflow_standalone: Stack) -> Iterator[AirflowApi]:
-    """The REST API as the DPO (role op): triggers requests, answers prompts."""
+    """The REST API as the DPO (FAB role DPO): submits on the desk, answers prompts."""
     api = AirflowApi(airflow_standalone, "dpo")
     yield api
     api.close()

@@ -1,12 +1,20 @@
-"""Screenshots of the UI a DPO and an auditor use, taken from the running standalone stack.
+"""The erasure desk in a real browser: each role logs in and walks the path a person takes.
 
-Headless Chromium driven over the Chrome DevTools Protocol (`websockets`, which Airflow
-installs): log in by setting the UI's `_token` cookie to a JWT, open the page, wait until it
-shows what it should, and save a PNG in docs/img/:
+Headless Chromium (Debian's `chromium`) driven over the Chrome DevTools Protocol
+(`websockets`, which Airflow installs): it logs in by setting the UI's `_token` cookie to
+the role's JWT, opens pages, clicks, types, and saves the pictures of docs/img/:
 
-- trigger-form.png: the gdpr_erasure trigger form, its Params with their titles;
-- dpo-prompt.png:   a pending DPO decision on an escalated artefact (the task's HITL panel);
-- records-page.png: the plugin's completion records page, as an auditor sees it.
+- the DPO opens the desk, follows "New erasure request", fills the form and submits it
+  (desk-new-request.png); the desk shows the request awaiting her (desk-awaiting.png); she
+  follows each prompt's link into Airflow's Required actions and answers it there
+  (dpo-prompt.png: the shared household address); the desk shows it complete
+  (desk-complete.png);
+- the auditor opens the records page, the chain verified (records-page.png), and the
+  request's evidence page (evidence-page.png); the desk, the new-request form and
+  Airflow's pages of the erasure run refuse her (auditor-refused.png);
+- the operator reads the desk but is offered no form; the tasks' account sees nothing.
+
+Chromium comes from apt-get when missing (as root), else the module is skipped saying why.
 """
 
 from __future__ import annotations
@@ -16,12 +24,12 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +39,11 @@ import sqlalchemy as sa
 from websockets.sync.client import ClientConnection, connect
 
 from erasure.catalog import load_catalog
-from erasure.prompts import PROMPT_PREFIX
 from erasure.sample.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
-from local.demo.runner import load_decisions
-from local.up.stack import REPO, Stack
-from tests.e2e.conftest import AirflowApi, erasure_request
+from local.demo.runner import decision_for, load_decisions
+from local.up.stack import ERASURE_DAG, REPO, TASKS_USER, Stack
+from tests.e2e.conftest import PROMPT_SETTLE_SECONDS, AirflowApi
 
 pytestmark = [
     pytest.mark.integration,
@@ -61,20 +68,15 @@ CHROMIUM_FLAGS = [
     "--lang=en-US",  # the date input's field order (month/day/year) is typed below
     f"--window-size={WIDTH},{HEIGHT}",
 ]
-REF = f"DSR-SHOT-{uuid.uuid4().hex[:8]}"
+REF = f"DSR-2026-{uuid.uuid4().hex[:4].upper()}"
 RUN_ID = f"erasure-{REF}"
-FORM_HEIGHT = 1350  # the whole trigger form, Trigger button included
+NOTES = "Asked by email to be forgotten; confirmed by phone."
 PROMPT_HEIGHT = 1080  # the prompt with its option buttons
-PARAM_TITLES = (
-    "Request reference",
-    "Identifier type",
-    "Identifier",
-    "Date received",
-    "Legal ground",
-    "Notes",
-    "Dry run",
-)
-PROMPT_FOR = "crm.addresses"  # the shared household address: the most telling escalation
+FORM_HEIGHT = 820  # the new request form down to its button
+DESK_HEIGHT = 480  # the desk's cards and a few rows
+REFUSED_HEIGHT = 260
+SHOWN_PROMPT = "crm.addresses"  # the shared household address: the most telling escalation
+RUN_TIMEOUT_SECONDS = 420
 
 
 class Browser:
@@ -179,6 +181,14 @@ class Browser:
         )
         assert clicked, f"no {selector} labelled {label!r} on the page"
 
+    def click_css(self, selector: str) -> None:
+        """Click the first element matching the CSS `selector`."""
+        clicked = self.evaluate(
+            f"(() => {{ const el = document.querySelector({json.dumps(selector)});"
+            " if (!el) return false; el.click(); return true; })()"
+        )
+        assert clicked, f"nothing on the page matches {selector!r}"
+
     def type_into(self, element_id: str, text: str) -> None:
         """Type `text` into the input with this id, as keystrokes (date inputs need them)."""
         focused = self.evaluate(
@@ -186,9 +196,24 @@ class Browser:
             " if (!el) return false; el.focus(); return true; })()"
         )
         assert focused, f"no input #{element_id} on the page"
+        self.keys(text)
+
+    def keys(self, text: str) -> None:
+        """Type `text` into whatever has the focus, one keystroke per character."""
         for char in text:
             self.call("Input.dispatchKeyEvent", type="keyDown", key=char, text=char)
             self.call("Input.dispatchKeyEvent", type="keyUp", key=char)
+
+    def press_enter(self) -> None:
+        for kind in ("keyDown", "keyUp"):
+            self.call(
+                "Input.dispatchKeyEvent",
+                type=kind,
+                key="Enter",
+                code="Enter",
+                windowsVirtualKeyCode=13,
+                **({"text": "\r"} if kind == "keyDown" else {}),
+            )
 
     def screenshot(self, path: Path) -> Path:
         """Let the page settle, then save a PNG of the viewport."""
@@ -220,7 +245,7 @@ def browser(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def another_customer(stack: Stack) -> str:
-    """A demo customer other than the demo subject: the screenshots' request is theirs."""
+    """A demo customer other than the demo subject, sharing a household address."""
     warehouse = Warehouse(load_catalog(stack.paths.estate_dir / "catalog.yaml"))
     try:
         with warehouse.engine("warehouse").connect() as conn:
@@ -240,70 +265,224 @@ def another_customer(stack: Stack) -> str:
 def assert_png(path: Path) -> None:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", path
-    assert len(data) > 30_000, f"{path} is {len(data)} bytes: a blank page?"
+    assert len(data) > 8_000, f"{path} is {len(data)} bytes: a blank page?"
 
 
-def test_trigger_form(airflow_standalone: Stack, browser: Browser) -> None:
-    """The DPO's form, filled in as for a request by email (not submitted)."""
-    stack = airflow_standalone
-    browser.viewport(FORM_HEIGHT)
-    browser.log_in(stack.base_url, stack.token("dpo"))
-    browser.open(f"{stack.base_url}/dags/gdpr_erasure")
-    browser.wait_for_text("gdpr_erasure", "Trigger")
-    browser.click("button", "Trigger")
-    text = browser.wait_for_text(*PARAM_TITLES)
-    assert "This field is required" in text  # the Params' own validation, before typing
-    # Params render as inputs named element_<param>; the date field takes keystrokes (M/D/Y).
-    browser.type_into("element_request_ref", "DSR-2026-0042")
-    browser.type_into("element_identifier", DEMO_SUBJECT[1])
-    browser.type_into("element_received_on", date.today().strftime("%m%d%Y"))  # en-US
-    browser.type_into("element_notes", "Asked by email to be forgotten.")
-    browser.evaluate("document.activeElement.blur()")
-    text = browser.wait_for_text(*PARAM_TITLES, "DSR-2026-0042")
-    assert "This field is required" not in text
-    path = browser.screenshot(IMAGES / "trigger-form.png")
-    assert_png(path)
-    browser.viewport(HEIGHT)
-
-
-def test_dpo_prompt(airflow_standalone: Stack, dpo_api: AirflowApi, browser: Browser) -> None:
-    stack = airflow_standalone
-    dpo_api.submit(erasure_request(REF, another_customer(stack)))
-    deadline = time.monotonic() + 180
-    prompt: dict[str, Any] | None = None
-    while prompt is None:
-        named = [
-            p for p in dpo_api.pending_prompts(RUN_ID) if p["subject"] == PROMPT_PREFIX + PROMPT_FOR
-        ]
-        if named:
-            prompt = named[0]
-            break
-        state = dpo_api.run(RUN_ID)["state"]
-        assert state not in ("success", "failed"), f"{RUN_ID} ended {state} without asking"
-        assert time.monotonic() < deadline, f"no prompt on {PROMPT_FOR} within 180 s"
-        time.sleep(2)
-    ti = prompt["task_instance"]
-    browser.viewport(PROMPT_HEIGHT)
-    browser.log_in(stack.base_url, stack.token("dpo"))
-    browser.open(
-        f"{stack.base_url}/dags/gdpr_erasure/runs/{RUN_ID}/tasks/dpo_decides/"
-        f"mapped/{ti['map_index']}/required_actions"
+def as_role(browser: Browser, stack: Stack, role: str) -> None:
+    """Log in as `role` afresh: nothing the UI kept of the previous login stays."""
+    browser.call(
+        "Storage.clearDataForOrigin",
+        origin=stack.base_url,
+        storageTypes="cookies,local_storage,session_storage,cache_storage",
     )
-    browser.wait_for_text(prompt["subject"], "Justification", "Delete this row")
-    path = browser.screenshot(IMAGES / "dpo-prompt.png")
-    assert_png(path)
-    browser.viewport(HEIGHT)
-    # The DPO answers (as in the picture) and the run completes: the records page shows it.
-    state, answered = dpo_api.wait(RUN_ID, decisions=load_decisions())
-    assert state == "success", dpo_api.explain_failure(RUN_ID)
-    assert answered
+    browser.log_in(stack.base_url, stack.token(role))
 
 
-def test_records_page(airflow_standalone: Stack, browser: Browser) -> None:
+def desk_row(browser: Browser, ref: str) -> str:
+    """The text of the desk's row for `ref` ('' when it is not there)."""
+    return str(
+        browser.evaluate(
+            f"(() => {{ const row = document.querySelector('tr[data-ref={json.dumps(ref)}]');"
+            " return row ? row.innerText : ''; })()"
+        )
+        or ""
+    )
+
+
+def settled_prompts(dpo: AirflowApi) -> list[dict[str, Any]]:
+    """The run's prompts once they have all appeared and settled (Airflow 3.3's race)."""
+    deadline = time.monotonic() + 240
+    seen: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        pending = dpo.pending_prompts(RUN_ID)
+        if pending and len(pending) == len(seen):
+            return pending
+        state = dpo.run(RUN_ID)["state"]
+        assert state not in ("success", "failed"), dpo.explain_failure(RUN_ID)
+        seen = pending
+        time.sleep(PROMPT_SETTLE_SECONDS)
+    raise AssertionError(f"{RUN_ID}'s prompts did not settle within 240 s")
+
+
+# ---------------------------------------------------------------------------------------------
+# The DPO
+
+
+def test_the_dpo_submits_on_the_desk(
+    airflow_standalone: Stack, dpo_api: AirflowApi, browser: Browser
+) -> None:
     stack = airflow_standalone
-    browser.log_in(stack.base_url, stack.token("auditor"))
+    as_role(browser, stack, "dpo")
+    browser.open(f"{stack.base_url}/erasure/desk")
+    browser.wait_for_text("Erasure desk", "New erasure request")
+    browser.click_css("#new-request")
+    browser.wait_for_text("New erasure request", "Identifier type", "Date received")
+    browser.type_into("request_ref", REF)
+    browser.evaluate("document.getElementById('identifier_type').value = 'email'")
+    browser.type_into("identifier", another_customer(stack))
+    browser.type_into("notes", NOTES)
+    browser.evaluate("document.activeElement.blur()")
+    browser.viewport(FORM_HEIGHT)
+    assert_png(browser.screenshot(IMAGES / "desk-new-request.png"))
+    browser.viewport(HEIGHT)
+    browser.click("button", "Submit erasure request")
+    text = browser.wait_for_text(f"Request {REF} submitted: run {RUN_ID}")
+    assert "Not submitted" not in text
+    run = dpo_api.run(RUN_ID)
+    assert run["conf"] == {"request_ref": REF, "submission": run["conf"]["submission"]}
+
+
+def test_the_desk_shows_the_request_awaiting_the_dpo(
+    airflow_standalone: Stack, dpo_api: AirflowApi, browser: Browser
+) -> None:
+    stack = airflow_standalone
+    prompts = settled_prompts(dpo_api)
+    as_role(browser, stack, "dpo")
+    browser.open(f"{stack.base_url}/erasure/desk?status=awaiting_dpo")
+    browser.wait_for_text("Erasure desk", REF)
+    row = desk_row(browser, REF)
+    assert "awaiting DPO" in row and re.search(r"\b\d+ d\b", row), row
+    for prompt in prompts:
+        assert prompt["subject"].removeprefix("Erasure: ") in row, (prompt["subject"], row)
+    browser.viewport(DESK_HEIGHT)
+    assert_png(browser.screenshot(IMAGES / "desk-awaiting.png"))
+    browser.viewport(HEIGHT)
+
+
+def answer_in_airflow(browser: Browser, decision: dict[str, Any]) -> None:
+    """Fill the Required action form as the DPO does and click the option's button."""
+    browser.type_into("element_justification", decision["justification"])
+    for param in ("scheduled_by", "standing_until"):
+        if decision.get(param):
+            day = str(decision[param])  # YYYY-MM-DD, typed as the en-US field order wants
+            browser.type_into(f"element_{param}", f"{day[5:7]}{day[8:10]}{day[:4]}")
+    if decision.get("exemption"):
+        focused = browser.evaluate(
+            "(() => { const all = [...document.querySelectorAll('input')];"
+            " const at = all.findIndex(e => e.name === 'element_exemption');"
+            " const box = all.slice(0, at).reverse()"
+            ".find(e => e.getAttribute('role') === 'combobox');"
+            " if (!box) return false; box.focus(); return true; })()"
+        )
+        assert focused, "no exemption field in the prompt"
+        browser.keys(f"Art. 17(3)({decision['exemption']})")
+        browser.press_enter()
+        chosen = browser.evaluate("document.querySelector('input[name=element_exemption]').value")
+        assert chosen == decision["exemption"], chosen
+    browser.evaluate("document.activeElement.blur()")
+
+
+def test_the_dpo_answers_each_prompt_from_the_desk(
+    airflow_standalone: Stack, dpo_api: AirflowApi, browser: Browser
+) -> None:
+    stack = airflow_standalone
+    decisions = load_decisions()
+    as_role(browser, stack, "dpo")
+    browser.open(f"{stack.base_url}/erasure/desk")
+    browser.wait_for_text(REF)
+    links = browser.evaluate(
+        f"[...document.querySelectorAll('tr[data-ref={json.dumps(REF)}] a.prompt')]"
+        ".map(a => [a.href, a.innerText])"
+    )
+    assert links, desk_row(browser, REF)
+    prompts = {p["subject"]: p for p in dpo_api.pending_prompts(RUN_ID)}
+    for href, label in links:
+        subject = f"Erasure: {label}"
+        dataset, decision = decision_for(subject, prompts[subject]["options"], decisions)
+        browser.viewport(PROMPT_HEIGHT)
+        browser.open(href)
+        browser.wait_for_text(subject, "Justification", decision["option"])
+        answer_in_airflow(browser, decision)
+        if dataset == SHOWN_PROMPT:
+            assert_png(browser.screenshot(IMAGES / "dpo-prompt.png"))
+        browser.click("button", decision["option"])
+        deadline = time.monotonic() + 60
+        while subject in {p["subject"] for p in dpo_api.pending_prompts(RUN_ID)}:
+            assert time.monotonic() < deadline, f"the answer on {dataset} was not taken"
+            time.sleep(1)
+        browser.viewport(HEIGHT)
+    assert SHOWN_PROMPT in {label.removeprefix("decide on ") for _, label in links}
+
+
+def test_the_desk_shows_the_request_complete(
+    airflow_standalone: Stack, dpo_api: AirflowApi, browser: Browser
+) -> None:
+    stack = airflow_standalone
+    state, _ = dpo_api.wait(RUN_ID, timeout=RUN_TIMEOUT_SECONDS)
+    assert state == "success", dpo_api.explain_failure(RUN_ID)
+    as_role(browser, stack, "dpo")
+    browser.open(f"{stack.base_url}/erasure/desk")
+    browser.wait_for_text(REF, "complete with exemptions")
+    row = desk_row(browser, REF)
+    assert "complete with exemptions" in row and "evidence" in row, row
+    browser.viewport(DESK_HEIGHT)
+    assert_png(browser.screenshot(IMAGES / "desk-complete.png"))
+    browser.viewport(HEIGHT)
+
+
+# ---------------------------------------------------------------------------------------------
+# The auditor, the operator, the tasks' account
+
+
+def test_the_auditor_verifies_the_chain_and_opens_the_evidence(
+    airflow_standalone: Stack, browser: Browser
+) -> None:
+    stack = airflow_standalone
+    as_role(browser, stack, "auditor")
     browser.open(f"{stack.base_url}/erasure/records")
-    text = browser.wait_for_text("Erasure completion records", "Chain verified")
-    assert REF in text
-    path = browser.screenshot(IMAGES / "records-page.png")
-    assert_png(path)
+    text = browser.wait_for_text("Erasure completion records", "Chain verified", REF)
+    assert "complete with exemptions" in text
+    assert_png(browser.screenshot(IMAGES / "records-page.png"))
+    evidence = browser.evaluate(
+        f"document.querySelector('a[href=\"api/v1/records/{REF}/export?format=html\"]').href"
+    )
+    browser.open(evidence)  # the link opens a new tab; here, the same one
+    text = browser.wait_for_text(f"request {REF}", "DPO rulings", "How to verify")
+    assert "dpo" in text  # the rulings name their author
+    assert_png(browser.screenshot(IMAGES / "evidence-page.png"))
+    browser.open(f"{stack.base_url}/erasure/api/v1/records/verify")
+    browser.wait_for_text('"ok"')
+    verified = json.loads(browser.evaluate("document.querySelector('pre').innerText"))
+    assert verified["ok"] is True and verified["records"] >= 1, verified
+
+
+def test_the_auditor_is_refused_the_dpos_pages_and_airflows_run(
+    airflow_standalone: Stack, browser: Browser
+) -> None:
+    stack = airflow_standalone
+    as_role(browser, stack, "auditor")
+    browser.open(f"{stack.base_url}/erasure/requests/new")
+    browser.wait_for_text("Not for your role", "this erasure action is the DPO's")
+    browser.open(f"{stack.base_url}/dags/{ERASURE_DAG}/runs/{RUN_ID}")
+    text = browser.wait_for_text("403 Forbidden")
+    assert "sub-" not in text  # nothing of the run's conf
+    browser.open(f"{stack.base_url}/erasure/desk")
+    browser.wait_for_text("Not for your role", "can_read on Erasure Desk")
+    browser.viewport(REFUSED_HEIGHT)
+    assert_png(browser.screenshot(IMAGES / "auditor-refused.png"))
+    browser.viewport(HEIGHT)
+
+
+def test_the_operator_reads_the_desk_without_the_form(
+    airflow_standalone: Stack, browser: Browser
+) -> None:
+    stack = airflow_standalone
+    as_role(browser, stack, "operator")
+    browser.open(f"{stack.base_url}/erasure/desk")
+    browser.wait_for_text("Erasure desk", REF)
+    assert browser.evaluate("document.getElementById('new-request') === null")
+    browser.open(f"{stack.base_url}/erasure/requests/new")
+    browser.wait_for_text("Not for your role")
+
+
+def test_the_tasks_account_sees_nothing_of_the_desk(
+    airflow_standalone: Stack, browser: Browser
+) -> None:
+    stack = airflow_standalone
+    as_role(browser, stack, TASKS_USER)
+    for page in ("/erasure/desk", "/erasure/records"):
+        browser.open(f"{stack.base_url}{page}")
+        browser.wait_for_text("Not for your role")
+    with httpx.Client(base_url=stack.base_url, trust_env=False, timeout=30) as client:
+        client.headers["Authorization"] = f"Bearer {stack.token(TASKS_USER)}"
+        assert client.get("/erasure/api/v1/respondents").status_code == 200

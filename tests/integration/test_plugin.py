@@ -79,7 +79,8 @@ ACT_ROUTES = [
     "/erasure/api/v1/lineage",
     "/erasure/api/v1/requests",
 ]
-DPO_PAGES = ["/erasure/requests/new"]
+DPO_PAGES = ["/erasure/requests/new", "/erasure/desk", "/erasure/api/v1/desk"]
+TASK_ROUTES = ["/erasure/api/v1/respondents"]  # the tasks' account: who may answer prompts
 
 GDPR_ERASURE_STANDIN = '''
     """Stand-in for the erasure DAG: the plugin only needs its id and its runs' conf."""
@@ -384,6 +385,7 @@ def test_the_plugin_is_mounted_by_airflow_and_its_package_is_not_loaded_as_loose
         (v["name"], v["href"], v["destination"], v["category"]) for v in erasure["external_views"]
     ]
     assert views == [
+        ("Erasure desk", "/erasure/desk", "nav", "browse"),
         ("New erasure request", "/erasure/requests/new", "nav", "browse"),
         ("Erasure records", "/erasure/records", "nav", "browse"),
     ]
@@ -397,10 +399,10 @@ def test_anonymous_callers_get_401_on_every_route(client: Any) -> None:
     mounted = {route.path for route in erasure_api.app.routes}  # type: ignore[attr-defined]
     tried = {
         path.split("?")[0].replace(REF, "{ref}").replace(DONE_REF, "{ref}")
-        for path in [*READ_ROUTES, *ACT_ROUTES, *DPO_PAGES]
+        for path in [*READ_ROUTES, *ACT_ROUTES, *DPO_PAGES, *TASK_ROUTES]
     }
     assert {f"/erasure{path}" for path in mounted} == tried, "a route is missing from this test"
-    for path in [*READ_ROUTES, *DPO_PAGES]:
+    for path in [*READ_ROUTES, *DPO_PAGES, *TASK_ROUTES]:
         assert client.get(path).status_code == 401, path
     for path in ACT_ROUTES:
         assert client.post(path, json={}).status_code == 401, path
@@ -431,6 +433,19 @@ def test_viewers_and_users_may_not_act(client: Any, tokens: dict[str, str], user
         assert "op or admin" in response.json()["detail"]
     for path in DPO_PAGES:
         assert client.get(path, headers=bearer(tokens[user])).status_code == 403, path
+
+
+@pytest.mark.parametrize(("user", "allowed"), [("auditor", False), ("clerk", True), ("dpo", True)])
+def test_who_may_answer_is_read_by_users_not_viewers(
+    client: Any, tokens: dict[str, str], user: str, allowed: bool
+) -> None:
+    response = client.get(TASK_ROUTES[0], headers=bearer(tokens[user]))
+    if not allowed:
+        assert response.status_code == 403
+        return
+    assert response.status_code == 200, response.text
+    # The simple auth manager's roles are not the DPO role: nobody holds it here.
+    assert response.json() == {"dpo_roles": ["DPO"], "respondents": []}
 
 
 # ---------------------------------------------------------------------------------------------

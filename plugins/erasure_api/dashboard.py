@@ -1,0 +1,409 @@
+"""The DPO's desk: `GET /erasure/desk` (the page) and `GET /erasure/api/v1/desk` (the same, JSON).
+
+Every request with its status, dates, deadline (overdue and due within 7 days marked),
+extension, the prompts awaiting the DPO with a link straight to each in Airflow's UI, the
+tasks that failed with a link to the task instance (where "Clear" resumes it), and the
+submissions not registered yet or refused at register. `erasure.desk` builds it from the
+registry and the facts read here from Airflow's metadata DB (the API server may use the
+ORM). Entries are keyed by request reference and subject hash, never the identifier.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated
+from urllib.parse import quote
+
+import sqlalchemy as sa
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel
+
+from erasure.deadlines import Deadline
+from erasure.desk import Desk, DeskEntry, DeskStatus, FailedTask, PendingPrompt, RunFacts
+from erasure.desk import build_desk as build
+from erasure.model import REQUEST_REF
+from erasure_api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
+from erasure_api.backend import ErasureBackend
+from erasure_api.desk import ERASURE_DAG_ID
+
+api = APIRouter(prefix="/api/v1")
+pages = APIRouter()
+BackendDep = Annotated[ErasureBackend, Depends(backend_of)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Documents: the desk with the links a person or a script follows
+
+
+class PromptView(PendingPrompt):
+    url: str  # the prompt in Airflow's UI, answered there
+
+
+class FailedTaskView(FailedTask):
+    url: str  # the task instance in Airflow's UI, cleared there
+
+
+class EntryView(DeskEntry):
+    prompts: Sequence[PromptView]
+    failed: Sequence[FailedTaskView]
+    run_url: str | None
+    request_url: str | None  # the request's JSON: plan, actions (registered only)
+    evidence_url: str | None  # its evidence pack (registered only)
+
+
+class DeskView(BaseModel):
+    generated_at: datetime
+    today: str
+    due_soon_days: int
+    status: DeskStatus | None
+    counts: dict[str, int]
+    entries: list[EntryView]
+
+
+@api.get("/desk")
+async def desk_json(
+    request: Request, caller: DeskDep, backend: BackendDep, status: DeskStatus | None = None
+) -> DeskView:
+    """Every request, as the desk page shows it; `status` filters the entries."""
+    return await run_in_threadpool(_desk_view, backend, _base(request), status)
+
+
+@pages.get("/desk", response_class=HTMLResponse)
+async def desk_page(
+    request: Request,
+    caller: DeskDep,
+    user: GetUserDep,
+    backend: BackendDep,
+    status: DeskStatus | None = None,
+) -> HTMLResponse:
+    """The desk for people: counts, a status filter, one row per request."""
+    view = await run_in_threadpool(_desk_view, backend, _base(request), status)
+    can_submit = may(user, Access.SUBMIT, dpo_roles=dpo_roles_of(request))
+    return HTMLResponse(render_desk_page(view, can_submit=can_submit))
+
+
+def _base(request: Request) -> str:
+    """Airflow's root path (the UI's links), from this app's mount point `<root>/erasure`."""
+    root = str(request.scope.get("root_path") or "")
+    return root[: -len("/erasure")] if root.endswith("/erasure") else ""
+
+
+def _desk_view(backend: ErasureBackend, base: str, status: DeskStatus | None) -> DeskView:
+    desk = build(
+        backend.requests().list(), erasure_runs(), datetime.now(UTC).date(), status=status
+    )
+    return view_of(desk, base)
+
+
+def view_of(desk: Desk, base: str) -> DeskView:
+    """The desk with its links: Airflow UI paths under `base`, the erasure API's own."""
+    return DeskView(
+        generated_at=datetime.now(UTC),
+        today=desk.today.isoformat(),
+        due_soon_days=desk.due_soon_days,
+        status=desk.status,
+        counts=desk.counts.model_dump(),
+        entries=[_entry_view(e, base) for e in desk.entries],
+    )
+
+
+def _entry_view(entry: DeskEntry, base: str) -> EntryView:
+    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id)}" if entry.run_id else None
+    ref = quote(entry.request_ref, safe="")
+    registered = entry.subject_hash is not None
+    return EntryView(
+        **entry.model_dump(exclude={"prompts", "failed"}),
+        prompts=[
+            PromptView(
+                **p.model_dump(),
+                url=f"{run}/{_task_path(p.task_id, p.map_index)}/required_actions",
+            )
+            for p in entry.prompts
+        ],
+        failed=[
+            FailedTaskView(**f.model_dump(), url=f"{run}/{_task_path(f.task_id, f.map_index)}")
+            for f in entry.failed
+        ],
+        run_url=run,
+        request_url=f"{base}/erasure/api/v1/requests/{ref}" if registered else None,
+        evidence_url=(
+            f"{base}/erasure/api/v1/records/{ref}/export?format=html" if registered else None
+        ),
+    )
+
+
+def _task_path(task_id: str, map_index: int) -> str:
+    path = f"tasks/{quote(task_id)}"
+    return f"{path}/mapped/{map_index}" if map_index >= 0 else path
+
+
+# ---------------------------------------------------------------------------------------------
+# What Airflow knows of the erasure runs
+
+
+def erasure_runs() -> list[RunFacts]:
+    """Every desk-started gdpr_erasure run: state, prompts waiting, tasks failed for good."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    ti = TaskInstance
+    waiting = (TaskInstanceState.AWAITING_INPUT.value, TaskInstanceState.DEFERRED.value)
+    with create_session() as session:
+        runs = session.execute(
+            sa.select(DagRun.run_id, DagRun.state, DagRun.conf, DagRun.queued_at).where(
+                DagRun.dag_id == ERASURE_DAG_ID
+            )
+        ).all()
+        tasks = session.execute(
+            sa.select(
+                ti.run_id,
+                ti.task_id,
+                ti.map_index,
+                ti.state,
+                ti.try_number,
+                ti.end_date,
+                ti.rendered_map_index,
+                HITLDetail.subject,
+                HITLDetail.created_at,
+                HITLDetail.assignees,
+            )
+            .outerjoin(HITLDetail, HITLDetail.ti_id == ti.id)
+            .where(
+                ti.dag_id == ERASURE_DAG_ID,
+                sa.or_(
+                    ti.state == TaskInstanceState.FAILED.value,
+                    sa.and_(
+                        ti.state.in_(waiting),
+                        HITLDetail.ti_id.is_not(None),
+                        HITLDetail.responded_at.is_(None),
+                    ),
+                ),
+            )
+            .order_by(ti.run_id, ti.task_id, ti.map_index)
+        ).all()
+    facts: dict[str, RunFacts] = {}
+    for run_id, state, conf, queued_at in runs:
+        ref = _ref_of(run_id, conf)
+        if ref is not None:
+            facts[run_id] = RunFacts(
+                run_id=run_id, request_ref=ref, state=str(state), queued_at=queued_at
+            )
+    for row in tasks:
+        run = facts.get(row.run_id)
+        if run is None:
+            continue
+        if row.state == TaskInstanceState.FAILED.value:
+            run.failed.append(
+                FailedTask(
+                    task_id=row.task_id,
+                    map_index=row.map_index,
+                    label=row.rendered_map_index,
+                    try_number=row.try_number,
+                    ended_at=row.end_date,
+                )
+            )
+        else:
+            run.prompts.append(
+                PendingPrompt(
+                    task_id=row.task_id,
+                    map_index=row.map_index,
+                    subject=row.subject,
+                    waiting_since=row.created_at,
+                    assigned_to=[str(a.get("name")) for a in row.assignees or []],
+                )
+            )
+    return list(facts.values())
+
+
+def _ref_of(run_id: str, conf: object) -> str | None:
+    """The request reference of a run the desk started (`erasure-<ref>[-n]`, its conf
+    agreeing); None for any other run, whose id and conf the desk does not show."""
+    ref = conf.get("request_ref") if isinstance(conf, dict) else None
+    if not isinstance(ref, str) or not REQUEST_REF.match(ref):
+        return None
+    if run_id == f"erasure-{ref}" or re.fullmatch(rf"erasure-{re.escape(ref)}-\d+", run_id):
+        return ref
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+STATUS_LABELS = {
+    DeskStatus.SUBMITTED: "submitted",
+    DeskStatus.REFUSED: "refused at register",
+    DeskStatus.REGISTERED: "registered",
+    DeskStatus.PLANNED: "planned",
+    DeskStatus.ACTING: "acting",
+    DeskStatus.AWAITING_DPO: "awaiting DPO",
+    DeskStatus.VERIFYING: "verifying",
+    DeskStatus.COMPLETE: "complete",
+    DeskStatus.COMPLETE_WITH_EXEMPTIONS: "complete with exemptions",
+    DeskStatus.FAILED: "failed",
+}
+
+
+def render_desk_page(view: DeskView, *, can_submit: bool) -> str:
+    """The desk as one self-contained page (every value escaped)."""
+    counts = view.counts
+    cards = "".join(
+        f'<div class="card {cls}"><span class="n">{counts[key]}</span>{_e(label)}</div>'
+        for key, label, cls in (
+            ("open", "open", ""),
+            ("prompts", "prompts awaiting you", _warn(counts["prompts"])),
+            ("overdue", "overdue", "bad" if counts["overdue"] else ""),
+            ("due_soon", f"due within {view.due_soon_days} days", _warn(counts["due_soon"])),
+            ("failed", "failed or refused", "bad" if counts["failed"] else ""),
+            ("dry_runs", "dry runs", ""),
+            ("closed", "complete", ""),
+        )
+    )
+    options = '<option value="">every status</option>' + "".join(
+        f'<option value="{_e(s.value)}"{" selected" if view.status is s else ""}>'
+        f"{_e(STATUS_LABELS[s])}</option>"
+        for s in DeskStatus
+    )
+    new = (
+        '<a class="button" id="new-request" href="requests/new">New erasure request</a>'
+        if can_submit
+        else ""
+    )
+    shown = f" ({len(view.entries)} {_e(STATUS_LABELS[view.status])})" if view.status else ""
+    none = "No requests with this status." if view.status else "No requests yet."
+    rows = "".join(_row(e) for e in view.entries) or (
+        f'<tr><td colspan="9" class="empty">{none}</td></tr>'
+    )
+    return _PAGE.format(
+        css=_CSS,
+        new=new,
+        cards=cards,
+        options=options,
+        shown=shown,
+        rows=rows,
+        generated=_e(view.generated_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
+        today=_e(view.today),
+    )
+
+
+def _warn(count: int) -> str:
+    return "warn" if count else ""
+
+
+def _row(e: EntryView) -> str:
+    status = e.status
+    status_class = {
+        DeskStatus.FAILED: "bad",
+        DeskStatus.REFUSED: "bad",
+        DeskStatus.AWAITING_DPO: "warn",
+        DeskStatus.COMPLETE: "ok",
+        DeskStatus.COMPLETE_WITH_EXEMPTIONS: "ok",
+    }.get(status, "")
+    tags = '<span class="tag">dry run</span>' if e.dry_run else ""
+    ref = f"<strong>{_e(e.request_ref)}</strong>{tags}"
+    if e.request_url:
+        ref = f'<a href="{_e(e.request_url)}">{ref}</a>'
+    subject = (
+        f'<code title="{_e(e.subject_hash)}">{_e(e.subject_hash[:12])}…</code>'
+        f'<div class="sub">{_e(e.identifier_type)}</div>'
+        if e.subject_hash
+        else '<span class="sub">not registered</span>'
+    )
+    due = _e(e.effective_due_on or "—")
+    if e.extended_until and e.due_on:
+        due += f'<div class="sub">was {_e(e.due_on)}</div>'
+    extended = (
+        f'<span class="tag">until {_e(e.extended_until)}</span>'
+        f'<div class="sub">{_e(e.extension_reason or "")}</div>'
+        if e.extended_until
+        else ""
+    )
+    prompts = "".join(
+        f'<a class="prompt" href="{_e(p.url)}">{_e(p.subject.removeprefix("Erasure: "))}</a>'
+        for p in e.prompts
+    )
+    failed = "".join(
+        f'<a class="failed" href="{_e(f.url)}" title="open the task instance and Clear it">'
+        f"failed: {_e(f.label or f.task_id)} (try {f.try_number}) · clear it</a>"
+        for f in e.failed
+    )
+    evidence = f'<a href="{_e(e.evidence_url)}">evidence</a>' if e.evidence_url else ""
+    run = f'<a href="{_e(e.run_url)}">{_e(e.run_state or "run")}</a>' if e.run_url else ""
+    return (
+        f'<tr data-ref="{_e(e.request_ref)}" data-status="{_e(status.value)}">'
+        f'<td class="ref">{ref}</td><td>{subject}</td>'
+        f'<td><span class="status {status_class}">{_e(STATUS_LABELS[status])}</span></td>'
+        f"<td class=\"date\">{_e(e.received_on or '—')}</td><td class=\"date\">{due}</td>"
+        f"<td>{_days_left(e)}</td><td>{extended}</td>"
+        f"<td>{prompts}{failed}</td><td>{' · '.join(filter(None, (run, evidence)))}</td></tr>"
+    )
+
+
+def _days_left(e: EntryView) -> str:
+    if e.days_left is None:
+        return '<span class="sub">—</span>'
+    if e.deadline is Deadline.OVERDUE:
+        return f'<span class="days bad">overdue {-e.days_left} d</span>'
+    if e.deadline is Deadline.DUE_SOON:
+        return f'<span class="days warn">{e.days_left} d</span>'
+    return f'<span class="days">{e.days_left} d</span>'
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem 2rem;
+color:#1f2933;background:#fff;max-width:90rem}
+h1{font-size:1.5rem;margin:0}header{display:flex;gap:1rem;align-items:center;margin-bottom:1rem}
+header nav{margin-left:auto;display:flex;gap:1rem;align-items:center}
+.cards{display:flex;gap:.75rem;flex-wrap:wrap;margin:.5rem 0 1rem}
+.card{border:1px solid #d9e2ec;border-radius:6px;padding:.5rem .9rem;min-width:7rem}
+.card .n{display:block;font-size:1.4rem;font-weight:700}
+.card.warn{background:#fffbea;border-color:#f0b429}.card.bad{background:#ffe3e3;border-color:#e12d39}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .6rem;
+border-bottom:1px solid #e4e7eb;vertical-align:top}th{background:#f5f7fa;font-weight:600}
+code{font:12px/1.3 ui-monospace,SFMono-Regular,Menlo,monospace}.sub{color:#52606d;font-size:12px}
+.status,.days,.tag{padding:.1rem .45rem;border-radius:4px;white-space:nowrap}
+.status{background:#f0f4f8}.ok{background:#e3f9e5}.warn{background:#fffbea;color:#8d2b0b}
+.bad{background:#ffe3e3;color:#610316;font-weight:600}
+.tag{background:#e6f6ff;margin-left:.4rem;font-size:12px}
+a{color:#0b69a3}a.prompt,a.failed{display:block;margin:.1rem 0}a.failed{color:#ab091e}
+a.prompt::before{content:"\\25B6  "}a.failed::before{content:"\\2716  "}
+.button{background:#0b69a3;color:#fff;padding:.45rem 1rem;border-radius:4px;
+text-decoration:none;font-weight:600}
+form{margin:0 0 .75rem}select{font:inherit;padding:.25rem}
+.empty{color:#52606d;text-align:center;padding:1.5rem}
+td.date,td.ref{white-space:nowrap}
+.note{color:#52606d;margin-top:1.5rem;font-size:12px}
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Erasure desk</title><style>{css}</style></head><body>
+<header><h1>Erasure desk</h1><nav>{new}<a href="records">Completion records</a>
+<a href="api/v1/desk">JSON</a></nav></header>
+<div class="cards">{cards}</div>
+<form method="get"><label for="status">Show </label><select id="status" name="status"
+ onchange="this.form.submit()">{options}</select><noscript><button>Filter</button></noscript>
+{shown}</form>
+<table id="requests"><thead><tr><th>Request</th><th>Subject (keyed hash)</th><th>Status</th>
+<th>Received</th><th>Due</th><th>Days left</th><th>Extended</th><th>Awaiting you / failed</th>
+<th>Run · evidence</th></tr></thead><tbody>{rows}</tbody></table>
+<p class="note">Deadlines are Art. 12(3)'s one month from receipt, or the recorded extension.
+A prompt opens in Airflow's Required actions; a failed task opens its task instance, where
+Clear resumes the request without acting twice. Subjects appear only as keyed hashes.
+Today {today}; generated {generated}.</p>
+</body></html>
+"""

@@ -1,0 +1,548 @@
+"""The DPO's desk and the plugin's roles under the FAB auth manager, inside Airflow's own app.
+
+Airflow's `create_app()` loads the plugin as the API server does, with the FAB auth manager
+and the chart's roles (helm/values.yaml, applied by `local.up.fab_setup` as `make up` does);
+each role logs in with `POST /auth/token`. The desk reads the erasure store (SQLite) and
+Airflow's metadata DB: requests are registered as the register step leaves them, their runs
+created as the desk creates them, and a prompt waiting or a task failed is written the way
+Airflow records it (the task instance's state, the HITL row), since no scheduler runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from erasure.catalog import load_catalog
+from erasure.keys.bootstrap import ensure_submissions_key
+from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
+from erasure.keys.pepper import PepperStore
+from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
+from erasure.store import Store, open_store
+from erasure.submission import ErasureRequest
+from local.up.stack import PASSWORDS_FILE, USERS
+from tests.unit.registry_support import Books, books_for, register
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGINS = REPO / "plugins"
+sys.path.insert(0, str(PLUGINS))  # as Airflow does for its plugins folder
+
+from erasure_api.backend import ErasureBackend  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
+
+RUN = uuid.uuid4().hex[:6]
+TODAY = date.today()
+CANARY = f"desk.canary.{RUN}@example.org"
+NOTE_CANARY = f"desk-note-{RUN}"
+CATALOG = REPO / "erasure" / "sample" / "estate" / "catalog.yaml"
+FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+# One request per thing the desk shows; the registered ones by days since received.
+OVERDUE = f"DESK-{RUN}-OVERDUE"
+DUE_SOON = f"DESK-{RUN}-SOON"
+EXTENDED = f"DESK-{RUN}-EXT"
+WAITING = f"DESK-{RUN}-PROMPT"
+FAILED = f"DESK-{RUN}-FAILED"
+DRY = f"DESK-{RUN}-DRY"
+DONE = f"DESK-{RUN}-DONE"
+REFUSED = f"DESK-{RUN}-REFUSED"
+QUEUED = f"DESK-{RUN}-QUEUED"
+RECEIVED_DAYS_AGO = {
+    OVERDUE: 40, DUE_SOON: 26, EXTENDED: 20, WAITING: 3, FAILED: 2, DRY: 1, DONE: 5,
+}  # fmt: skip
+EXTENSION_REASON = "Complex: three systems' backups must be checked."
+PROMPT_SUBJECT = "Erasure: decide on crm.addresses"
+
+STANDIN = '''
+    """Stand-in for the erasure DAG: the desk reads its runs and task instances."""
+    from airflow.sdk import dag, task
+
+
+    @dag(dag_id="gdpr_erasure", schedule=None)
+    def gdpr_erasure():
+        @task
+        def register():
+            return "registered"
+
+        @task
+        def dpo_decides():
+            return "asked"
+
+        register() >> dpo_decides()
+
+
+    gdpr_erasure()
+'''
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures: FAB with the chart's roles, the plugin, a desk full of requests
+
+
+@pytest.fixture(scope="module")
+def env(
+    airflow_db: Path, openbao: EmbeddedOpenBao, tmp_path_factory: Any
+) -> Iterator[dict[str, str]]:
+    """The API server's environment under FAB; each user's password in the stack's file."""
+    home = tmp_path_factory.mktemp("erasure-desk")
+    passwords = {user: f"pw-{user}-{RUN}" for user in USERS}
+    (airflow_db / PASSWORDS_FILE).write_text(json.dumps(passwords))
+    (home / "webserver_config.py").write_text(
+        (REPO / "helm" / "files" / "webserver_config.py").read_text()
+    )
+    values = {
+        "AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER,
+        "AIRFLOW__FAB__CONFIG_FILE": str(home / "webserver_config.py"),
+        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex * 2,
+        "ERASURE_STORE_URL": f"sqlite:///{home}/erasure.db",
+        "ERASURE_VAULT_ADDR": openbao.address,
+        "ERASURE_VAULT_TOKEN": openbao.token,
+        "ERASURE_VAULT_KV_MOUNT": f"kv-desk-{RUN}",
+        "ERASURE_VAULT_TRANSIT_MOUNT": f"transit-desk-{RUN}",
+        "ERASURE_CATALOG_PATH": str(CATALOG),
+        "ERASURE_REQUIRE_DPO_ROLE": "true",
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in values.items():
+            mp.setenv(name, value)
+        yield {**values, **{f"password:{u}": p for u, p in passwords.items()}}
+
+
+def run_fab_setup(*first: list[str]) -> list[str]:
+    """`local.up.fab_setup` (after `first`, e.g. the migration) as `make up` runs it; its lines."""
+    setup = [sys.executable, "-m", "local.up.fab_setup"]
+    steps: list[tuple[list[str], Path | None]] = [*((a, None) for a in first), (setup, REPO)]
+    for argv, cwd in steps:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, env=os.environ.copy(), cwd=cwd, timeout=300
+        )
+        assert done.returncode == 0, f"{argv}: {done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return [line for line in done.stdout.splitlines() if line.startswith("fab setup:")]
+
+
+@pytest.fixture(scope="module")
+def fab_roles(env: dict[str, str]) -> list[str]:
+    """FAB's tables, the chart's roles and one user per role, as `make up` sets them."""
+    return run_fab_setup([sys.executable, "-m", "airflow", "db", "migrate"])
+
+
+@pytest.fixture(scope="module")
+def client(env: dict[str, str], fab_roles: list[str]) -> Iterator[Any]:
+    """Airflow's API server app under FAB, plugin included."""
+    import erasure_api
+    from airflow import plugins_manager, settings
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from fastapi.testclient import TestClient
+
+    def reload_plugins() -> None:
+        for cached in (
+            plugins_manager._get_plugins,
+            plugins_manager.get_fastapi_plugins,
+            plugins_manager._get_ui_plugins,
+        ):
+            cached.cache_clear()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(settings, "PLUGINS_FOLDER", str(PLUGINS))
+        reload_plugins()
+        purge_cached_app()
+        erasure_api.app.state.erasure = ErasureBackend()
+        try:
+            with TestClient(create_app()) as client:
+                yield client
+        finally:
+            purge_cached_app()
+            reload_plugins()
+
+
+@pytest.fixture(scope="module")
+def tokens(client: Any, env: dict[str, str]) -> dict[str, str]:
+    issued = {}
+    for user in USERS:
+        response = client.post(
+            "/auth/token", json={"username": user, "password": env[f"password:{user}"]}
+        )
+        assert response.status_code == 201, response.text
+        issued[user] = response.json()["access_token"]
+    return issued
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def store(env: dict[str, str]) -> Iterator[Store]:
+    with open_store(env["ERASURE_STORE_URL"]) as store:
+        yield store
+
+
+@pytest.fixture(scope="module")
+def registry(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> Books:
+    vault = openbao.client()
+    keystore = KvKeyStore(KvKeyStoreConfig(mount=env["ERASURE_VAULT_KV_MOUNT"]), vault)
+    keystore.ensure_mount()
+    PepperStore(vault, env["ERASURE_VAULT_KV_MOUNT"]).initialise()
+    ensure_transit(vault, env["ERASURE_VAULT_TRANSIT_MOUNT"])
+    ensure_submissions_key(vault, env["ERASURE_VAULT_TRANSIT_MOUNT"])
+    return books_for(store, keystore, peppers=PepperStore(vault, env["ERASURE_VAULT_KV_MOUNT"]))
+
+
+@pytest.fixture(scope="module")
+def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.utils.session import create_session
+
+    folder = tmp_path_factory.mktemp("desk-dags")
+    (folder / "gdpr_erasure.py").write_text(textwrap.dedent(STANDIN))
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
+    assert not bag.import_errors, bag.import_errors
+    sync_bag_to_db(bag, "dags-folder", None)
+    return "gdpr_erasure"
+
+
+def _start_run(ref: str) -> str:
+    """The run as the desk creates it: conf = the reference and a handle."""
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.utils.session import create_session
+    from airflow.utils.types import DagRunTriggeredByType
+
+    run_id = f"erasure-{ref}"
+    with create_session() as session:
+        trigger_dag(
+            "gdpr_erasure",
+            triggered_by=DagRunTriggeredByType.REST_API,
+            triggering_user_name="dpo",
+            run_id=run_id,
+            conf={"request_ref": ref, "submission": f"sub-{uuid.uuid4().hex}"},
+            session=session,
+        )
+    return run_id
+
+
+def _set_task(run_id: str, task_id: str, state: str, *, prompt: str | None = None) -> None:
+    """A task instance's state as Airflow records it; a prompt also gets its HITL row."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = session.scalars(
+            sa.select(TaskInstance).where(
+                TaskInstance.run_id == run_id, TaskInstance.task_id == task_id
+            )
+        ).one()
+        ti.state = state
+        ti.try_number = 3 if state == "failed" else 1
+        if prompt is not None:
+            session.add(
+                HITLDetail(
+                    ti_id=ti.id,
+                    options=["Delete this row", "Retain under an Art. 17(3) exemption"],
+                    subject=prompt,
+                    body="**Artefact** `crm.addresses`",
+                    defaults=None,
+                    multiple=False,
+                    params={},
+                    assignees=[{"id": "2", "name": "dpo"}],
+                )
+            )
+        if state == "failed" and task_id == "register":
+            run = session.scalars(sa.select(DagRun).where(DagRun.run_id == run_id)).one()
+            run.state = "failed"
+
+
+@pytest.fixture(scope="module")
+def desk(registry: Books, erasure_dag: str, client: Any) -> dict[str, str]:
+    """Requests in every situation the desk shows; ref -> subject hash."""
+    catalog = load_catalog(CATALOG)
+    hashes = {}
+    for index, (ref, days) in enumerate(RECEIVED_DAYS_AGO.items()):
+        done = register(
+            registry,
+            ErasureRequest.parse(
+                {
+                    "request_ref": ref,
+                    "identifier_type": "email",
+                    "identifier": CANARY.replace("desk.", f"desk{index}."),
+                    "received_on": (TODAY - timedelta(days=days)).isoformat(),
+                    "legal_ground": "art17_1_b",
+                    "notes": NOTE_CANARY,
+                    "dry_run": ref == DRY,
+                }
+            ),
+            catalog=catalog,
+            run_id=_start_run(ref),
+        )
+        hashes[ref] = done.subject_hash
+    registry.requests.extend(EXTENDED, 2, EXTENSION_REASON)
+    for ref, status in ((WAITING, "planned"), (FAILED, "planned"), (DONE, "planned")):
+        registry.requests.set_status(ref, status)
+    registry.requests.set_status(WAITING, "acting")
+    registry.requests.set_status(FAILED, "failed")
+    for status in ("acting", "verifying", "complete"):
+        registry.requests.set_status(DONE, status)
+    _set_task(f"erasure-{WAITING}", "register", "success")
+    _set_task(f"erasure-{WAITING}", "dpo_decides", "awaiting_input", prompt=PROMPT_SUBJECT)
+    _set_task(f"erasure-{FAILED}", "register", "failed")
+    _start_run(REFUSED)
+    _set_task(f"erasure-{REFUSED}", "register", "failed")
+    _start_run(QUEUED)
+    return hashes
+
+
+def desk_json(client: Any, token: str, **params: str) -> dict[str, Any]:
+    response = client.get("/erasure/api/v1/desk", params=params, headers=bearer(token))
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def entries_by_ref(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["request_ref"]: e for e in body["entries"] if RUN in e["request_ref"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The desk
+
+
+def test_every_request_is_on_the_desk_with_its_deadline(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    entries = entries_by_ref(desk_json(client, tokens["dpo"]))
+    assert set(entries) == {*RECEIVED_DAYS_AGO, REFUSED, QUEUED}
+    overdue = entries[OVERDUE]
+    assert overdue["deadline"] == "overdue" and overdue["days_left"] < 0
+    assert overdue["effective_due_on"] < TODAY.isoformat()
+    assert entries[DUE_SOON]["deadline"] == "due_soon" and 0 <= entries[DUE_SOON]["days_left"] <= 7
+    extended = entries[EXTENDED]
+    assert extended["deadline"] == "on_time" and extended["extension_reason"] == EXTENSION_REASON
+    assert extended["effective_due_on"] == extended["extended_until"] > extended["due_on"]
+    assert entries[DONE]["deadline"] == "closed" and entries[DONE]["days_left"] is None
+    assert entries[DRY]["dry_run"] is True and entries[DRY]["deadline"] == "none"
+    for ref, entry in entries.items():
+        if ref in RECEIVED_DAYS_AGO:
+            assert entry["subject_hash"] == desk[ref]
+            assert entry["received_on"] == (TODAY - timedelta(RECEIVED_DAYS_AGO[ref])).isoformat()
+            assert entry["evidence_url"] == f"/erasure/api/v1/records/{ref}/export?format=html"
+            assert entry["request_url"] == f"/erasure/api/v1/requests/{ref}"
+    # Most urgent first: the overdue request, then the one due within a week.
+    order = [e["request_ref"] for e in desk_json(client, tokens["dpo"])["entries"]]
+    assert order.index(OVERDUE) < order.index(DUE_SOON) < order.index(EXTENDED) < order.index(DONE)
+
+
+def test_a_waiting_prompt_links_straight_to_it_in_airflow(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    waiting = entries_by_ref(desk_json(client, tokens["dpo"]))[WAITING]
+    assert waiting["status"] == "awaiting_dpo"  # the run knows before the registry does
+    (prompt,) = waiting["prompts"]
+    assert prompt["subject"] == PROMPT_SUBJECT and prompt["assigned_to"] == ["dpo"]
+    assert prompt["url"] == (
+        f"/dags/gdpr_erasure/runs/erasure-{WAITING}/tasks/dpo_decides/required_actions"
+    )
+    assert waiting["run_url"] == f"/dags/gdpr_erasure/runs/erasure-{WAITING}"
+    # The link opens Airflow's own page for the task instance (served by the UI).
+    assert client.get(prompt["url"], headers=bearer(tokens["dpo"])).status_code == 200
+
+
+def test_a_failed_task_links_to_where_it_is_cleared(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    entries = entries_by_ref(desk_json(client, tokens["dpo"]))
+    failed = entries[FAILED]
+    assert failed["status"] == "failed" and failed["prompts"] == []
+    (task,) = failed["failed"]
+    assert task["task_id"] == "register" and task["try_number"] == 3
+    assert task["url"] == f"/dags/gdpr_erasure/runs/erasure-{FAILED}/tasks/register"
+
+
+def test_submissions_not_registered_are_on_the_desk_without_a_subject(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    entries = entries_by_ref(desk_json(client, tokens["dpo"]))
+    refused, queued = entries[REFUSED], entries[QUEUED]
+    assert refused["status"] == "refused" and refused["failed"][0]["task_id"] == "register"
+    assert queued["status"] == "submitted" and queued["run_state"] == "queued"
+    for entry in (refused, queued):
+        assert entry["subject_hash"] is None and entry["evidence_url"] is None
+        assert entry["received_on"] is None and entry["deadline"] == "none"
+
+
+def test_the_desk_filters_by_status_and_counts_everything(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    every = desk_json(client, tokens["dpo"])
+    only = desk_json(client, tokens["dpo"], status="awaiting_dpo")
+    assert only["status"] == "awaiting_dpo"
+    assert [e["request_ref"] for e in only["entries"] if RUN in e["request_ref"]] == [WAITING]
+    assert only["counts"] == every["counts"]  # counts are of the whole desk, not the filter
+    counts = every["counts"]
+    assert counts["overdue"] >= 1 and counts["due_soon"] >= 1 and counts["prompts"] >= 1
+    assert counts["failed"] >= 2 and counts["dry_runs"] >= 1 and counts["closed"] >= 1
+    bad = client.get(
+        "/erasure/api/v1/desk", params={"status": "sleeping"}, headers=bearer(tokens["dpo"])
+    )
+    assert bad.status_code == 422 and "sleeping" not in json.dumps(bad.json()["detail"][0]["msg"])
+
+
+def test_the_desk_page_marks_what_needs_the_dpo_and_never_the_identifier(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    client.cookies.set("_token", tokens["dpo"])  # as the UI's login leaves it
+    try:
+        page = client.get("/erasure/desk")
+        filtered = client.get("/erasure/desk", params={"status": "failed"})
+    finally:
+        client.cookies.clear()
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    row = html[html.index(f'data-ref="{OVERDUE}"') :]
+    assert "overdue" in row[: row.index("</tr>")]
+    row = html[html.index(f'data-ref="{DUE_SOON}"') :]
+    assert 'class="days warn"' in row[: row.index("</tr>")]
+    assert EXTENSION_REASON.replace("'", "&#x27;") in html
+    assert f"/dags/gdpr_erasure/runs/erasure-{WAITING}/tasks/dpo_decides/required_actions" in html
+    assert 'id="new-request"' in html  # the DPO may submit
+    assert f'data-ref="{FAILED}"' in filtered.text and f'data-ref="{OVERDUE}"' not in filtered.text
+    for text in (html, filtered.text, json.dumps(desk_json(client, tokens["dpo"]))):
+        assert "canary" not in text.casefold() and NOTE_CANARY not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles: every plugin route, every role of the chart
+
+
+ROLES = ("dpo", "auditor", "operator", "erasure-tasks", "admin")
+RECORD_ROUTES = (
+    "GET /erasure/api/v1/requests",
+    f"GET /erasure/api/v1/requests/{DONE}",
+    "GET /erasure/api/v1/records",
+    "GET /erasure/api/v1/records/verify",
+    "GET /erasure/records",
+)
+DESK_ROUTES = ("GET /erasure/desk", "GET /erasure/api/v1/desk")
+SUBMIT_ROUTES = ("GET /erasure/requests/new", "POST /erasure/api/v1/requests")
+LINEAGE_ROUTES = ("POST /erasure/api/v1/lineage",)
+TASK_ROUTES = ("GET /erasure/api/v1/respondents",)
+# Who gets through: the rest get 403. Submitting passes to validation (422 on an empty body).
+ALLOWED = {
+    "dpo": {*RECORD_ROUTES, *DESK_ROUTES, *SUBMIT_ROUTES, *LINEAGE_ROUTES},
+    "auditor": {*RECORD_ROUTES},
+    "operator": {*RECORD_ROUTES, *DESK_ROUTES},
+    "erasure-tasks": {*TASK_ROUTES},
+    # FAB gives Admin every permission; submitting also needs the DPO role, which it lacks.
+    "admin": {*RECORD_ROUTES, *DESK_ROUTES, *LINEAGE_ROUTES, *TASK_ROUTES},
+}
+
+
+@pytest.mark.parametrize("user", ROLES)
+def test_each_role_reaches_exactly_its_plugin_routes(
+    client: Any, tokens: dict[str, str], desk: dict[str, str], user: str
+) -> None:
+    import erasure_api
+
+    app_routes: Any = erasure_api.app.routes
+    mounted = {f"{m} /erasure{r.path}" for r in app_routes for m in r.methods}
+    routes = (*RECORD_ROUTES, *DESK_ROUTES, *SUBMIT_ROUTES, *LINEAGE_ROUTES, *TASK_ROUTES)
+    named = {r.replace(DONE, "{ref}") for r in routes}
+    assert mounted - named <= {
+        "GET /erasure/api/v1/records/{ref}",
+        "GET /erasure/api/v1/records/{ref}/export",
+    }, "a route is missing from this test"
+    seen = {}
+    for route in routes:
+        method, path = route.split(" ", 1)
+        body = [] if path.endswith("/lineage") else {}
+        response = client.request(
+            method, path, headers=bearer(tokens[user]), json=body if method == "POST" else None
+        )
+        seen[route] = response.status_code
+    refused = {r for r, code in seen.items() if code == 403}
+    assert refused == set(routes) - ALLOWED[user], seen
+    for route in ALLOWED[user]:
+        expected = 422 if route == "POST /erasure/api/v1/requests" else 200
+        assert seen[route] == expected, (route, seen[route])
+
+
+def test_a_refusal_says_what_the_route_needs(client: Any, tokens: dict[str, str]) -> None:
+    desk = client.get("/erasure/desk", headers=bearer(tokens["auditor"])).json()["detail"]
+    assert "can_read on Erasure Desk" in desk
+    submit = client.post("/erasure/api/v1/requests", json={}, headers=bearer(tokens["admin"]))
+    assert "a DPO role (DPO;" in submit.json()["detail"]
+
+
+def test_the_tasks_learn_who_the_dpos_are(
+    client: Any, tokens: dict[str, str], fab_roles: list[str]
+) -> None:
+    body = client.get("/erasure/api/v1/respondents", headers=bearer(tokens["erasure-tasks"])).json()
+    me = client.get("/ui/auth/me", headers=bearer(tokens["dpo"])).json()
+    assert body == {
+        "dpo_roles": ["DPO"],
+        "respondents": [{"id": me["id"], "name": "dpo", "roles": ["DPO"]}],
+    }
+    assert any("role DPO:" in line for line in fab_roles)
+
+
+def test_a_person_refused_a_page_gets_a_page_saying_why(
+    client: Any, tokens: dict[str, str]
+) -> None:
+    browser = {**bearer(tokens["auditor"]), "Accept": "text/html,application/xhtml+xml"}
+    page = client.get("/erasure/desk", headers=browser)
+    assert page.status_code == 403 and page.headers["content-type"].startswith("text/html")
+    assert "Not for your role" in page.text and "can_read on Erasure Desk" in page.text
+    api = client.get("/erasure/api/v1/desk", headers=browser)  # scripts keep their JSON
+    assert api.status_code == 403 and "can_read on Erasure Desk" in api.json()["detail"]
+    anonymous = client.get("/erasure/requests/new", headers={"Accept": "text/html"})
+    assert anonymous.status_code == 401 and "Log in to Airflow first" in anonymous.text
+
+
+def test_the_roles_job_takes_back_a_grant_made_by_hand(
+    client: Any, fab_roles: list[str]
+) -> None:
+    """The chart owns its roles: an upgrade leaves each with exactly its listed permissions."""
+    from airflow.providers.fab.auth_manager.models import Action, Permission, Resource, Role
+    from airflow.utils.session import create_session
+
+    def dpo_may_trigger_any_dag() -> bool:
+        with create_session() as session:
+            role = session.scalars(sa.select(Role).where(Role.name == "DPO")).unique().one()
+            return any(
+                (p.action.name, p.resource.name) == ("can_create", "DAG Runs")
+                for p in role.permissions
+            )
+
+    with create_session() as session:  # what an admin's click in Security > Roles does
+        role = session.scalars(sa.select(Role).where(Role.name == "DPO")).unique().one()
+        role.permissions.append(
+            session.scalars(
+                sa.select(Permission)
+                .join(Permission.action)
+                .join(Permission.resource)
+                .where(Action.name == "can_create", Resource.name == "DAG Runs")
+            )
+            .unique()
+            .one()
+        )
+    assert dpo_may_trigger_any_dag()
+    lines = run_fab_setup()
+    assert any(
+        line.startswith("fab setup: role DPO:") and "removed: can_create on DAG Runs" in line
+        for line in lines
+    ), lines
+    assert not dpo_may_trigger_any_dag()
