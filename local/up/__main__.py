@@ -11,10 +11,12 @@ import time
 from types import FrameType
 
 from erasure.sample.seed import DEMO_SUBJECT
+from local.up.metadata_db import forget_metadata_db
 from local.up.stack import DEFAULT_PORT, REPO, TASKS_USER, USERS, Stack, StackError, StackPaths
 
 VAR = REPO / "var"
 PATHS = StackPaths.under(VAR, "-up")  # var/airflow-up, var/openbao-up, var/demo-up
+METADATA_DATABASE = "erasure_airflow_up"  # on the local Postgres, when it answers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh:
         for path in (PATHS.airflow_home, PATHS.openbao_dir, PATHS.estate_dir):
             shutil.rmtree(path, ignore_errors=True)
+        forget_metadata_db(METADATA_DATABASE)
 
-    stack = Stack(PATHS, port=args.port)
+    stack = Stack(PATHS, port=args.port, metadata_database=METADATA_DATABASE)
     if stack.ports.api != args.port:
         print(f"Port {args.port} is taken: using {stack.ports.api}.", flush=True)
     print(
@@ -82,6 +85,8 @@ def _print_ready(stack: Stack, seconds: float) -> None:
         note = "  (the rebuild tasks' login)" if user == TASKS_USER else ""
         print(f"  {user:14} {role:7} {stack.passwords.get(user, '?')}{note}")
     print(f"\nDemo estate {estate} in {stack.paths.estate_dir}; OpenBao at {stack.bao.address}.")
+    if stack.metadata is not None:
+        print(f"Airflow's metadata DB: {stack.metadata.describe()}.")
     print(
         f"Submit a request: {stack.base_url}/dags/gdpr_erasure -> Trigger, e.g. identifier "
         f"{DEMO_SUBJECT[1]}.\nDPO decisions: {stack.base_url}/required_actions (log in as dpo). "

@@ -29,6 +29,7 @@ from erasure.keys.vault import EmbeddedOpenBao
 from erasure.sample.embedded import demo_settings, open_demo
 from erasure.sample.rematerialise import REMATERIALISATION_DAGS
 from local.demo.runner import airflow_environment, erasure_environment
+from local.up.metadata_db import MetadataDb, choose_metadata_db, drop_metadata_db
 
 REPO = Path(__file__).resolve().parents[2]
 ERASURE_DAG = "gdpr_erasure"
@@ -206,8 +207,13 @@ class Stack:
         port: int | None = None,
         rebuild_estate: bool = False,
         startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+        metadata_database: str = "erasure_airflow",
+        drop_metadata_on_stop: bool = False,
     ) -> None:
         self.paths = paths
+        self.metadata_database = metadata_database
+        self.drop_metadata_on_stop = drop_metadata_on_stop
+        self.metadata: MetadataDb | None = None
         self.ports = Ports.pick(port)
         self.rebuild_estate = rebuild_estate
         self.startup_timeout = startup_timeout
@@ -267,6 +273,7 @@ class Stack:
             tasks_password=seed_tasks_password(home),
             lineage_api_key=self.lineage_api_key,
         )
+        self.env.update(self._metadata_environment())
         log = self.log_path.open("ab")
         try:
             # start_new_session: setsid(2) in the child, so its pid is the group's id and one
@@ -290,6 +297,16 @@ class Stack:
         if process is not None:
             _stop_group(process, timeout)
         self.bao.stop()
+        if self.drop_metadata_on_stop and self.metadata is not None:
+            drop_metadata_db(self.metadata)
+
+    def _metadata_environment(self) -> dict[str, str]:
+        """Airflow's metadata DB: its own Postgres database when the local server answers,
+        else SQLite in its home, with a warning on stderr that says what SQLite cannot take."""
+        self.metadata = choose_metadata_db(self.paths.airflow_home, self.metadata_database)
+        if self.metadata.warning is not None:
+            print(f"WARNING: {self.metadata.warning}", file=sys.stderr, flush=True)
+        return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata.url}
 
     def __enter__(self) -> Stack:
         return self.start()

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from datetime import date
 from typing import Any
@@ -46,7 +47,10 @@ def airflow_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
     except ConfigError as exc:
         pytest.skip(str(exc))
     root = tmp_path_factory.mktemp("standalone")
-    stack = Stack(StackPaths.under(root))
+    stack = Stack(
+        StackPaths.under(root),
+        **session_metadata_db(),
+    )
     started = time.monotonic()
     try:
         stack.start()
@@ -57,6 +61,15 @@ def airflow_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         yield stack
     finally:
         stack.stop(timeout=STOP_GRACE_SECONDS)
+
+
+def session_metadata_db() -> dict[str, Any]:
+    """A Postgres database of the session's own for Airflow (dropped at the end), as `make up`
+    uses; SQLite when no local Postgres answers."""
+    return {
+        "metadata_database": f"erasure_airflow_e2e_{uuid.uuid4().hex[:10]}",
+        "drop_metadata_on_stop": True,
+    }
 
 
 @pytest.fixture(scope="session")
