@@ -254,14 +254,14 @@ def gdpr_erasure() -> None:
             evidence = workflow.confirm_aggregate(svc, ref, target)
         return {"dataset": dataset, "min_group_size": evidence.at_act.min_group_size}
 
-    # Airflow 3.3.2 can fail a prompt answered within about a second of it parking; a retry
-    # asks again rather than failing the run.
     # Each prompt brings its own options: a shared row is retained or deleted, a subject found
     # nowhere is confirmed not held, a derived artefact gets the four of DESIGN section 3.
+    # No retries: a retry would ask the DPO again and drop the answer given (an answer given
+    # as the prompt appears is kept by the stack's executor and API middleware, see
+    # plugins/erasure_executor.py and plugins/erasure_hitl.py).
     dpo_decides = HITLOperator.partial(
         task_id="dpo_decides",
-        retries=1,
-        retry_delay=timedelta(seconds=5),
+        retries=0,
         params={
             "justification": Param(
                 "",
