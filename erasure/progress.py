@@ -112,11 +112,19 @@ def run_once(
     if finished is not None:
         return evidence.model_validate(finished.evidence)
     reopened = _reopened(actions, ref, item)
-    actions.record(ref, item.dataset, item.action, ActionStatus.PENDING)
+    entry = actions.get(ref, item.dataset, item.action)
+    resumed = (  # the same attempt, going on after a Suspended
+        entry is not None
+        and entry.status is ActionStatus.PENDING
+        and "suspended" in (entry.evidence.get("progress") or {})
+    )
+    actions.record(ref, item.dataset, item.action, ActionStatus.PENDING, new_attempt=not resumed)
     try:
         result = act()
-    except Suspended:
-        raise  # not a failure: the action resumes where it saved its progress
+    except Suspended as waiting:
+        # Not a failure: the action resumes where it saved its progress.
+        save_progress(actions, ref, item, suspended=str(waiting))
+        raise
     except Exception as exc:
         kept = {"progress": p} if (p := progress(actions, ref, item)) else {}
         actions.record(

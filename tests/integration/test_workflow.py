@@ -467,7 +467,9 @@ def test_a_dag_rebuild_waits_outside_the_task_and_resumes_with_how_its_run_ended
     evidence = workflow.rebuild_artefact(svc, ref, target, lambda dag_id: ended)
     assert started == ["build_marts"]  # the resume started nothing
     assert evidence.run_id == run_id and evidence.dag_id == "build_marts"
-    assert svc.action_log.status(ref, target, Action.REBUILD) is ActionStatus.DONE
+    done = svc.action_log.get(ref, target, Action.REBUILD)
+    assert done is not None and done.status is ActionStatus.DONE
+    assert done.attempts == 1  # the resume went on with the attempt that started the run
 
 
 def test_a_dag_rebuild_whose_run_failed_or_was_deleted_fails_naming_the_run(
