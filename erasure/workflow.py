@@ -56,6 +56,7 @@ from erasure.progress import (
     save_progress,
     wait_for,
 )
+from erasure.reconcile import Limbo, RunState, find_limbo
 from erasure.registry.action_log import ActionStatus
 from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
 from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
@@ -517,14 +518,26 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
 
 
 def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
-    """Record that the request's own run failed (clearing the failed task resumes it)."""
+    """Record that the request's own run failed (clearing the failed task resumes it); once
+    per failure: a request on record as failed is not recorded again until it moved on."""
     record = svc.requests.get(ref)
     if record is None or record.closed or record.run_id != run_id:
         return  # not registered, done, or another submission's failure: not this request's
+    if record.status is RequestStatus.FAILED:
+        return  # the failure callback and the reconciler may both see the same failure
     advance(svc.requests, ref, RequestStatus.FAILED)
     svc.ledger.append(
         ref, record.subject_hash, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED
     )
+
+
+def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None) -> list[Limbo]:
+    """Record failed every open request whose run is gone or ended without closing it (the
+    parked identifier kept: clearing or restarting the run resumes it); those it found."""
+    found = find_limbo(svc.requests, run_state, now=now)
+    for limbo in found:
+        fail(svc, limbo.request_ref, limbo.reason, limbo.run_id)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------

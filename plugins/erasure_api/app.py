@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
-from erasure_api import desk, pages, routes
+from erasure_api import desk, pages, resume, routes
 from erasure_api.backend import ErasureBackend, Unavailable
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
@@ -37,6 +37,7 @@ def create_app(backend: ErasureBackend | None = None) -> FastAPI:
     app.state.erasure = backend if backend is not None else ErasureBackend()
     app.include_router(routes.router)
     app.include_router(desk.api)
+    app.include_router(resume.router)
     app.include_router(pages.router)
     app.include_router(desk.pages)
     app.add_exception_handler(ErasureError, _erasure_error)
