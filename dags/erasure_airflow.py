@@ -1,37 +1,57 @@
 """How erasure tasks reach Airflow itself: run a rematerialisation DAG and wait for it.
 
-Two ways, chosen by ERASURE_AIRFLOW_ACCESS: `rest` (a real deployment: Airflow's REST API,
-authenticated) or `inprocess` (under `dag.test()`, where no scheduler runs triggered DAGs).
+Two ways, chosen by ERASURE_AIRFLOW_ACCESS: `rest` (a real deployment: the run is triggered
+over Airflow's REST API, authenticated, and the task then defers: `DagRunEndTrigger` waits
+for the run in the triggerer, holding no worker slot) or `inprocess` (under `dag.test()`,
+where no scheduler runs triggered DAGs: the run is executed in the task, to its end).
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from erasure.actions.rebuild import RunOutcome, TriggerDag
+from erasure.actions.rebuild import AwaitingRun, RunOutcome, TriggerDag
 from erasure.config import Settings, env_name
 from erasure.errors import ConfigError, RebuildFailed
 
 log = logging.getLogger(__name__)
 DAGS_FOLDER = Path(__file__).resolve().parent
 REBUILD_TIMEOUT_SECONDS = 3600
-POLL_SECONDS = 3
+POLL_SECONDS = 3.0  # how often the triggerer asks for the run's state
 
 
 def trigger_dag(settings: Settings, request_ref: str, attempt: int, map_index: int) -> TriggerDag:
-    """A callable that runs one rematerialisation DAG to its end and says how it ended."""
+    """A callable that runs one rematerialisation DAG: in process to its end, or over REST
+    started and then AwaitingRun (the task defers until the run ended)."""
 
     def run(dag_id: str) -> RunOutcome:
         if settings.airflow_access == "inprocess":
             return _run_in_process(dag_id)
         run_id = rematerialisation_run_id(request_ref, dag_id, map_index, attempt)
-        return _run_over_rest(settings, dag_id, run_id)
+        _start_over_rest(settings, dag_id, run_id)
+        raise AwaitingRun(dag_id, run_id)
 
     return run
+
+
+def run_ended(event: Mapping[str, Any]) -> TriggerDag:
+    """The callable a resumed rebuild passes: the outcome `DagRunEndTrigger` reported."""
+    outcome = RunOutcome(run_id=str(event["run_id"]), state=str(event["state"]))
+
+    def ended(dag_id: str) -> RunOutcome:
+        if dag_id != event["dag_id"]:
+            raise RebuildFailed(
+                f"the rebuild waited for DAG {event['dag_id']!r} but its catalog entry now names "
+                f"{dag_id!r}: clear the task to rebuild it again"
+            )
+        return outcome
+
+    return ended
 
 
 def rematerialisation_run_id(request_ref: str, dag_id: str, map_index: int, attempt: int) -> str:
@@ -51,7 +71,8 @@ def _run_in_process(dag_id: str) -> RunOutcome:
     return RunOutcome(run_id=run.run_id, state=str(run.state))
 
 
-def _run_over_rest(settings: Settings, dag_id: str, run_id: str) -> RunOutcome:
+def _start_over_rest(settings: Settings, dag_id: str, run_id: str) -> None:
+    """Trigger the run (a 409 is this task's own run, triggered before it lost its worker)."""
     base = settings.airflow_api_url.rstrip("/")
     if settings.airflow_api_user is None or settings.airflow_api_password is None:
         raise ConfigError(
@@ -73,10 +94,4 @@ def _run_over_rest(settings: Settings, dag_id: str, run_id: str) -> RunOutcome:
         )
         if created.status_code not in (200, 409):  # 409: this attempt triggered it already
             raise RebuildFailed(f"triggering {dag_id} failed (HTTP {created.status_code})")
-        deadline = time.monotonic() + REBUILD_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            state = client.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").json().get("state")
-            if state in ("success", "failed"):
-                return RunOutcome(run_id=run_id, state=state)
-            time.sleep(POLL_SECONDS)
-    raise RebuildFailed(f"{dag_id} run {run_id} did not finish within {REBUILD_TIMEOUT_SECONDS} s")
+    log.info("triggered %s run %s; waiting for it in the triggerer", dag_id, run_id)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import BaseOperator, Param, dag, get_current_context, task
 
 from erasure.config import Settings
 from erasure.model import REQUEST_REF_PATTERN
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 
 WAIT_FOR_ORDER = timedelta(seconds=2)
+POLL_SECONDS = 3.0  # how often the triggerer asks whether a rematerialisation run ended
 # A transient failure (warehouse, Vault) is retried soon; a lasting one fails the run, and the
 # DPO clears the failed task after fixing it: every step resumes without acting twice.
 RETRIES: dict[str, Any] = {"retries": 2, "retry_delay": timedelta(seconds=10)}
@@ -120,6 +121,50 @@ def _in_order() -> Iterator[None]:
     except NotYet as wait:
         log.info("%s", wait)
         raise AirflowRescheduleException(datetime.now(UTC) + WAIT_FOR_ORDER) from None
+
+
+class RebuildOperator(BaseOperator):
+    """rebuild: re-materialise one derived artefact, after its upstreams (rescheduled until
+    they are done). A DAG target's run is triggered, then waited for in the triggerer
+    (`DagRunEndTrigger`): the task holds no worker slot while the run it started needs one."""
+
+    template_fields = ("ref", "dataset")
+
+    def __init__(self, *, ref: str, dataset: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ref = ref
+        self.dataset = dataset
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from erasure_airflow import REBUILD_TIMEOUT_SECONDS, trigger_dag
+        from erasure_triggers import DagRunEndTrigger
+
+        from erasure import workflow
+
+        target = _label("rebuild", self.dataset)
+        ti = context["ti"]
+        try:
+            with _services() as svc, _in_order():
+                run = trigger_dag(svc.settings, self.ref, ti.try_number, ti.map_index)
+                evidence = workflow.rebuild_artefact(svc, self.ref, target, run)
+        except workflow.AwaitingRun as waiting:
+            self.defer(
+                trigger=DagRunEndTrigger(waiting.dag_id, waiting.run_id, POLL_SECONDS),
+                method_name="execute_complete",
+                timeout=timedelta(seconds=REBUILD_TIMEOUT_SECONDS),
+            )
+        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed once the run ended: record how (a failed or deleted run fails the task)."""
+        from erasure_airflow import run_ended
+
+        from erasure import workflow
+
+        target = _label("rebuild", self.dataset)
+        with _services() as svc:
+            evidence = workflow.rebuild_artefact(svc, self.ref, target, run_ended(event))
+        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
 
 
 @dag(
@@ -230,24 +275,6 @@ def gdpr_erasure() -> None:
             evidence = workflow.shred(svc, ref, target)
         return {"dataset": dataset, "keys_shredded": evidence.keys_shredded}
 
-    @task(
-        map_index_template="{{ artefact }}",
-        max_active_tis_per_dagrun=1,
-        trigger_rule="none_failed",
-        **RETRIES,
-    )
-    def rebuild(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
-        from erasure_airflow import trigger_dag
-
-        from erasure import workflow
-
-        target = _label("rebuild", dataset)
-        ctx = get_current_context()
-        with _services() as svc, _in_order():
-            run = trigger_dag(svc.settings, ref, ctx["ti"].try_number, ctx["ti"].map_index)
-            evidence = workflow.rebuild_artefact(svc, ref, target, run)
-        return {"dataset": dataset, "method": evidence.method, "run_id": evidence.run_id}
-
     @task(map_index_template="{{ artefact }}", trigger_rule="none_failed", **RETRIES)
     def aggregate_ok(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
@@ -257,14 +284,14 @@ def gdpr_erasure() -> None:
             evidence = workflow.confirm_aggregate(svc, ref, target)
         return {"dataset": dataset, "min_group_size": evidence.at_act.min_group_size}
 
-    # Airflow 3.3.2 can fail a prompt answered within about a second of it parking; a retry
-    # asks again rather than failing the run.
     # Each prompt brings its own options: a shared row is retained or deleted, a subject found
     # nowhere is confirmed not held, a derived artefact gets the four of DESIGN section 3.
+    # No retries: a retry would ask the DPO again and drop the answer given (an answer given
+    # as the prompt appears is kept by the stack's executor and API middleware, see
+    # plugins/erasure_executor.py and plugins/erasure_hitl.py).
     dpo_decides = HITLOperator.partial(
         task_id="dpo_decides",
-        retries=1,
-        retry_delay=timedelta(seconds=5),
+        retries=0,
         params={
             "justification": Param(
                 "",
@@ -363,7 +390,14 @@ def gdpr_erasure() -> None:
 
     erased = erase_rows.partial(ref=ref).expand(dataset=items("erase"))
     shredded = crypto_shred.partial(ref=ref).expand(dataset=items("shred"))
-    rebuilt = rebuild.partial(ref=ref).expand(dataset=items("rebuild"))
+    rebuilt = RebuildOperator.partial(
+        task_id="rebuild",
+        ref=ref,
+        map_index_template="{{ artefact }}",
+        max_active_tis_per_dagrun=1,
+        trigger_rule="none_failed",
+        **RETRIES,
+    ).expand(dataset=items("rebuild"))
     kept = aggregate_ok.partial(ref=ref).expand(dataset=items("aggregate"))
     assigned = assign_prompts(planned)
     decided = dpo_decides.expand_kwargs(assigned)

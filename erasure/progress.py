@@ -39,6 +39,11 @@ class UpstreamFailed(StepError):
     """What a step waits for failed for good (or never finished): the step fails, naming it."""
 
 
+class Suspended(ErasureError):
+    """An action started work that ends outside this process (a run it triggered): its log
+    entry stays pending with the progress it saved, and calling the step again resumes it."""
+
+
 class Step(StrEnum):
     PLAN = "plan"  # locate and plan (and, on a retry, what follows the saved plan)
     ACT = "act"  # tombstone, erase, shred, rebuild, confirm an aggregate, rule on an escalation
@@ -101,14 +106,25 @@ def done(actions: ActionLog, ref: str, item: PlanItem) -> ActionRecord | None:
 def run_once(
     actions: ActionLog, ref: str, item: PlanItem, evidence: type[E], act: Callable[[], E]
 ) -> E:
-    """Run `act` unless the item's action is done; log it started, then done or failed."""
+    """Run `act` unless the item's action is done; log it started, then done or failed (or
+    leave it started when `act` is Suspended)."""
     finished = done(actions, ref, item)
     if finished is not None:
         return evidence.model_validate(finished.evidence)
     reopened = _reopened(actions, ref, item)
-    actions.record(ref, item.dataset, item.action, ActionStatus.PENDING)
+    entry = actions.get(ref, item.dataset, item.action)
+    resumed = (  # the same attempt, going on after a Suspended
+        entry is not None
+        and entry.status is ActionStatus.PENDING
+        and "suspended" in (entry.evidence.get("progress") or {})
+    )
+    actions.record(ref, item.dataset, item.action, ActionStatus.PENDING, new_attempt=not resumed)
     try:
         result = act()
+    except Suspended as waiting:
+        # Not a failure: the action resumes where it saved its progress.
+        save_progress(actions, ref, item, suspended=str(waiting))
+        raise
     except Exception as exc:
         kept = {"progress": p} if (p := progress(actions, ref, item)) else {}
         actions.record(
@@ -133,13 +149,16 @@ def progress(actions: ActionLog, ref: str, item: PlanItem) -> dict[str, Any]:
 
 
 def save_progress(actions: ActionLog, ref: str, item: PlanItem, **effects: Any) -> None:
-    """Log an effect inside an action before the action finishes, so a retry skips it."""
+    """Log an effect inside an action before the action finishes, so a retry skips it (what
+    else the entry holds, e.g. what verify reopened, is kept)."""
+    record = actions.get(ref, item.dataset, item.action)
+    kept = dict(record.evidence) if record is not None else {}
     actions.record(
         ref,
         item.dataset,
         item.action,
         ActionStatus.PENDING,
-        {"progress": {**progress(actions, ref, item), **effects}},
+        {**kept, "progress": {**dict(kept.get("progress") or {}), **effects}},
         new_attempt=False,
     )
 

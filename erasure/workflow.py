@@ -18,7 +18,13 @@ from pydantic import ValidationError
 from erasure.actions.aggregate import AggregateEvidence, confirm_k
 from erasure.actions.erase_rows import ErasureEvidence, erase_rows
 from erasure.actions.escalate import RulingEvidence, carry_out, cited_standing_ruling
-from erasure.actions.rebuild import RebuildEvidence, TriggerDag, empty_before_rebuild, rebuild
+from erasure.actions.rebuild import (
+    AwaitingRun,
+    RebuildEvidence,
+    TriggerDag,
+    empty_before_rebuild,
+    rebuild,
+)
 from erasure.actions.shred import ShredEvidence, destroyed_by_others, key_hashes, shred_keys
 from erasure.actions.tombstone import TombstoneEvidence, insert_tombstones
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
@@ -50,6 +56,7 @@ from erasure.progress import (
     save_progress,
     wait_for,
 )
+from erasure.reconcile import Limbo, RunState, find_limbo
 from erasure.registry.action_log import ActionStatus
 from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
 from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
@@ -57,7 +64,7 @@ from erasure.services import Services
 from erasure.submission import ErasureRequest
 from erasure.verify import VerificationEvidence, second_look
 
-__all__ = ["NotYet", "StepError", "TriggerDag", "UpstreamFailed"]
+__all__ = ["AwaitingRun", "NotYet", "StepError", "TriggerDag", "UpstreamFailed"]
 
 # The verification is logged like an action, so `complete` reads what `verify` found.
 VERIFICATION = DatasetRef("erasure", "verification")
@@ -304,14 +311,23 @@ def shred(svc: Services, ref: str, dataset: DatasetRef) -> ShredEvidence:
 def rebuild_artefact(
     svc: Services, ref: str, dataset: DatasetRef, trigger_dag: TriggerDag | None
 ) -> RebuildEvidence:
-    """Re-materialise one derived artefact after every upstream the plan touches."""
+    """Re-materialise one derived artefact after every upstream the plan touches.
+
+    A DAG target may start its run and raise AwaitingRun: the action stays pending with the
+    run on record, and calling this again with a `trigger_dag` that returns the run's outcome
+    finishes it (the feedback cycle emptied once, not again on the resume).
+    """
     _record, plan, item = _act(svc, ref, dataset, Action.REBUILD)
     _wait(svc, ref, plan, item, "done before it is rebuilt")
 
     def act() -> RebuildEvidence:
-        emptied = empty_before_rebuild(svc.catalog, svc.warehouse, plan, dataset)
+        emptied = _empty_once(svc, ref, plan, item)
         try:
             evidence = rebuild(svc.catalog, svc.warehouse, dataset, trigger_dag=trigger_dag)
+        except AwaitingRun as waiting:
+            awaiting = {"dag_id": waiting.dag_id, "run_id": waiting.run_id}
+            save_progress(svc.action_log, ref, item, awaiting_run=awaiting)
+            raise
         except RebuildFailed as exc:
             if not emptied:
                 raise
@@ -325,6 +341,18 @@ def rebuild_artefact(
         )
 
     return run_once(svc.action_log, ref, item, RebuildEvidence, act)
+
+
+def _empty_once(svc: Services, ref: str, plan: Plan, item: PlanItem) -> list[DatasetRef]:
+    """Empty the item's feedback cycle if it is the cycle's first rebuild and no earlier
+    attempt did (a resumed or retried rebuild must not throw away what was rebuilt since)."""
+    earlier = progress(svc.action_log, ref, item).get("emptied")
+    if earlier is not None:
+        return [DatasetRef(**d) for d in earlier]
+    emptied = empty_before_rebuild(svc.catalog, svc.warehouse, plan, item.dataset)
+    if emptied:
+        save_progress(svc.action_log, ref, item, emptied=[d.as_dict() for d in emptied])
+    return emptied
 
 
 def confirm_aggregate(svc: Services, ref: str, dataset: DatasetRef) -> AggregateEvidence:
@@ -508,14 +536,26 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
 
 
 def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
-    """Record that the request's own run failed (clearing the failed task resumes it)."""
+    """Record that the request's own run failed (clearing the failed task resumes it); once
+    per failure: a request on record as failed is not recorded again until it moved on."""
     record = svc.requests.get(ref)
     if record is None or record.closed or record.run_id != run_id:
         return  # not registered, done, or another submission's failure: not this request's
+    if record.status is RequestStatus.FAILED:
+        return  # the failure callback and the reconciler may both see the same failure
     advance(svc.requests, ref, RequestStatus.FAILED)
     svc.ledger.append(
         ref, record.subject_hash, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED
     )
+
+
+def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None) -> list[Limbo]:
+    """Record failed every open request whose run is gone or ended without closing it (the
+    parked identifier kept: clearing or restarting the run resumes it); those it found."""
+    found = find_limbo(svc.requests, run_state, now=now)
+    for limbo in found:
+        fail(svc, limbo.request_ref, limbo.reason, limbo.run_id)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------

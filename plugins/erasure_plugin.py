@@ -3,6 +3,8 @@
 The app lives in the `erasure_api` package beside this file; this module only registers it
 with Airflow's API server and adds "Erasure desk", "New erasure request" and "Erasure records"
 to the UI's Browse menu (a user without the access gets the page's 403, saying what it needs).
+It also adds the API-server middleware that resumes a HITL prompt answered while its task
+parked (erasure_hitl.py says why).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 from erasure_api import app
+from erasure_hitl import ResumeAnsweredPrompts
 
 
 class ErasurePlugin(AirflowPlugin):
@@ -18,6 +21,9 @@ class ErasurePlugin(AirflowPlugin):
 
     name = "erasure"
     fastapi_apps: list[Any] = [{"app": app, "url_prefix": "/erasure", "name": "erasure"}]
+    fastapi_root_middlewares: list[Any] = [
+        {"middleware": ResumeAnsweredPrompts, "name": "erasure: resume answered prompts"}
+    ]
     external_views: list[Any] = [
         {
             "name": "Erasure desk",

@@ -24,6 +24,7 @@ from erasure.catalog import REBUILD_TARGETS, Catalog, DatasetKind, DatasetSpec, 
 from erasure.errors import CatalogError, RebuildFailed, describe_failure
 from erasure.model import DatasetRef, Evidence, Plan
 from erasure.planner import feedback_cycles, rebuild_order
+from erasure.progress import Suspended
 from erasure.warehouse import Warehouse, count_rows, split_name
 
 
@@ -40,7 +41,19 @@ class RunOutcome(BaseModel):
         return self.state == "success"
 
 
+# Runs a rematerialisation DAG: returns how its run ended, or starts it and raises AwaitingRun
+# (the adapter then waits for the run outside any worker slot and calls the step again with a
+# TriggerDag that returns the outcome).
 TriggerDag = Callable[[str], RunOutcome]
+
+
+class AwaitingRun(Suspended):
+    """The rebuild's DAG run was started and is waited for elsewhere (Airflow's triggerer)."""
+
+    def __init__(self, dag_id: str, run_id: str) -> None:
+        super().__init__(f"waiting for DAG {dag_id!r} run {run_id!r} to finish")
+        self.dag_id = dag_id
+        self.run_id = run_id
 
 
 class RebuildEvidence(Evidence):

@@ -11,6 +11,7 @@ import time
 from types import FrameType
 
 from erasure.sample.seed import DEMO_SUBJECT
+from local.up.metadata_db import forget_metadata_db
 from local.up.stack import (
     DEFAULT_PORT,
     PASSWORDS_FILE,
@@ -24,6 +25,7 @@ from local.up.stack import (
 
 VAR = REPO / "var"
 PATHS = StackPaths.under(VAR, "-up")  # var/airflow-up, var/openbao-up, var/demo-up
+METADATA_DATABASE = "erasure_airflow_up"  # on the local Postgres, when it answers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh:
         for path in (PATHS.airflow_home, PATHS.openbao_dir, PATHS.estate_dir):
             shutil.rmtree(path, ignore_errors=True)
+        forget_metadata_db(METADATA_DATABASE)
 
-    stack = Stack(PATHS, port=args.port)
+    stack = Stack(PATHS, port=args.port, metadata_database=METADATA_DATABASE)
     if stack.ports.api != args.port:
         print(f"Port {args.port} is taken: using {stack.ports.api}.", flush=True)
     print(
@@ -91,6 +94,8 @@ def _print_ready(stack: Stack, seconds: float) -> None:
         note = "  (the tasks' service account)" if user == TASKS_USER else ""
         print(f"  {user:14} {role:12} {stack.passwords.get(user, '?')}{note}")
     print(f"\nDemo estate {estate} in {stack.paths.estate_dir}; OpenBao at {stack.bao.address}.")
+    if stack.metadata is not None:
+        print(f"Airflow's metadata DB: {stack.metadata.describe()}.")
     print(
         f"The DPO's desk: {stack.base_url}/erasure/desk (log in as dpo); submit a request at "
         f"{stack.base_url}/erasure/requests/new, e.g. identifier {DEMO_SUBJECT[1]}.\n"

@@ -30,6 +30,7 @@ from erasure.keys.vault import EmbeddedOpenBao
 from erasure.sample.embedded import demo_settings, open_demo
 from erasure.sample.rematerialise import REMATERIALISATION_DAGS
 from local.demo.runner import airflow_environment, erasure_environment
+from local.up.metadata_db import MetadataDb, choose_metadata_db, drop_metadata_db
 
 REPO = Path(__file__).resolve().parents[2]
 ERASURE_DAG = "gdpr_erasure"
@@ -52,6 +53,9 @@ DEFAULT_PORT = 8080
 STARTUP_TIMEOUT_SECONDS = 240.0
 STOP_TIMEOUT_SECONDS = 30.0
 COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+# The LocalExecutor that does not fail a HITL task answered as its prompt appears
+# (plugins/erasure_executor.py says why).
+EXECUTOR = "erasure_executor.ResumeSafeLocalExecutor"
 
 
 class StackError(RuntimeError):
@@ -129,6 +133,7 @@ def stack_environment(
     env.update(
         {
             "AIRFLOW__CORE__PARALLELISM": "4",  # not 32 idle workers
+            "AIRFLOW__CORE__EXECUTOR": EXECUTOR,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(ports.api),
             "AIRFLOW__API__BASE_URL": url,
@@ -184,6 +189,19 @@ def auth_environment(home: Path) -> dict[str, str]:
     }
 
 
+def dag_bundles_environment(extra: Mapping[str, Path]) -> dict[str, str]:
+    """Further DAG folders (e.g. a test's own DAGs) as bundles beside the repo's dags/."""
+    if not extra:
+        return {}
+    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
+    bundles = [{"name": "dags-folder", "classpath": local, "kwargs": {}}]
+    bundles += [
+        {"name": name, "classpath": local, "kwargs": {"path": str(path)}}
+        for name, path in extra.items()
+    ]
+    return {"AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles)}
+
+
 def seed_passwords(home: Path) -> dict[str, str]:
     """Every login's password, generated once into `home`'s passwords file (0600).
 
@@ -227,8 +245,15 @@ class Stack:
         port: int | None = None,
         rebuild_estate: bool = False,
         startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+        metadata_database: str = "erasure_airflow",
+        drop_metadata_on_stop: bool = False,
+        extra_dag_folders: Mapping[str, Path] | None = None,
     ) -> None:
         self.paths = paths
+        self.extra_dag_folders = dict(extra_dag_folders or {})
+        self.metadata_database = metadata_database
+        self.drop_metadata_on_stop = drop_metadata_on_stop
+        self.metadata: MetadataDb | None = None
         self.ports = Ports.pick(port)
         self.rebuild_estate = rebuild_estate
         self.startup_timeout = startup_timeout
@@ -290,6 +315,8 @@ class Stack:
             tasks_password=self.passwords[TASKS_USER],
             lineage_api_key=self.lineage_api_key,
         )
+        self.env.update(self._metadata_environment())
+        self.env.update(dag_bundles_environment(self.extra_dag_folders))
         log = self.log_path.open("ab")
         try:
             # start_new_session: setsid(2) in the child, so its pid is the group's id and one
@@ -313,6 +340,16 @@ class Stack:
         if process is not None:
             _stop_group(process, timeout)
         self.bao.stop()
+        if self.drop_metadata_on_stop and self.metadata is not None:
+            drop_metadata_db(self.metadata)
+
+    def _metadata_environment(self) -> dict[str, str]:
+        """Airflow's metadata DB: its own Postgres database when the local server answers,
+        else SQLite in its home, with a warning on stderr that says what SQLite cannot take."""
+        self.metadata = choose_metadata_db(self.paths.airflow_home, self.metadata_database)
+        if self.metadata.warning is not None:
+            print(f"WARNING: {self.metadata.warning}", file=sys.stderr, flush=True)
+        return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata.url}
 
     def __enter__(self) -> Stack:
         return self.start()

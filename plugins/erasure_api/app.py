@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
-from erasure_api import dashboard, desk, pages, respondents, routes
+from erasure_api import dashboard, desk, pages, respondents, resume, routes
 from erasure_api.backend import ErasureBackend, Unavailable
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
@@ -40,6 +40,7 @@ def create_app(backend: ErasureBackend | None = None) -> FastAPI:
     app.state.erasure = backend if backend is not None else ErasureBackend()
     app.include_router(routes.router)
     app.include_router(desk.api)
+    app.include_router(resume.router)
     app.include_router(pages.router)
     app.include_router(desk.pages)
     app.include_router(dashboard.api)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from erasure import workflow
+from erasure.actions.rebuild import AwaitingRun, RunOutcome
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.crm_ingest import ingest_crm_export
 from erasure.deadlines import deadline_report
@@ -18,8 +19,10 @@ from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
 from erasure.planner import SUBJECT_SEARCH
 from erasure.prompts import escalation_prompt
+from erasure.registry.action_log import ActionStatus
 from erasure.rulings import Ruling, RulingOption
 from erasure.sample.embedded import open_demo
+from erasure.sample.rematerialise import rematerialise
 from erasure.services import Services
 from erasure.suppression import identifier_columns
 from tests.integration.workflow_support import (
@@ -432,3 +435,55 @@ def test_a_loop_rebuild_that_fails_says_the_loop_is_empty_and_a_clear_refills_it
     others = rows(marts, "SELECT COUNT(*) FROM customer_ltv")
     assert rows(marts, "SELECT COUNT(*) FROM customer_segments") == others
     assert rows(marts, "SELECT COUNT(*) FROM segment_history") == others
+
+
+def test_a_dag_rebuild_waits_outside_the_task_and_resumes_with_how_its_run_ended(
+    svc: Services,
+) -> None:
+    """What the rebuild task does in Airflow: start the run, defer, resume with the outcome."""
+    ref = "REQ-2026-0014"
+    register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    plan = workflow.plan_request(svc, ref)
+    workflow.tombstone(svc, ref)
+    for name in workflow.items_for(plan, Action.ERASE_ROWS):
+        workflow.erase(svc, ref, name)
+    target = item_named(svc, ref, "marts.orders_daily")
+    run_id = f"erasure-{ref}-build_marts-0-try1"
+    started: list[str] = []
+
+    def start(dag_id: str) -> RunOutcome:
+        started.append(dag_id)
+        raise AwaitingRun(dag_id, run_id)
+
+    with pytest.raises(AwaitingRun):
+        workflow.rebuild_artefact(svc, ref, target, start)
+    waiting = svc.action_log.get(ref, target, Action.REBUILD)
+    assert waiting is not None and waiting.status is ActionStatus.PENDING  # not failed
+    awaited = waiting.evidence["progress"]["awaiting_run"]
+    assert awaited == {"dag_id": "build_marts", "run_id": run_id}
+
+    rematerialise(svc.catalog, svc.warehouse, "build_marts")  # the run, meanwhile
+    ended = RunOutcome(run_id=run_id, state="success")
+    evidence = workflow.rebuild_artefact(svc, ref, target, lambda dag_id: ended)
+    assert started == ["build_marts"]  # the resume started nothing
+    assert evidence.run_id == run_id and evidence.dag_id == "build_marts"
+    done = svc.action_log.get(ref, target, Action.REBUILD)
+    assert done is not None and done.status is ActionStatus.DONE
+    assert done.attempts == 1  # the resume went on with the attempt that started the run
+
+
+def test_a_dag_rebuild_whose_run_failed_or_was_deleted_fails_naming_the_run(
+    svc: Services,
+) -> None:
+    ref = "REQ-2026-0015"
+    register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    plan = workflow.plan_request(svc, ref)
+    workflow.tombstone(svc, ref)
+    for name in workflow.items_for(plan, Action.ERASE_ROWS):
+        workflow.erase(svc, ref, name)
+    target = item_named(svc, ref, "marts.orders_daily")
+    for state in ("failed", "gone"):
+        ended = RunOutcome(run_id="erasure-x-build_marts-0-try1", state=state)
+        with pytest.raises(ErasureError, match=rf"ended in state '{state}', not success"):
+            workflow.rebuild_artefact(svc, ref, target, lambda dag_id, e=ended: e)
+        assert svc.action_log.status(ref, target, Action.REBUILD) is ActionStatus.FAILED

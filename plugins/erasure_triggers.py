@@ -1,0 +1,50 @@
+"""Triggers of the erasure DAGs: waits that run in Airflow's triggerer, never in a worker slot.
+
+They live in the plugins folder because the triggerer imports a trigger by its classpath and
+only the plugins folder (not the DAG bundle) is on its sys.path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+ENDED = ("success", "failed")
+GONE = "gone"  # the run was deleted while it was waited for
+
+
+class DagRunEndTrigger(BaseTrigger):
+    """Fires once the DAG run `run_id` of `dag_id` has ended (or was deleted): {dag_id, run_id,
+    state}. It asks the triggerer's supervisor (the Execution API), so it needs no login."""
+
+    def __init__(self, dag_id: str, run_id: str, poll_interval: float = 5.0) -> None:
+        super().__init__()
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"dag_id": self.dag_id, "run_id": self.run_id, "poll_interval": self.poll_interval},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+        from asgiref.sync import sync_to_async
+
+        count = sync_to_async(RuntimeTaskInstance.get_dr_count)
+        state_of = sync_to_async(RuntimeTaskInstance.get_dagrun_state)
+        while True:
+            if await count(dag_id=self.dag_id, run_ids=[self.run_id]) == 0:
+                state = GONE
+            else:
+                found = await state_of(dag_id=self.dag_id, run_id=self.run_id)
+                state = str(getattr(found, "value", found))  # a DagRunState: str() is its name
+            if state in (*ENDED, GONE):
+                yield TriggerEvent({"dag_id": self.dag_id, "run_id": self.run_id, "state": state})
+                return
+            await asyncio.sleep(self.poll_interval)

@@ -1,0 +1,91 @@
+"""Requests in limbo (`erasure.reconcile`, through `workflow.reconcile`): an open request whose
+run is gone or ended is recorded failed once, keeps its parked identifier, and resumes.
+
+Airflow's answer about a run is what the reconciler DAG passes in (`run_state`: a run id to
+its state, None when deleted); here a dict plays Airflow's part, the estate, store, Vault
+and records are the real ones of tests/unit/test_workflow.py.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from erasure import workflow
+from erasure.audit.records import RecordKind
+from erasure.model import Action
+from erasure.reconcile import CALLBACK_GRACE
+from erasure.registry.requests import RequestStatus
+from erasure.services import Services
+from tests.unit.test_workflow import REF, act, estate, register, svc
+
+__all__ = ["estate", "svc"]  # fixtures
+
+pytestmark = pytest.mark.vault
+
+
+
+def later() -> datetime:
+    """A reconciler run after the failure callback's grace has passed."""
+    return datetime.now(UTC) + CALLBACK_GRACE + timedelta(minutes=1)
+
+
+def failed_records(svc: Services, ref: str) -> list[str]:
+    return [str(r.body.get("reason")) for r in svc.ledger.show(ref) if r.kind is RecordKind.FAILED]
+
+
+def test_a_run_marked_failed_mid_erasure_leaves_a_failed_record_and_clearing_resumes(
+    svc: Services,
+) -> None:
+    register(svc)
+    plan = workflow.plan_request(svc, REF)
+    workflow.tombstone(svc, REF)
+    workflow.erase(svc, REF, workflow.items_for(plan, Action.ERASE_ROWS)[0])
+    assert svc.requests.require(REF).status is RequestStatus.ACTING
+    runs = {f"erasure-{REF}": "failed"}  # set to failed from the UI while it erased
+
+    [limbo] = workflow.reconcile(svc, runs.get, now=later())
+    assert limbo.request_ref == REF and limbo.status is RequestStatus.ACTING
+    assert svc.requests.require(REF).status is RequestStatus.FAILED
+    [reason] = failed_records(svc, REF)
+    assert f"erasure-{REF} ended failed" in reason and "clear" in reason
+    assert svc.secrets.unpark(REF).identities  # the parked identifier is kept for the resume
+
+    assert workflow.reconcile(svc, runs.get, now=later()) == []  # once per failure
+    assert len(failed_records(svc, REF)) == 1
+
+    act(svc)  # the DPO cleared the run: it resumes where it stopped
+    workflow.verify(svc, REF)
+    record = workflow.complete(svc, REF)
+    assert record.status is not None and svc.requests.require(REF).closed
+
+
+def test_a_deleted_run_leaves_its_request_failed_with_the_reason(svc: Services) -> None:
+    register(svc)
+    workflow.plan_request(svc, REF)
+
+    [limbo] = workflow.reconcile(svc, {}.get, now=later())
+    assert limbo.run_state is None
+    [reason] = failed_records(svc, REF)
+    assert "is gone (deleted from Airflow)" in reason and "same run id" in reason
+    assert REF.lower() not in reason.replace(f"erasure-{REF}".lower(), "")  # names the run only
+
+
+def test_running_closed_just_ended_and_finished_dry_runs_are_left_alone(svc: Services) -> None:
+    running, just_ended, dry = REF, "REQ-WF-0002", "REQ-WF-0003"
+    for ref in (running, just_ended):
+        register(svc, ref)
+        workflow.plan_request(svc, ref)
+    register(svc, dry, dry_run=True)
+    workflow.plan_request(svc, dry)
+    runs = {f"erasure-{running}": "running", f"erasure-{just_ended}": "failed"}
+
+    # The failure callback of a run that has just ended is still on its way: not yet.
+    assert workflow.reconcile(svc, runs.get) == []
+    # A dry run ends at its plan, whatever became of its run.
+    assert [limbo.request_ref for limbo in workflow.reconcile(svc, runs.get, now=later())] == [
+        just_ended
+    ]
+    assert svc.requests.require(running).status is RequestStatus.PLANNED
+    assert svc.requests.require(dry).status is RequestStatus.PLANNED
