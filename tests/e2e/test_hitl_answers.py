@@ -54,8 +54,11 @@ class RaceRun:
 
 
 def _client(stack: Stack) -> httpx.Client:
+    # The admin: the race DAG is a test DAG, which the DPO's role may not trigger; its
+    # prompts are assigned to nobody, so the admin may answer them (the roles are
+    # tests/e2e/test_roles.py's subject, the race this file's).
     client = httpx.Client(base_url=stack.base_url, timeout=30, trust_env=False)
-    client.headers["Authorization"] = f"Bearer {stack.token('dpo')}"
+    client.headers["Authorization"] = f"Bearer {stack.token('admin')}"
     return client
 
 
