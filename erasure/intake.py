@@ -35,7 +35,10 @@ from erasure.store.database import Store, store_errors
 from erasure.store.schema import submissions
 from erasure.submission import ErasureRequest
 
-DESK = "the erasure desk (Erasure > New request in Airflow, or POST /erasure/api/v1/requests)"
+DESK = (
+    "the erasure desk (Browse > New erasure request in Airflow, or POST "
+    "/erasure/api/v1/requests)"
+)
 _HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
 
 
