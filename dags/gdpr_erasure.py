@@ -125,8 +125,9 @@ def _in_order() -> Iterator[None]:
 
 class RebuildOperator(BaseOperator):
     """rebuild: re-materialise one derived artefact, after its upstreams (rescheduled until
-    they are done). A DAG target's run is triggered, then waited for in the triggerer
-    (`DagRunEndTrigger`): the task holds no worker slot while the run it started needs one."""
+    they are done). A DAG target's run is joined or triggered (one run serves every request
+    ready before it starts), then waited for in the triggerer (`DagRunEndTrigger`): the task
+    holds no worker slot while the run needs one."""
 
     template_fields = ("ref", "dataset")
 
@@ -142,10 +143,9 @@ class RebuildOperator(BaseOperator):
         from erasure import workflow
 
         target = _label("rebuild", self.dataset)
-        ti = context["ti"]
         try:
             with _services() as svc, _in_order():
-                run = trigger_dag(svc.settings, self.ref, ti.try_number, ti.map_index)
+                run = trigger_dag(svc, self.ref)
                 evidence = workflow.rebuild_artefact(svc, self.ref, target, run)
         except workflow.AwaitingRun as waiting:
             self.defer(
@@ -163,7 +163,7 @@ class RebuildOperator(BaseOperator):
 
         target = _label("rebuild", self.dataset)
         with _services() as svc:
-            evidence = workflow.rebuild_artefact(svc, self.ref, target, run_ended(event))
+            evidence = workflow.rebuild_artefact(svc, self.ref, target, run_ended(svc, event))
         return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
 
 

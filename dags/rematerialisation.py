@@ -96,6 +96,9 @@ def _rematerialisation_dag(dag_id: str) -> DAG:
         schedule=None,
         catchup=False,
         is_paused_upon_creation=False,
+        # One at a time: the next run queues while one works, and every erasure done meanwhile
+        # joins it (erasure.actions.coalesce), so N requests need about two runs, not N.
+        max_active_runs=1,
         tags=["demo", "rematerialisation"],
         doc_md=__doc__,
     ) as dag:

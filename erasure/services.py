@@ -26,6 +26,7 @@ from erasure.pseudonym import Pepper
 from erasure.registry.action_log import ActionLog
 from erasure.registry.plans import PlanBook
 from erasure.registry.registration import Registrar
+from erasure.registry.rematerialisations import RunBook
 from erasure.registry.requests import RequestBook
 from erasure.registry.secrets import ParkedSecrets
 from erasure.rulings import RulingBook
@@ -79,6 +80,7 @@ class Services:
     suppression: SuppressionList
     ledger: RecordLedger
     submissions: SubmissionBox
+    rematerialisations: RunBook
 
     @classmethod
     def open(
@@ -133,6 +135,7 @@ class Services:
             submissions=SubmissionBox(
                 store, TransitSubmissionKey(vault, settings.vault_transit_mount)
             ),
+            rematerialisations=RunBook(store),
         )
 
     def close(self) -> None:

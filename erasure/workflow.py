@@ -323,7 +323,13 @@ def rebuild_artefact(
     def act() -> RebuildEvidence:
         emptied = _empty_once(svc, ref, plan, item)
         try:
-            evidence = rebuild(svc.catalog, svc.warehouse, dataset, trigger_dag=trigger_dag)
+            evidence = rebuild(
+                svc.catalog,
+                svc.warehouse,
+                dataset,
+                trigger_dag=trigger_dag,
+                ready_at=_ready_at(svc, ref, plan, item),
+            )
         except AwaitingRun as waiting:
             awaiting = {"dag_id": waiting.dag_id, "run_id": waiting.run_id}
             save_progress(svc.action_log, ref, item, awaiting_run=awaiting)
@@ -351,8 +357,38 @@ def _empty_once(svc: Services, ref: str, plan: Plan, item: PlanItem) -> list[Dat
         return [DatasetRef(**d) for d in earlier]
     emptied = empty_before_rebuild(svc.catalog, svc.warehouse, plan, item.dataset)
     if emptied:
-        save_progress(svc.action_log, ref, item, emptied=[d.as_dict() for d in emptied])
+        save_progress(
+            svc.action_log,
+            ref,
+            item,
+            emptied=[d.as_dict() for d in emptied],
+            emptied_at=datetime.now(UTC).isoformat(),
+        )
     return emptied
+
+
+def _ready_at(svc: Services, ref: str, plan: Plan, item: PlanItem) -> datetime:
+    """When the sources of `item`'s rebuild were clean for this request: the last of what the
+    plan puts before it was done, its feedback cycle emptied. A rebuild verify reopened (its
+    run read the subject's rows again) or with nothing before it counts from now. Kept with
+    the action's progress, so a resumed or retried attempt judges its run by the same time."""
+    entry = svc.action_log.get(ref, item.dataset, item.action)
+    evidence = entry.evidence if entry is not None else {}
+    kept = dict(evidence.get("progress") or {})
+    if "ready_at" in kept:
+        return datetime.fromisoformat(kept["ready_at"])
+    needed = {(i.dataset, i.action.value) for i in must_precede(plan, item)}
+    done_at = [
+        a.updated_at
+        for a in svc.action_log.list(ref)
+        if (a.dataset, a.action) in needed and a.status is ActionStatus.DONE
+    ]
+    if "emptied_at" in kept:
+        done_at.append(datetime.fromisoformat(kept["emptied_at"]))
+    reopened = "earlier" in evidence or "reopened" in evidence
+    ready_at = datetime.now(UTC) if reopened or not done_at else max(done_at)
+    save_progress(svc.action_log, ref, item, ready_at=ready_at.isoformat())
+    return ready_at
 
 
 def confirm_aggregate(svc: Services, ref: str, dataset: DatasetRef) -> AggregateEvidence:
@@ -458,8 +494,9 @@ def verify(svc: Services, ref: str, *, now: datetime | None = None) -> Verificat
         identities=parked.identities,
         reference_keys=parked.reference_keys,
         status_of=lambda item: svc.action_log.status(ref, item.dataset, item.action),
-        ruled=lambda dataset: svc.action_log.status(ref, dataset, Action.ESCALATE)
-        is ActionStatus.DONE,
+        ruled=lambda dataset: (
+            svc.action_log.status(ref, dataset, Action.ESCALATE) is ActionStatus.DONE
+        ),
         keystore=svc.keystore,
         key_hashes=key_hashes(svc.peppers.all_versions(), parked.identities),
         suppression=svc.suppression,

@@ -3,16 +3,16 @@
 How an artefact is rebuilt is its catalog `rebuild:` target, a kind (erasure.catalog.
 REBUILD_TARGETS). Three are built in here: `sql` drops the table and runs the catalog's
 statements in one transaction (a failure leaves the previous table, a retry starts over);
-`dag` triggers the artefact's Airflow DAG through a callable the adapter supplies and waits
-for it; `view` (every dataset of kind view) is computed on read and needs nothing.
+`dag` has the artefact's Airflow DAG run through a callable the adapter supplies and waits
+for it (one run may serve several requests: erasure.actions.coalesce); `view` (every
+dataset of kind view) is computed on read and needs nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import sqlalchemy as sa
 import sqlglot
@@ -35,16 +35,21 @@ class RunOutcome(BaseModel):
 
     run_id: str
     state: str  # Airflow's DagRunState value: only "success" counts
+    started_at: datetime | None = None
+    triggered_for: str | None = None  # the request whose rebuild triggered the run
 
     @property
     def succeeded(self) -> bool:
         return self.state == "success"
 
 
-# Runs a rematerialisation DAG: returns how its run ended, or starts it and raises AwaitingRun
-# (the adapter then waits for the run outside any worker slot and calls the step again with a
-# TriggerDag that returns the outcome).
-TriggerDag = Callable[[str], RunOutcome]
+class TriggerDag(Protocol):
+    """Runs a rematerialisation DAG for a rebuild whose upstreams were clean by `ready_at`:
+    returns how a run that started after then ended, or raises AwaitingRun once it joined or
+    started one (the adapter then waits for the run outside any worker slot and calls the
+    step again with a TriggerDag that returns the outcome)."""
+
+    def __call__(self, dag_id: str, ready_at: datetime) -> RunOutcome: ...
 
 
 class AwaitingRun(Suspended):
@@ -63,6 +68,10 @@ class RebuildEvidence(Evidence):
     method: str  # the rebuild target's kind: sql, dag, view, or a plug-in's
     dag_id: str | None = None
     run_id: str | None = None
+    # dag method: the run served every request whose erasures were done before it started
+    run_triggered_for: str | None = None  # the request whose rebuild triggered it
+    run_started_at: datetime | None = None
+    upstreams_done_at: datetime | None = None  # this request's, before the run started
     statements: int = 0  # catalog statements run (sql method)
     dropped_first: bool = False  # the previous table was dropped inside the transaction
     emptied_first: bool = False  # feedback-cycle member emptied before any member was rebuilt
@@ -78,6 +87,7 @@ class RebuildContext:
     warehouse: Warehouse
     dataset: DatasetSpec
     trigger_dag: TriggerDag | None  # None outside Airflow
+    ready_at: datetime  # when what the plan puts before this rebuild was done
 
 
 def rebuild(
@@ -86,8 +96,10 @@ def rebuild(
     dataset: DatasetRef,
     *,
     trigger_dag: TriggerDag | None,
+    ready_at: datetime | None = None,
 ) -> RebuildEvidence:
-    """Re-materialise one artefact by its catalog target; raises RebuildFailed on failure."""
+    """Re-materialise one artefact by its catalog target, from sources cleaned by `ready_at`
+    (default: now); raises RebuildFailed on failure."""
     ds = catalog.require(dataset)
     # A view is recomputed on read whatever else its entry says.
     target = ViewRebuild() if ds.kind is DatasetKind.VIEW else ds.rebuild
@@ -96,7 +108,8 @@ def rebuild(
             f"dataset {ds.name!r} has no 'rebuild' in the catalog: it cannot be rebuilt; "
             "re-plan (it escalates) or declare its rebuild dag_id or sql"
         )
-    return REBUILD_TARGETS.build(target, RebuildContext(warehouse, ds, trigger_dag))
+    context = RebuildContext(warehouse, ds, trigger_dag, ready_at or datetime.now(UTC))
+    return REBUILD_TARGETS.build(target, context)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,12 +253,19 @@ def _rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEvide
             f"dataset {ds.name!r} is rebuilt by DAG {dag_id!r}: pass trigger_dag (the Airflow "
             "adapter supplies one that triggers the DAG and waits for its run)"
         )
-    outcome = trigger_dag(dag_id)
+    outcome = trigger_dag(dag_id, context.ready_at)
     warehouse.forget_tables()
     if not outcome.succeeded:
         raise RebuildFailed(
             f"dataset {ds.name!r}: DAG {dag_id!r} run {outcome.run_id!r} ended in state "
             f"{outcome.state!r}, not success; fix the run (see its logs in Airflow) and retry"
+        )
+    if outcome.started_at is not None and outcome.started_at < context.ready_at:
+        raise RebuildFailed(
+            f"dataset {ds.name!r}: DAG {dag_id!r} run {outcome.run_id!r} started at "
+            f"{outcome.started_at.isoformat()}, before this request's upstreams were clean "
+            f"({context.ready_at.isoformat()}): it may have read the subject's rows. Clear the "
+            "task: the rebuild triggers a run that starts after"
         )
     rows = None
     if ds.connection is not None and warehouse.table(ds) is not None:
@@ -256,6 +276,9 @@ def _rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEvide
         method=target.kind,
         dag_id=dag_id,
         run_id=outcome.run_id,
+        run_triggered_for=outcome.triggered_for,
+        run_started_at=outcome.started_at,
+        upstreams_done_at=context.ready_at,
         rows_after=rows,
         detail=f"re-materialised by DAG {dag_id!r}, run {outcome.run_id!r} succeeded",
         rebuilt_at=datetime.now(UTC),
@@ -293,5 +316,3 @@ def _names(statement: exp.Expression, name: str) -> bool:
 def _plain_table(ds: DatasetSpec) -> sa.TableClause:
     schema, table = split_name(ds.name)
     return sa.table(table, schema=schema)
-
-

@@ -210,6 +210,19 @@ completion_chain_head = sa.Table(
 )
 
 
+rematerialisation_runs = sa.Table(
+    "rematerialisation_runs",
+    metadata,
+    sa.Column("run_id", sa.String(255), primary_key=True),
+    sa.Column("dag_id", sa.String(250), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("triggered_for", sa.String(REQUEST_REF_LENGTH), nullable=False),
+    sa.Column("triggered_at", UtcDateTime, nullable=False),
+    sa.UniqueConstraint("dag_id", "generation", name="uq_rematerialisation_runs_generation"),
+    comment="Rematerialisation DAG runs the rebuilds triggered: one run serves every request "
+    "whose erasures were done before it started (erasure.actions.coalesce).",
+)
+
 # ---------------------------------------------------------------------------------------------
 # Observed lineage (erasure.lineage.event_store): raw OpenLineage run events, stored as
 # received, once each (keyed by their content hash). The database refuses UPDATE on them

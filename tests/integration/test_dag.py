@@ -20,7 +20,7 @@ from erasure.sample.embedded import open_demo
 from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
 from erasure.workflow import items_for
-from local.demo.runner import REPO, erasure_environment, load_decisions, run_erasure
+from local.demo.runner import erasure_environment, load_decisions, run_erasure
 from tests.integration.workflow_support import sealed
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
@@ -202,20 +202,6 @@ def test_a_run_not_started_by_the_desk_registers_nothing(estate: Any, airflow_db
     with Services.open(estate) as svc:
         assert svc.requests.get("DAG-HAND-1") is None
         assert svc.ledger.show("DAG-HAND-1") == []
-
-
-def test_artefacts_rebuilt_by_one_dag_each_get_their_own_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The rematerialisation run a rebuild task triggers over REST: its own per artefact
-    (map index), the same again when the task's try is re-run, a new one for the next try."""
-    monkeypatch.syspath_prepend(str(REPO / "dags"))
-    from erasure_airflow import rematerialisation_run_id as run_id
-
-    first, second = (run_id("REQ-1", "build_marts", index, 1) for index in (0, 1))
-    assert first != second
-    assert run_id("REQ-1", "build_marts", 0, 1) == first
-    assert run_id("REQ-1", "build_marts", 0, 2) != first
 
 
 def test_a_one_character_customer_id_completes_through_the_dag(

@@ -18,6 +18,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ class Task:
 def trigger_for(run: Run, svc: Services) -> workflow.TriggerDag:
     """The in-process rematerialisation trigger (the embedded default's), logging each run."""
 
-    def trigger(dag_id: str) -> RunOutcome:
+    def trigger(dag_id: str, ready_at: datetime) -> RunOutcome:
         with run.triggers.open("a") as log:
             log.write(dag_id + "\n")
         if dag_id in run.failing_dags:

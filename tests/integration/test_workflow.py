@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from erasure import workflow
+from erasure.actions.coalesce import run_for
 from erasure.actions.rebuild import AwaitingRun, RunOutcome
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.crm_ingest import ingest_crm_export
@@ -41,6 +42,7 @@ from tests.integration.workflow_support import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
+
 
 @pytest.fixture
 def svc(tmp_path: Path, openbao: EmbeddedOpenBao):  # type: ignore[no-untyped-def]
@@ -448,10 +450,10 @@ def test_a_dag_rebuild_waits_outside_the_task_and_resumes_with_how_its_run_ended
     for name in workflow.items_for(plan, Action.ERASE_ROWS):
         workflow.erase(svc, ref, name)
     target = item_named(svc, ref, "marts.orders_daily")
-    run_id = f"erasure-{ref}-build_marts-0-try1"
+    run_id = "erasure-rebuild-build_marts-1"
     started: list[str] = []
 
-    def start(dag_id: str) -> RunOutcome:
+    def start(dag_id: str, ready_at: datetime) -> RunOutcome:
         started.append(dag_id)
         raise AwaitingRun(dag_id, run_id)
 
@@ -464,12 +466,68 @@ def test_a_dag_rebuild_waits_outside_the_task_and_resumes_with_how_its_run_ended
 
     rematerialise(svc.catalog, svc.warehouse, "build_marts")  # the run, meanwhile
     ended = RunOutcome(run_id=run_id, state="success")
-    evidence = workflow.rebuild_artefact(svc, ref, target, lambda dag_id: ended)
+    evidence = workflow.rebuild_artefact(svc, ref, target, lambda dag_id, ready_at: ended)
     assert started == ["build_marts"]  # the resume started nothing
     assert evidence.run_id == run_id and evidence.dag_id == "build_marts"
     done = svc.action_log.get(ref, target, Action.REBUILD)
     assert done is not None and done.status is ActionStatus.DONE
     assert done.attempts == 1  # the resume went on with the attempt that started the run
+
+
+def test_two_requests_ready_before_a_run_starts_share_it_and_each_cites_it(
+    svc: Services,
+) -> None:
+    """Coalesced rebuilds: REQ-A's rebuild triggers the build_marts run; REQ-B, erased while
+    that run is still queued, joins it. One run, both rebuilds cite it, records stay apart."""
+    from tests.unit.actions.test_coalesce import Airflow
+
+    airflow = Airflow()
+    refs = {"REQ-2026-0030": "alice.smith@example.com", "REQ-2026-0031": "bob.smith@example.com"}
+    targets = {}
+    for ref, email in refs.items():
+        register(svc, {**CONF, "request_ref": ref, "identifier": email}, f"erasure-{ref}")
+        plan = workflow.plan_request(svc, ref)
+        workflow.tombstone(svc, ref)
+        for name in workflow.items_for(plan, Action.ERASE_ROWS):
+            workflow.erase(svc, ref, name)
+        targets[ref] = item_named(svc, ref, "marts.orders_daily")
+
+    def joins(ref: str) -> workflow.TriggerDag:
+        def trigger(dag_id: str, ready_at: datetime) -> RunOutcome:
+            run = run_for(svc.rematerialisations, airflow, dag_id, ref, ready_at)
+            raise AwaitingRun(dag_id, run.run_id)
+
+        return trigger
+
+    for ref, target in targets.items():
+        with pytest.raises(AwaitingRun):
+            workflow.rebuild_artefact(svc, ref, target, joins(ref))
+    assert airflow.started == ["erasure-rebuild-build_marts-1"]  # one run for both
+
+    started = datetime.now(UTC)  # the scheduler starts it: after both were ready
+    rematerialise(svc.catalog, svc.warehouse, "build_marts")
+    ended = RunOutcome(
+        run_id="erasure-rebuild-build_marts-1",
+        state="success",
+        started_at=started,
+        triggered_for="REQ-2026-0030",
+    )
+    cited = {
+        ref: workflow.rebuild_artefact(svc, ref, target, lambda dag_id, ready_at: ended)
+        for ref, target in targets.items()
+    }
+    assert {e.run_id for e in cited.values()} == {"erasure-rebuild-build_marts-1"}
+    for evidence in cited.values():
+        assert evidence.run_triggered_for == "REQ-2026-0030"
+        assert evidence.upstreams_done_at is not None
+        assert evidence.upstreams_done_at <= started == evidence.run_started_at
+    for ref, evidence in cited.items():  # the last erasure of its upstreams was done then
+        erased = {
+            a.updated_at
+            for a in svc.action_log.list(ref)
+            if a.action == Action.ERASE_ROWS.value and a.status is ActionStatus.DONE
+        }
+        assert evidence.upstreams_done_at in erased
 
 
 def test_a_dag_rebuild_whose_run_failed_or_was_deleted_fails_naming_the_run(
@@ -483,7 +541,7 @@ def test_a_dag_rebuild_whose_run_failed_or_was_deleted_fails_naming_the_run(
         workflow.erase(svc, ref, name)
     target = item_named(svc, ref, "marts.orders_daily")
     for state in ("failed", "gone"):
-        ended = RunOutcome(run_id="erasure-x-build_marts-0-try1", state=state)
+        ended = RunOutcome(run_id="erasure-rebuild-build_marts-7", state=state)
         with pytest.raises(ErasureError, match=rf"ended in state '{state}', not success"):
-            workflow.rebuild_artefact(svc, ref, target, lambda dag_id, e=ended: e)
+            workflow.rebuild_artefact(svc, ref, target, lambda dag_id, ready_at, e=ended: e)
         assert svc.action_log.status(ref, target, Action.REBUILD) is ActionStatus.FAILED

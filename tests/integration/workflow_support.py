@@ -88,7 +88,7 @@ ANSWERS = {
 
 
 def trigger(svc: Services) -> workflow.TriggerDag:
-    def run(dag_id: str) -> RunOutcome:
+    def run(dag_id: str, ready_at: datetime) -> RunOutcome:
         rematerialise(svc.catalog, svc.warehouse, dag_id)
         return RunOutcome(run_id=f"manual__{dag_id}", state="success")
 

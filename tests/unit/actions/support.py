@@ -78,7 +78,7 @@ def count(warehouse: Warehouse, table: str, where: str = "1 = 1", **params: Any)
 def demo_trigger(catalog: Catalog, warehouse: Warehouse, runs: list[str]) -> TriggerDag:
     """A stand-in for the Airflow adapter: 'runs' a demo DAG by executing its declared SQL."""
 
-    def trigger(dag_id: str) -> RunOutcome:
+    def trigger(dag_id: str, ready_at: datetime) -> RunOutcome:
         engine = warehouse.engine("warehouse")
         with engine.begin() as conn:
             for name in DEMO_DAGS[dag_id]:

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from erasure.actions.rebuild import RebuildFailed, RunOutcome, empty_before_rebuild, rebuild
+from erasure.actions.rebuild import (
+    RebuildFailed,
+    RunOutcome,
+    TriggerDag,
+    empty_before_rebuild,
+    rebuild,
+)
 from erasure.catalog import Catalog
 from erasure.locate import locate
 from erasure.model import Action, DatasetRef, SubjectRef
@@ -120,7 +127,7 @@ def test_dag_rebuild_reports_the_run_and_fails_unless_it_succeeded(tmp_path: Pat
     catalog, warehouse = estate(tmp_path)
     asked: list[str] = []
 
-    def succeeds(dag_id: str) -> RunOutcome:
+    def succeeds(dag_id: str, ready_at: datetime) -> RunOutcome:
         asked.append(dag_id)
         return RunOutcome(run_id="manual__1", state="success")
 
@@ -133,13 +140,44 @@ def test_dag_rebuild_reports_the_run_and_fails_unless_it_succeeded(tmp_path: Pat
     )
     assert asked == ["build_daily"]
 
-    def fails(dag_id: str) -> RunOutcome:
+    def fails(dag_id: str, ready_at: datetime) -> RunOutcome:
         return RunOutcome(run_id="manual__2", state="failed")
 
     with pytest.raises(RebuildFailed, match=r"DAG 'build_daily' run 'manual__2' .* 'failed'"):
         rebuild(catalog, warehouse, catalog.by_name("marts.daily").ref, trigger_dag=fails)
     with pytest.raises(RebuildFailed, match="pass trigger_dag"):
         rebuild(catalog, warehouse, catalog.by_name("marts.daily").ref, trigger_dag=None)
+
+
+def test_dag_rebuild_cites_the_run_and_refuses_one_that_started_before_the_sources_were_clean(
+    tmp_path: Path,
+) -> None:
+    """A run another request triggered serves this one only if it started after this request's
+    upstreams were clean; the evidence records both times and whose run it was."""
+    catalog, warehouse = estate(tmp_path)
+    daily = catalog.by_name("marts.daily").ref
+    ready_at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+    def ran(started_at: datetime) -> TriggerDag:
+        def trigger(dag_id: str, ready: datetime) -> RunOutcome:
+            assert ready == ready_at
+            return RunOutcome(
+                run_id="erasure-rebuild-build_daily-3",
+                state="success",
+                started_at=started_at,
+                triggered_for="REQ-OTHER",
+            )
+
+        return trigger
+
+    after = ready_at + timedelta(seconds=5)
+    done = rebuild(catalog, warehouse, daily, trigger_dag=ran(after), ready_at=ready_at)
+    assert (done.run_id, done.run_triggered_for) == ("erasure-rebuild-build_daily-3", "REQ-OTHER")
+    assert (done.run_started_at, done.upstreams_done_at) == (after, ready_at)
+
+    before = ready_at - timedelta(milliseconds=1)
+    with pytest.raises(RebuildFailed, match="before this request's upstreams were clean"):
+        rebuild(catalog, warehouse, daily, trigger_dag=ran(before), ready_at=ready_at)
 
 
 def test_view_needs_nothing_and_unrebuildable_is_refused(tmp_path: Path) -> None:
