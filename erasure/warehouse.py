@@ -227,10 +227,13 @@ def sqlite_schema_path(main_db: Path, schema: str) -> Path:
     return main_db.with_name(f"{main_db.stem}.{schema}{main_db.suffix or '.db'}")
 
 
+SQLITE_BUSY_TIMEOUT_MS = 30_000  # how long a transaction waits for another's write lock
+
+
 def _sqlite_semantics(engine: Engine, schemas: set[str]) -> None:
     """Make SQLite behave like the production warehouse: schemas, foreign keys, transactions
-    that cover DDL (pysqlite would otherwise autocommit a DROP or CREATE), and the subject
-    matcher's SQL function."""
+    that cover DDL (pysqlite would otherwise autocommit a DROP or CREATE) and wait for each
+    other, and the subject matcher's SQL function."""
     database = engine.url.database
     main_db = Path(database) if database and database != ":memory:" else None
 
@@ -241,6 +244,7 @@ def _sqlite_semantics(engine: Engine, schemas: set[str]) -> None:
         dbapi_conn.create_function(SQL_FUNCTION, 3, sql_canonical, deterministic=True)
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         for schema in sorted(schemas):
             if main_db is None:
                 break
@@ -251,7 +255,10 @@ def _sqlite_semantics(engine: Engine, schemas: set[str]) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN")
+        # IMMEDIATE: the write lock is taken (waited for) at the start. A deferred transaction
+        # that reads, then deletes, fails at once with SQLITE_BUSY when another request's
+        # erasure writes meanwhile: SQLite cannot wait there without a deadlock.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 _PG_SCHEMA = """SELECT table_schema, table_name, column_name FROM information_schema.columns
