@@ -1,0 +1,325 @@
+"""Twenty requests at once on the `make up` stack: requests per hour, and how soon after the
+DPO's last answer each request's completed record is signed.
+
+Everything goes through the stack's HTTP interfaces as its users would: the DPO submits every
+request on the erasure desk at the same moment and answers each prompt the moment it shows
+(REST, as the UI's form does); the auditor reads the records; the admin only watches.
+Among the requests one subject comes twice (typed differently), and every request shares the
+demo's derived artefacts (marts, reports), so rebuilds coalesce (erasure.actions.coalesce).
+
+The bench starts its own stack and runs one request alone first: the baseline, from the same
+run. `tests/e2e/test_load.py` drives the same load on the e2e session's stack and holds it to
+issue 9's bar.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from erasure.catalog import load_catalog
+from erasure.sample.rematerialise import REMATERIALISATION_DAGS
+from erasure.warehouse import Warehouse
+from local.demo.runner import decision_for, load_decisions
+from local.up.stack import ERASURE_DAG, Stack, StackPaths
+
+REQUESTS = 20
+POLL_SECONDS = 1.0
+TIMEOUT_SECONDS = 1_500.0
+HITL_PARAMS = ("justification", "scheduled_by", "exemption", "standing_until")
+
+
+@dataclass
+class Prompt:
+    """One answered prompt: when its answer was accepted, when its task resumed and ended."""
+
+    run_id: str
+    map_index: int
+    answered_at: datetime
+    resumed_at: datetime | None = None
+
+
+@dataclass
+class LoadResult:
+    """What a load run saw, per request reference."""
+
+    runs: dict[str, str]  # request ref -> run id
+    batch: str  # in every request reference of the load
+    states: dict[str, str] = field(default_factory=dict)  # run id -> final state
+    prompts: list[Prompt] = field(default_factory=list)
+    completed_at: dict[str, datetime] = field(default_factory=dict)  # ref -> record signed
+    submitted_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    ended_at: datetime | None = None
+
+    @property
+    def elapsed(self) -> float:
+        assert self.ended_at is not None
+        return (self.ended_at - self.submitted_at).total_seconds()
+
+    @property
+    def requests_per_hour(self) -> float:
+        return len(self.runs) * 3600 / self.elapsed
+
+    def last_answer(self, ref: str) -> datetime | None:
+        times = [p.answered_at for p in self.prompts if p.run_id == self.runs[ref]]
+        return max(times, default=None)
+
+    def answer_to_record(self) -> list[float]:
+        """Seconds from each request's last answer to its completed record."""
+        waits = []
+        for ref, signed in self.completed_at.items():
+            last = self.last_answer(ref)
+            if last is not None:
+                waits.append((signed - last).total_seconds())
+        return waits
+
+    def resume_delays(self) -> list[float]:
+        """Seconds from each accepted answer to its task's end (resumed and done)."""
+        return [
+            (p.resumed_at - p.answered_at).total_seconds()
+            for p in self.prompts
+            if p.resumed_at is not None
+        ]
+
+
+def subjects(stack: Stack, count: int) -> list[str]:
+    """`count` demo customers' emails, the highest ids first (the other e2e tests erase the
+    demo subject and a low-id household member)."""
+    warehouse = Warehouse(load_catalog(stack.paths.estate_dir / "catalog.yaml"))
+    try:
+        with warehouse.engine("warehouse").connect() as conn:
+            query = sa.text("SELECT trim(email) FROM crm.customers ORDER BY id DESC LIMIT :n")
+            return [str(e) for e in conn.execute(query, {"n": count}).scalars()]
+    finally:
+        warehouse.dispose()
+
+
+def typed_again(email: str) -> str:
+    """The same person as another CRM holds them: case changed, a no-break space, a tab."""
+    return "\u00a0" + email.upper() + "\t"
+
+
+def twenty(stack: Stack, skip: int = 0) -> list[str]:
+    """REQUESTS identifiers, one subject among them twice."""
+    emails = subjects(stack, REQUESTS - 1 + skip)[skip:]
+    return [*emails, typed_again(emails[0])]
+
+
+def submission(ref: str, email: str) -> dict[str, Any]:
+    return {
+        "request_ref": ref,
+        "identifier_type": "email",
+        "identifier": email,
+        "received_on": date.today().isoformat(),
+        "legal_ground": "art17_1_b",
+        "notes": None,
+        "dry_run": False,
+    }
+
+
+class Load:
+    """Submits requests at once, answers every prompt as it shows, watches the runs end."""
+
+    def __init__(self, stack: Stack, decisions: Mapping[str, Mapping[str, Any]]) -> None:
+        self.stack = stack
+        self.decisions = decisions
+        self.clients = {
+            user: httpx.Client(
+                base_url=stack.base_url,
+                timeout=60,
+                trust_env=False,
+                headers={"Authorization": f"Bearer {stack.token(user)}"},
+            )
+            for user in ("dpo", "auditor", "admin")
+        }
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+    def __enter__(self) -> Load:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def run(self, emails: Sequence[str], timeout: float = TIMEOUT_SECONDS) -> LoadResult:
+        batch = uuid.uuid4().hex[:6].upper()
+        refs = [f"DSR-LOAD-{batch}-{n:02d}" for n in range(len(emails))]
+        barrier = threading.Barrier(len(refs))
+
+        def submit(pair: tuple[str, str]) -> tuple[str, str]:
+            ref, email = pair
+            barrier.wait()  # all at once, as ten DPO tabs would not manage
+            response = self._call(
+                "dpo", "POST", "/erasure/api/v1/requests", json=submission(ref, email)
+            )
+            if response.status_code != 201:
+                raise AssertionError(
+                    f"{ref}: the desk answered {response.status_code}: {response.text}"
+                )
+            return ref, str(response.json()["run_id"])
+
+        result = LoadResult(runs={}, batch=batch)
+        with ThreadPoolExecutor(max_workers=len(refs)) as pool:
+            result.runs = dict(pool.map(submit, zip(refs, emails, strict=True)))
+        self._drive(result, timeout)
+        self._collect(result)
+        return result
+
+    # -- the DPO and the watcher --------------------------------------------------------------
+
+    def _drive(self, result: LoadResult, timeout: float) -> None:
+        open_runs = set(result.runs.values())
+        answered: dict[tuple[str, int], Prompt] = {}
+        deadline = time.monotonic() + timeout
+        while open_runs and time.monotonic() < deadline:
+            self._answer(open_runs, answered)
+            for run in self._json(
+                "admin",
+                f"/api/v2/dags/{ERASURE_DAG}/dagRuns",
+                params={"run_id_pattern": result.batch, "limit": 100},
+            )["dag_runs"]:
+                if run["dag_run_id"] in open_runs and run["state"] in ("success", "failed"):
+                    result.states[run["dag_run_id"]] = str(run["state"])
+                    open_runs.discard(run["dag_run_id"])
+            time.sleep(POLL_SECONDS)
+        for run_id in open_runs:
+            result.states[run_id] = "timed out"
+        result.ended_at = datetime.now(UTC)
+        result.prompts = list(answered.values())
+
+    def _answer(self, runs: set[str], answered: dict[tuple[str, int], Prompt]) -> None:
+        pending = self._json(
+            "dpo", "/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"}
+        )["hitl_details"]
+        for prompt in pending:
+            ti = prompt["task_instance"]
+            key = (ti["dag_run_id"], ti["map_index"])
+            if ti["dag_run_id"] not in runs or key in answered:
+                continue
+            _dataset, choice = decision_for(prompt["subject"], prompt["options"], self.decisions)
+            body = {
+                "chosen_options": [choice.pop("option")],
+                "params_input": {
+                    k: (str(choice[k]) if choice.get(k) is not None else None) for k in HITL_PARAMS
+                },
+            }
+            response = self._call(
+                "dpo",
+                "PATCH",
+                f"/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
+                f"{ti['task_id']}/{ti['map_index']}/hitlDetails",
+                json=body,
+            )
+            if response.status_code == 200:
+                answered[key] = Prompt(ti["dag_run_id"], ti["map_index"], datetime.now(UTC))
+            elif response.status_code != 409:  # 409: answered already (by an earlier poll)
+                raise AssertionError(f"answering {key}: {response.status_code} {response.text}")
+
+    def _collect(self, result: LoadResult) -> None:
+        by_key = {(p.run_id, p.map_index): p for p in result.prompts}
+        for run_id in result.runs.values():
+            instances = self._json(
+                "admin",
+                f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}/taskInstances/dpo_decides/listMapped",
+                params={"limit": 100},
+            )["task_instances"]
+            for ti in instances:
+                prompt = by_key.get((run_id, ti["map_index"]))
+                if prompt is not None and ti.get("end_date"):
+                    prompt.resumed_at = datetime.fromisoformat(ti["end_date"])
+        for ref in result.runs:
+            for record in self._json("auditor", f"/erasure/api/v1/records/{ref}"):
+                if record["kind"] == "completed":
+                    result.completed_at[ref] = datetime.fromisoformat(record["created_at"])
+
+    def rematerialisation_runs(self) -> dict[str, list[dict[str, Any]]]:
+        """Every run of the rematerialisation DAGs, by DAG."""
+        return {
+            dag_id: list(
+                self._json("admin", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 1000})[
+                    "dag_runs"
+                ]
+            )
+            for dag_id in REMATERIALISATION_DAGS
+        }
+
+    def auditor(self, path: str) -> Any:
+        return self._json("auditor", path)
+
+    def _json(self, user: str, path: str, **kwargs: Any) -> Any:
+        response = self._call(user, "GET", path, **kwargs)
+        if response.status_code != 200:
+            raise AssertionError(f"GET {path} as {user}: {response.status_code} {response.text}")
+        return response.json()
+
+    def _call(self, user: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One call, sent again (up to 3 times) after a 5xx or a timeout, as a person would."""
+        for attempt in range(3):
+            try:
+                response = self.clients[user].request(method, path, **kwargs)
+            except httpx.TimeoutException:
+                if attempt == 2:
+                    raise
+                continue
+            if not response.is_server_error or attempt == 2:
+                return response
+            time.sleep(POLL_SECONDS)
+        raise AssertionError("unreachable")
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def summary(label: str, result: LoadResult) -> str:
+    waits = result.answer_to_record()
+    completed = sum(state == "success" for state in result.states.values())
+    line = (
+        f"{label}: {len(result.runs)} requests, {completed} completed in {result.elapsed:.0f} s "
+        f"= {result.requests_per_hour:,.0f} requests/hour"
+    )
+    if waits:
+        line += (
+            f"; last answer -> completed record p50 {statistics.median(waits):.1f} s, "
+            f"p95 {percentile(waits, 0.95):.1f} s"
+        )
+    delays = result.resume_delays()
+    if delays:
+        line += f"; answer -> prompt task done max {max(delays):.1f} s"
+    return line
+
+
+def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="erasure-bench-load-"))
+    started = time.monotonic()
+    with Stack(StackPaths.under(root)) as stack, Load(stack, load_decisions()) as load:
+        print(f"stack up at {stack.base_url} in {time.monotonic() - started:.0f} s", flush=True)
+        alone = load.run(subjects(stack, 1))
+        print(summary("baseline, one request alone", alone), flush=True)
+        busy = load.run(twenty(stack, skip=1))
+        print(summary(f"{REQUESTS} requests at once", busy), flush=True)
+        runs = load.rematerialisation_runs()
+        print(
+            "rematerialisation runs for them: "
+            + ", ".join(f"{dag} {len(found)}" for dag, found in runs.items())
+            + f" (a run per request and DAG would be {REQUESTS + 1} each)"
+        )
+        print(
+            f"ratio: {busy.requests_per_hour / alone.requests_per_hour:.1f}x the requests/hour "
+            "of one request alone"
+        )
