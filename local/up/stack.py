@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+import yaml
 
 from erasure.config import Settings
 from erasure.keys.vault import EmbeddedOpenBao
@@ -48,6 +49,7 @@ USERS = {
 PASSWORDS_FILE = "erasure_passwords.json"  # in AIRFLOW_HOME, 0600; kept between starts
 FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 WEBSERVER_CONFIG = REPO / "helm" / "files" / "webserver_config.py"  # the chart's, as is
+HELM_VALUES = REPO / "helm" / "values.yaml"
 AIRFLOW_COMMAND = [sys.executable, str(REPO / "local" / "up" / "components.py")]
 DEFAULT_PORT = 8080
 STARTUP_TIMEOUT_SECONDS = 240.0
@@ -172,10 +174,16 @@ def openlineage_environment(api_url: str, lineage_api_key: str) -> dict[str, str
         "auth": {"type": "api_key", "apiKey": lineage_api_key},
         "timeout": 10,
     }
+    # The chart's DAGs that report no lineage: the erasure's own (helm/values.yaml says why).
+    silent = yaml.safe_load(HELM_VALUES.read_text())["openlineage"]["silentDags"]
+    policy = [
+        {"scope": {"dag_id": "|".join(silent)}, "match_mode": "regex", "controls": {"emit": False}}
+    ]
     return {
         "ERASURE_LINEAGE_API_KEY": lineage_api_key,
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "airflow",
+        "AIRFLOW__OPENLINEAGE__EMISSION_POLICY": json.dumps(policy),
     }
 
 

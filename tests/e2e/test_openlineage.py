@@ -73,3 +73,15 @@ def test_a_rebuild_runs_events_arrive_and_its_edges_are_in_the_next_plan(
     assert observed, "the plan's lineage has no edge the rebuild run reported"
     assert {e.source.dataset.name for e in observed} == {"crm.orders"}
     assert all(e.target.column is not None for e in observed)  # column lineage, not table only
+
+
+def test_the_erasure_dags_report_no_lineage(airflow_standalone: Stack) -> None:
+    """The chart's emission policy (helm/values.yaml openlineage.silentDags): the load test
+    ran twenty gdpr_erasure runs by now, and none of their tasks reported an event."""
+    stack = airflow_standalone
+    assert stack.settings is not None
+    with open_store(stack.settings.store_url) as store:
+        jobs = {str(r["job"]) for r in LineageStore(store).runs(limit=10_000)}
+    assert any(job.startswith("airflow/build_") for job in jobs), jobs
+    silent = [job for job in jobs if job.startswith(("airflow/gdpr_erasure", "airflow/erasure_"))]
+    assert not silent, silent

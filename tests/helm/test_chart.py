@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,6 +247,18 @@ def test_openlineage_reports_to_the_plugin(chart: helm.Chart) -> None:
         "endpoint": "erasure/api/v1/lineage",
         "auth": {"type": "api_key", "apiKey": SECRETS["lineageApiKey"]},
     }
+
+
+def test_the_erasure_dags_report_no_lineage(chart: helm.Chart) -> None:
+    """Every Airflow container gets the policy; the rematerialisation DAGs still report."""
+    env = by_name(render(chart), "ConfigMap", "erasure-env")["data"]
+    [rule] = json.loads(env["AIRFLOW__OPENLINEAGE__EMISSION_POLICY"])
+    assert rule["controls"] == {"emit": False} and rule["match_mode"] == "regex"
+    silent = re.compile(rule["scope"]["dag_id"])
+    assert all(silent.fullmatch(d) for d in ("gdpr_erasure", "erasure_reconcile"))
+    assert not any(silent.fullmatch(d) for d in ("build_marts", "crm_ingest", "gdpr_erasure_x"))
+    quiet = render(chart, {"openlineage": {"silentDags": []}})
+    assert "AIRFLOW__OPENLINEAGE__EMISSION_POLICY" not in by_name(quiet, "ConfigMap", "erasure-env")["data"]
 
 
 def test_fab_config_names_the_erasure_roles(chart: helm.Chart) -> None:
