@@ -257,8 +257,8 @@ def test_the_erasure_dags_report_no_lineage(chart: helm.Chart) -> None:
     silent = re.compile(rule["scope"]["dag_id"])
     assert all(silent.fullmatch(d) for d in ("gdpr_erasure", "erasure_reconcile"))
     assert not any(silent.fullmatch(d) for d in ("build_marts", "crm_ingest", "gdpr_erasure_x"))
-    quiet = render(chart, {"openlineage": {"silentDags": []}})
-    assert "AIRFLOW__OPENLINEAGE__EMISSION_POLICY" not in by_name(quiet, "ConfigMap", "erasure-env")["data"]
+    quiet = by_name(render(chart, {"openlineage": {"silentDags": []}}), "ConfigMap", "erasure-env")
+    assert "AIRFLOW__OPENLINEAGE__EMISSION_POLICY" not in quiet["data"]
 
 
 def test_fab_config_names_the_erasure_roles(chart: helm.Chart) -> None:
