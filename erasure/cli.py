@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -339,7 +338,7 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
     report = IngestReport()
     try:
         for path in args.files:
-            report.merge(lineage.ingest_file(path, workers=os.cpu_count() or 1))
+            report.merge(lineage.ingest_file(path))
         if report.stored:
             lineage.refresh_index_if_due()  # so the next plan finds the index built
         written = {name for run in report.touched for name in run.pop("output_names")}

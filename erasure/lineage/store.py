@@ -37,7 +37,6 @@ from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
 from erasure.lineage.openlineage import (
     EventElement,
     EventItem,
-    ObservedEvent,
     OutputLineage,
     RunEvent,
     RunLineage,
@@ -133,7 +132,7 @@ class _Incoming:
     """One event on its way in: parsed, refused (`error`), or an element not yet validated."""
 
     origin: str
-    event: RunEvent | ObservedEvent | None  # observed: validated in a worker process
+    event: RunEvent | None
     error: str | None
     text: str
     element: EventElement | None = None
@@ -186,13 +185,10 @@ class LineageStore:
         """Store and project events: parsed ones, file items that may be errors, or elements
         validated only if they are not stored yet."""
         self._ensure_backfilled()
+        report = IngestReport()
         batches = _batches(events, origin, self._batch)
         if not isinstance(events, Sized) or len(events) > self._batch:
             batches = _read_ahead(batches)
-        return self._ingest_batches(batches)
-
-    def _ingest_batches(self, batches: Generator[list[_Incoming]]) -> IngestReport:
-        report = IngestReport()
         with _collector_paused(), closing(batches):  # closing: the reader stops with us
             for chunk in batches:
                 report.merge(self._ingest_chunk(chunk))
@@ -224,25 +220,14 @@ class LineageStore:
             del pending  # the batch goes before the collector is back, or it would walk it
         return report
 
-    def ingest_file(self, path: Path, *, scope: str = "files", workers: int = 0) -> IngestReport:
+    def ingest_file(self, path: Path, *, scope: str = "files") -> IngestReport:
         """Ingest an event file; malformed elements are quarantined and counted, not fatal.
 
-        `workers`: processes to fork that decode, hash and validate a large JSON-lines file
-        while this one writes (`ingest_workers`); the same result as 0, which reads it here.
         The file's size and modification time are recorded, so a plan whose catalog names
         the same file does not read it again (`ingest_file_if_changed`).
         """
         signature = _file_signature(path)
-        judged = None
-        if workers:
-            from erasure.lineage.ingest_workers import judged_batches
-
-            judged = judged_batches(path, self._batch, workers)
-        if judged is None:
-            report = self.ingest(read_event_elements(path), origin=str(path))
-        else:
-            self._ensure_backfilled()
-            report = self._ingest_batches(judged)
+        report = self.ingest(read_event_elements(path), origin=str(path))
         values = {
             "kind": "openlineage_file",
             "scope": scope,
@@ -365,7 +350,7 @@ class LineageStore:
         report.received = len(items)
         base = datetime.now(UTC)
         rows: dict[str, dict[str, Any]] = {}
-        events: dict[str, RunEvent | ObservedEvent] = {}
+        events: dict[str, RunEvent] = {}
         quarantine: list[dict[str, Any]] = []
         for position, item in enumerate(items):
             if item.identity is not None and item.identity in known:
@@ -380,8 +365,7 @@ class LineageStore:
                 received = base + timedelta(microseconds=position)
                 row = event_row(item.event, received, item.text, identity=item.identity)
             except LineageError as exc:
-                body = _dump(item.event.raw) if isinstance(item.event, RunEvent) else item.text
-                quarantine.append(_quarantine_row(item.origin, str(exc), body))
+                quarantine.append(_quarantine_row(item.origin, str(exc), _dump(item.event.raw)))
                 report.results.append({"error": str(exc)})
                 continue
             report.results.append({"event_id": row["event_id"], "stored": False})
@@ -400,10 +384,10 @@ class LineageStore:
         fresh = {r["event_id"] for r in report.results if r.get("stored")}
         report.stored = len(fresh)
         report.duplicates = report.received - report.quarantined - report.stored
-        by_run: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]] = {}
+        by_run: dict[tuple[str, str], list[tuple[str, RunEvent]]] = {}
         for identity in fresh:
             event = events[identity]
-            key = _run_key(event)
+            key = (_job(event), event.run.run_id)
             by_run.setdefault(key, []).append((identity, event))
         if by_run:
             self._project(conn, chunk, by_run)
@@ -414,7 +398,7 @@ class LineageStore:
         self,
         conn: Connection,
         chunk: _Chunk,
-        by_run: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]],
+        by_run: dict[tuple[str, str], list[tuple[str, RunEvent]]],
         *,
         load_all: bool = False,
     ) -> None:
@@ -954,40 +938,30 @@ class LineageStore:
 
 
 def event_row(
-    event: RunEvent | ObservedEvent,
-    received_at: datetime,
-    text: str = "",
-    *,
-    identity: str | None = None,
+    event: RunEvent, received_at: datetime, text: str = "", *, identity: str | None = None
 ) -> dict[str, Any]:
-    """The `lineage_events` row of an event (its id, if known, as `identity`; an observed
-    event's with its text); LineageError when it cannot be stored as is."""
-    job, run_id = _run_key(event)
+    """The `lineage_events` row of an event (its id, if known, as `identity`); LineageError
+    when it cannot be stored as is."""
+    job = _job(event)
     if len(job) > LINEAGE_JOB_LENGTH:
         raise LineageError(
             f"OpenLineage event: job namespace and name are longer than {LINEAGE_JOB_LENGTH} "
             "characters together; shorten the job name"
         )
-    if len(run_id) > LINEAGE_RUN_ID_LENGTH:
+    if len(event.run.run_id) > LINEAGE_RUN_ID_LENGTH:
         raise LineageError(
             f"OpenLineage event: run.runId is longer than {LINEAGE_RUN_ID_LENGTH} characters; "
             "the spec expects a UUID"
         )
-    if isinstance(event, ObservedEvent):
-        if identity is None or not text:
-            raise ValueError("an observed event is stored with its id and text")
-    else:
-        identity = identity or event_id(event)
-        text = text or event_text(event)
     return {
-        "event_id": identity,
+        "event_id": identity or event_id(event),
         "job": job,
-        "run_id": run_id,
+        "run_id": event.run.run_id,
         "event_type": event.event_type.value if event.event_type is not None else None,
         "event_time": event.event_time,
         # The text as received when there is one (a file's line), else the event re-serialised
         # in its own key order; either reads back to the same event and content hash.
-        "raw": text,
+        "raw": text or event_text(event),
         "received_at": received_at,
     }
 
@@ -1359,8 +1333,8 @@ def _joined_to_keys(
 
 def _stored_events(
     conn: Connection, keys: list[tuple[str, str]]
-) -> dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]]:
-    out: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]] = {}
+) -> dict[tuple[str, str], list[tuple[str, RunEvent]]]:
+    out: dict[tuple[str, str], list[tuple[str, RunEvent]]] = {}
     wanted = set(keys)
     for part in _chunks(sorted({k[1] for k in keys}), _IN_CHUNK):
         query = sa.select(
@@ -1517,13 +1491,6 @@ def _gaps(text: str) -> list[Gap]:
 
 def _job(event: RunEvent) -> str:
     return f"{event.job.namespace}/{event.job.name}"
-
-
-def _run_key(event: RunEvent | ObservedEvent) -> tuple[str, str]:
-    """(job, run id): which run an event belongs to."""
-    if isinstance(event, ObservedEvent):
-        return event.producer, event.run_id
-    return _job(event), event.run.run_id
 
 
 def _dump(value: Any) -> str:
