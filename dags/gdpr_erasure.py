@@ -217,7 +217,7 @@ def gdpr_erasure() -> None:
             )
         return {"request_ref": registration.request_ref, "duplicate": duplicate}
 
-    @task(multiple_outputs=True)
+    @task(multiple_outputs=True, **RETRIES)
     def plan(registration: dict[str, Any]) -> dict[str, Any]:
         from erasure import workflow
         from erasure.model import Action

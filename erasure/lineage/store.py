@@ -20,7 +20,7 @@ import hashlib
 import json
 import queue
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -673,17 +673,15 @@ class LineageStore:
             store_errors(self._store, "store declared lineage"),
             self._store.engine.begin() as conn,
         ):
-            known = {
-                str(r.source_key): r
-                for r in conn.execute(
-                    sa.select(lineage_sources).where(lineage_sources.c.scope == scope)
-                )
-            }
-            if all(s.key in known and known[s.key].digest == s.digest for s in sources) and len(
-                known
-            ) == len({s.key for s in sources}):
+            known = _declared(conn, scope)
+            if _unchanged(known, sources):
                 return [g for s in sources for g in _gaps(known[s.key].gaps)]
             _lock(conn)
+            # Read again under the lock: a plan running beside this one may have stored the
+            # same sources since (inserting them again would break their key).
+            known = _declared(conn, scope)
+            if _unchanged(known, sources):
+                return [g for s in sources for g in _gaps(known[s.key].gaps)]
             chunk = _Chunk()
             gaps: list[Gap] = []
             for source in sources:
@@ -1467,6 +1465,20 @@ def _drop_index(conn: Connection, chunk: _Chunk) -> None:
     if not chunk.dropped_index:
         conn.execute(lineage_index.delete())
         chunk.dropped_index = True
+
+
+def _declared(conn: Connection, scope: str) -> dict[str, Any]:
+    """The stored declared sources of `scope`, by key."""
+    query = sa.select(lineage_sources).where(lineage_sources.c.scope == scope)
+    return {str(r.source_key): r for r in conn.execute(query)}
+
+
+def _unchanged(known: Mapping[str, Any], sources: Sequence[DeclaredSource]) -> bool:
+    """Whether `known` holds exactly `sources`, each with the same digest."""
+    keys = {s.key for s in sources}
+    return len(known) == len(keys) and all(
+        s.key in known and known[s.key].digest == s.digest for s in sources
+    )
 
 
 def _lock(conn: Connection) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -290,6 +292,39 @@ def test_declared_lineage_is_parsed_when_it_changes_not_per_plan(store: Store) -
     } == {"crm.orders.amount"}
     lineage.sync_declared("catalog:a", [])  # the file is gone from the catalog
     assert list(lineage.graph().edges_into(LTV)) == []
+
+
+def test_two_plans_storing_the_same_new_declared_lineage_at_once_both_succeed(
+    store: Store,
+) -> None:
+    """Twenty requests planned at once: the second plan read the sources as unknown before the
+    first stored them, then waited for the first's lock; it must not insert them again."""
+    calls: list[str] = []
+    second: list[BaseException | list[Any]] = []
+
+    def plan_beside() -> None:
+        try:
+            second.append(LineageStore(store).sync_declared("catalog:a", sources()))
+        except BaseException as exc:  # reported by the main thread
+            second.append(exc)
+
+    beside = threading.Thread(target=plan_beside)
+
+    def parse_slowly() -> tuple[list[LineageEdge], list[Any]]:
+        beside.start()  # reads the sources as unknown, then waits for this plan's lock
+        time.sleep(0.5)
+        return _declared("sql:x", "d1", "amount", calls).parse()
+
+    def sources() -> list[DeclaredSource]:
+        return [DeclaredSource(key="sql:x", kind="sql", digest="d1", parse=parse_slowly)]
+
+    LineageStore(store).sync_declared("catalog:a", sources())
+    beside.join(timeout=30)
+    assert second == [[]], second  # no gaps, no error
+    assert calls == ["sql:x"]  # parsed once: the second plan found it stored
+    assert {str(e.source) for e in LineageStore(store).graph().edges_into(LTV)} == {
+        "crm.orders.amount"
+    }
 
 
 def test_retention_purges_old_evidence_but_keeps_current_edges(store: Store) -> None:
