@@ -266,7 +266,9 @@ def gdpr_erasure() -> None:
             evidence = workflow.erase(svc, ref, target)
         return {"dataset": dataset, "rows_deleted": evidence.rows_deleted}
 
-    @task(map_index_template="{{ artefact }}", **RETRIES)
+    # One at a time too: a subject's key may encrypt several datasets, and the second shred
+    # must find the first's destruction on record to cite it (not claim the key again).
+    @task(map_index_template="{{ artefact }}", max_active_tis_per_dagrun=1, **RETRIES)
     def crypto_shred(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
 

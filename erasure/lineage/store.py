@@ -593,7 +593,16 @@ class LineageStore:
         """Store ids of datasets, adding the new ones (the projection lock is held)."""
         if not self._ids:
             self._load_all_ids(conn)
-        missing = sorted({r for r in refs if r not in self._ids})
+        wanted = set(refs)
+        for part in _chunks(sorted(wanted - self._ids.keys()), _IN_CHUNK):
+            # Another process may have stored some since this cache was read (the lock is
+            # held now): take theirs rather than insert them again.
+            names = {r.name for r in part}
+            for row in conn.execute(
+                sa.select(lineage_datasets).where(lineage_datasets.c.name.in_(names))
+            ):
+                self._remember(row)
+        missing = sorted(wanted - self._ids.keys())
         for part in _chunks(missing, _IN_CHUNK):
             inserted = conn.execute(
                 lineage_datasets.insert()
@@ -603,16 +612,17 @@ class LineageStore:
                 )
             )
             for row in inserted:
-                ref = DatasetRef(row.namespace, row.name)
-                self._ids[ref] = int(row.id)
-                self._refs[int(row.id)] = ref
+                self._remember(row)
         return self._ids
 
     def _load_all_ids(self, conn: Connection) -> None:
         for row in conn.execute(sa.select(lineage_datasets)):
-            ref = DatasetRef(row.namespace, row.name)
-            self._ids[ref] = int(row.id)
-            self._refs[int(row.id)] = ref
+            self._remember(row)
+
+    def _remember(self, row: Any) -> None:
+        ref = DatasetRef(row.namespace, row.name)
+        self._ids[ref] = int(row.id)
+        self._refs[int(row.id)] = ref
 
     def _dataset_refs(self, conn: Connection, ids: set[int]) -> dict[int, DatasetRef]:
         if any(i not in self._refs for i in ids):
@@ -630,17 +640,20 @@ class LineageStore:
         ):
             done = _state(conn, "backfilled")
         if not done:
-            self.reproject()
+            self.reproject(unless_backfilled=True)
         self._backfilled = True
 
-    def reproject(self) -> int:
-        """Project every stored event again, from scratch (observed edges only); runs seen."""
+    def reproject(self, *, unless_backfilled: bool = False) -> int:
+        """Project every stored event again, from scratch (observed edges only); runs seen.
+        `unless_backfilled`: not if another process did the first backfill meanwhile."""
         keys_query = sa.select(lineage_events.c.job, lineage_events.c.run_id).distinct()
         with (
             store_errors(self._store, "reproject the stored OpenLineage events"),
             self._store.engine.begin() as conn,
         ):
             _lock(conn)
+            if unless_backfilled and _state(conn, "backfilled"):
+                return 0
             chunk = _Chunk()
             conn.execute(
                 lineage_edge_sets.delete().where(
@@ -835,15 +848,17 @@ class LineageStore:
             store_errors(self._store, "save the lineage index"),
             self._store.engine.begin() as conn,
         ):
-            current = conn.execute(
-                sa.select(lineage_index.c.version).where(lineage_index.c.id == _INDEX_ROW)
-            ).scalar()
-            if current is None:
-                conn.execute(lineage_index.insert().values(id=_INDEX_ROW, **values))
-            elif int(current) < version:
-                conn.execute(
-                    lineage_index.update().where(lineage_index.c.id == _INDEX_ROW).values(**values)
+            # One statement: plans building the index beside each other all save it, the
+            # newest version wins (a read, then an insert, broke the row's key).
+            conn.execute(
+                conflict_insert(lineage_index, self._store.dialect)
+                .values(id=_INDEX_ROW, **values)
+                .on_conflict_do_update(
+                    index_elements=["id"],
+                    set_=values,
+                    where=lineage_index.c.version < version,
                 )
+            )
 
     def _datasets(self, conn: Connection) -> dict[int, DatasetRef]:
         return {

@@ -241,7 +241,7 @@ class RequestBook:
                     "extension must be decided and told to the subject within the first month"
                 )
             until = add_months(record.due_on, months)
-            conn.execute(
+            extended = conn.execute(
                 requests.update()
                 .where(
                     requests.c.request_ref == request_ref,
@@ -249,6 +249,11 @@ class RequestBook:
                 )
                 .values(extended_until=until, extension_reason=reason, updated_at=now())
             )
+            if extended.rowcount != 1:  # another extension was recorded since it was read
+                raise RequestError(
+                    f"request {request_ref!r} was extended meanwhile: a deadline is extended "
+                    "once, by at most two months in total"
+                )
             updated = require(conn, request_ref)
         log.info("request %s: deadline extended to %s", request_ref, until.isoformat())
         return updated

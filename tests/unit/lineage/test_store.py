@@ -327,6 +327,38 @@ def test_two_plans_storing_the_same_new_declared_lineage_at_once_both_succeed(
     }
 
 
+def test_a_dataset_another_process_stored_since_is_not_stored_again(store: Store) -> None:
+    """The API server's long-lived store and a CLI ingest beside it: each one's dataset ids
+    are a cache, read again for what it does not know before inserting."""
+    server, cli = LineageStore(store), LineageStore(store)
+    server.ingest([parse_event(event("r1"))])  # the server's cache: crm.orders, customer_ltv
+    cli.ingest([parse_event(event("r2", job="other", output="marts.new_mart"))])
+    server.ingest([parse_event(event("r3", job="third", output="marts.new_mart"))])  # no error
+    assert any(target.startswith("marts.new_mart.") for _source, target in current(store))
+
+
+def test_plans_saving_the_index_at_once_all_succeed(store: Store) -> None:
+    ingest(store, event("r1"))
+    start = threading.Barrier(6)
+    failures: list[BaseException] = []
+
+    def plan() -> None:
+        start.wait()
+        try:
+            LineageStore(store).graph()
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=plan) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failures, failures
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(lineage_index)).scalar() == 1
+
+
 def test_retention_purges_old_evidence_but_keeps_current_edges(store: Store) -> None:
     lineage = LineageStore(store)
     ingest(store, event("r1", at="2025-01-01T02:00:00Z", columns={"ltv": ["a"]}))
