@@ -172,7 +172,7 @@ class RebuildOperator(BaseOperator):
     schedule=None,
     catchup=False,
     is_paused_upon_creation=False,
-    max_active_runs=4,
+    max_active_runs=8,
     tags=["gdpr", "erasure"],
     doc_md=__doc__,
     params={

@@ -134,7 +134,9 @@ def stack_environment(
     env.update(airflow_environment(home))
     env.update(
         {
-            "AIRFLOW__CORE__PARALLELISM": "4",  # not 32 idle workers
+            # Not 32 idle workers; enough that eight requests' tasks interleave (waits for a
+            # DPO or a rematerialisation run hold no slot: they are deferred).
+            "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__CORE__EXECUTOR": EXECUTOR,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(ports.api),
