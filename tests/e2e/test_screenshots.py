@@ -453,8 +453,16 @@ def test_the_auditor_is_refused_the_dpos_pages_and_airflows_run(
     as_role(browser, stack, "auditor")
     browser.open(f"{stack.base_url}/erasure/requests/new")
     browser.wait_for_text("Not for your role", "this erasure action is the DPO's")
-    browser.open(f"{stack.base_url}/dags/{ERASURE_DAG}/runs/{RUN_ID}")
-    text = browser.wait_for_text("403 Forbidden")
+    run_page = f"{stack.base_url}/dags/{ERASURE_DAG}/runs/{RUN_ID}"
+    with httpx.Client(base_url=stack.base_url, trust_env=False, timeout=30) as client:
+        client.headers["Authorization"] = f"Bearer {stack.token('auditor')}"
+        assert client.get(f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{RUN_ID}").status_code == 403
+    browser.open(run_page)
+    try:
+        text = browser.wait_for_text("403 Forbidden", timeout=PAGE_TIMEOUT_SECONDS / 2)
+    except AssertionError:  # once, after twenty runs' worth of history, the UI showed nothing
+        browser.open(run_page)  # as the auditor would: load the page again
+        text = browser.wait_for_text("403 Forbidden", timeout=PAGE_TIMEOUT_SECONDS / 2)
     assert "sub-" not in text  # nothing of the run's conf
     browser.open(f"{stack.base_url}/erasure/desk")
     browser.wait_for_text("Not for your role", "can_read on Erasure Desk")
