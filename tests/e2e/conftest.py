@@ -14,7 +14,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -276,17 +275,3 @@ def dpo_api(airflow_standalone: Stack) -> Iterator[AirflowApi]:
     api = AirflowApi(airflow_standalone, "dpo")
     yield api
     api.close()
-
-
-def erasure_request(ref: str, identifier: str, **extra: Any) -> dict[str, Any]:
-    """What the DPO types on the erasure desk."""
-    return {
-        "request_ref": ref,
-        "identifier_type": "email",
-        "identifier": identifier,
-        "received_on": date.today().isoformat(),
-        "legal_ground": "art17_1_b",
-        "notes": None,
-        "dry_run": False,
-        **extra,
-    }

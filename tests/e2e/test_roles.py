@@ -24,8 +24,9 @@ import httpx
 import pytest
 
 from erasure.prompts import NOT_FOUND_PROMPT
+from local.bench.load import submission as erasure_request
 from local.up.stack import ERASURE_DAG, TASKS_USER, Stack
-from tests.e2e.conftest import PROMPT_SETTLE_SECONDS, AirflowApi, erasure_request
+from tests.e2e.conftest import PROMPT_SETTLE_SECONDS, AirflowApi
 
 pytestmark = [
     pytest.mark.integration,

@@ -29,9 +29,10 @@ import sqlalchemy as sa
 from erasure.catalog import load_catalog
 from erasure.sample.seed import DEMO_SUBJECT
 from erasure.warehouse import Warehouse
+from local.bench.load import submission as erasure_request
 from local.demo.runner import load_decisions
 from local.up.stack import Stack
-from tests.e2e.conftest import AirflowApi, erasure_request
+from tests.e2e.conftest import AirflowApi
 
 pytestmark = [
     pytest.mark.integration,

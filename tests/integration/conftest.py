@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from erasure.keys.vault import EmbeddedOpenBao
+from erasure.store import Store, open_store
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +19,16 @@ def openbao() -> Iterator[EmbeddedOpenBao]:
         yield server
     finally:
         server.stop()  # terminates its own pid and waits for it
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A migrated erasure store, once on SQLite and once on Postgres (a module whose tests
+    need one backend defines its own `store`)."""
+    url = (
+        f"sqlite:///{tmp_path}/erasure.db"
+        if request.param == "sqlite"
+        else request.getfixturevalue("postgres_schema_url")
+    )
+    with open_store(url) as opened:
+        yield opened

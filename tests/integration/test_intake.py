@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -13,7 +11,7 @@ from erasure.errors import RequestError
 from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey
 from erasure.keys.bootstrap import ensure_submissions_key
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
-from erasure.store import Store, open_store
+from erasure.store import Store
 from erasure.store.schema import submissions
 from erasure.submission import ErasureRequest
 
@@ -21,17 +19,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
 CANARY = "Zoë.Sealed.7b41c2@Example.org"
 NOTES = "called on 2026-11-30 from the shop, ref 7b41c2"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = (
-        f"sqlite:///{tmp_path}/erasure.db"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_schema_url")
-    )
-    with open_store(url) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -3,27 +3,14 @@ requests deciding at the same moment never fail and never name two runs for one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from erasure.registry.rematerialisations import RunBook
-from erasure.store import Store, open_store
+from erasure.store import Store
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = (
-        f"sqlite:///{tmp_path}/erasure.db"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_schema_url")
-    )
-    with open_store(url) as opened:
-        yield opened
 
 
 def test_claims_number_each_dags_runs_in_order(store: Store) -> None:
