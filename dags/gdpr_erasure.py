@@ -294,6 +294,10 @@ def gdpr_erasure() -> None:
     dpo_decides = HITLOperator.partial(
         task_id="dpo_decides",
         retries=0,
+        # An answered prompt resumes before other queued work: the DPO's answer is recorded
+        # within seconds even while twenty requests' tasks wait for a slot.
+        priority_weight=100,
+        weight_rule="absolute",
         params={
             "justification": Param(
                 "",
