@@ -309,7 +309,13 @@ def summary(label: str, result: LoadResult) -> str:
 def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="erasure-bench-load-"))
     started = time.monotonic()
-    with Stack(StackPaths.under(root)) as stack, Load(stack, load_decisions()) as load:
+    stack = Stack(
+        StackPaths.under(root),
+        # A metadata database of its own, dropped at the end: never `make up`'s.
+        metadata_database=f"erasure_airflow_bench_{uuid.uuid4().hex[:10]}",
+        drop_metadata_on_stop=True,
+    )
+    with stack, Load(stack, load_decisions()) as load:
         print(f"stack up at {stack.base_url} in {time.monotonic() - started:.0f} s", flush=True)
         alone = load.run(subjects(stack, 1))
         print(summary("baseline, one request alone", alone), flush=True)
