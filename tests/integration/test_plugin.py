@@ -39,6 +39,7 @@ from erasure.lineage.event_store import EventStore
 from erasure.model import Action, DatasetRef, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
 from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
+from local.bench.load import submission as desk_submission
 from tests.unit.audit.support import record_request
 from tests.unit.registry_support import Books, books_for, register
 
@@ -307,16 +308,8 @@ def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
 
 
 def submission(ref: str, identifier: str, **fields: Any) -> dict[str, Any]:
-    """What the DPO types on the desk."""
-    return {
-        "request_ref": ref,
-        "identifier_type": "email",
-        "identifier": identifier,
-        "received_on": date.today().isoformat(),
-        "legal_ground": "art17_1_b",
-        "notes": NOTE_CANARY,
-        **fields,
-    }
+    """What the DPO types on the desk, her notes naming the note canary."""
+    return desk_submission(ref, identifier, **{"notes": NOTE_CANARY, **fields})
 
 
 @pytest.fixture(scope="module")
