@@ -7,24 +7,24 @@ Migrations are Alembic revisions in `migrations/versions/`, run programmatically
 
 from __future__ import annotations
 
+import ast
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
 from erasure.errors import ErasureError, StoreError, driver_message
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _ALEMBIC_LOCK = threading.Lock()
@@ -47,9 +47,13 @@ class Store:
         return self.engine.dialect.name
 
     def revision(self) -> str | None:
-        """The schema revision the database is at (None if never migrated)."""
+        """The schema revision the database is at (None if never migrated; revisions joined
+        by commas if it is at several, which no head is)."""
         with self.engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            if not sa.inspect(conn).has_table(_VERSION_TABLE):
+                return None
+            rows = conn.execute(sa.text(f"SELECT version_num FROM {_VERSION_TABLE}")).scalars()
+            return ",".join(sorted(str(r) for r in rows)) or None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -100,6 +104,9 @@ def open_store(url: str | URL, *, migrate: bool = True) -> Store:
 
 def upgrade(store: Store, revision: str = "head") -> None:
     """Run the store's migrations up to `revision`, in one transaction where the DB allows."""
+    from alembic import command
+    from alembic.util.exc import CommandError
+
     try:
         # Alembic's `context` is module state: one migration per process at a time. Across
         # processes, env.py takes a Postgres advisory lock.
@@ -120,20 +127,39 @@ def upgrade(store: Store, revision: str = "head") -> None:
 
 @cache
 def head_revision() -> str:
-    """The newest revision the code knows; a store at another revision is out of date."""
-    try:
-        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    except CommandError:
+    """The newest revision the code knows; a store at another revision is out of date.
+
+    Read from the migration files' `revision` and `down_revision` lines, as Alembic reads
+    them (a test holds the two to the same answer), so that opening a store at head does not
+    import Alembic.
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = dict(_REVISION_LINE.findall(path.read_text(encoding="utf-8")))
+        if "revision" not in found:
+            continue
+        revisions.add(ast.literal_eval(found["revision"]))
+        down = ast.literal_eval(found.get("down_revision", "None"))
+        parents.update([down] if isinstance(down, str) else down or ())
+    heads = revisions - parents
+    if len(heads) > 1:
         raise StoreError(
             f"the migrations in {MIGRATIONS} have several heads: join them with `alembic merge`"
-        ) from None
-    if head is None:
+        )
+    if not heads:
         raise StoreError(f"no migrations found in {MIGRATIONS}")
-    return head
+    return heads.pop()
+
+
+_REVISION_LINE = re.compile(r"^(revision|down_revision)\b[^=\n]*=\s*(.+?)\s*$", re.MULTILINE)
+_VERSION_TABLE = "alembic_version"
 
 
 def alembic_config() -> Config:
     """An Alembic config pointing at the packaged migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return config

@@ -47,6 +47,20 @@ def test_revisions_form_one_line() -> None:
     assert len(heads) == 1, f"several migration heads {heads}: merge them (alembic merge)"
 
 
+def test_the_head_is_alembics_head() -> None:
+    # head_revision reads the revision lines itself, so that opening a store skips Alembic.
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def test_the_revision_is_alembics_revision(tmp_path: Path) -> None:
+    with open_store(f"sqlite:///{tmp_path}/erasure.db", migrate=False) as store:
+        with store.engine.connect() as conn:
+            assert store.revision() is MigrationContext.configure(conn).get_current_revision()
+        store.engine.dispose()
+    with open_store(f"sqlite:///{tmp_path}/erasure.db") as store, store.engine.connect() as conn:
+        assert store.revision() == MigrationContext.configure(conn).get_current_revision()
+
+
 def test_unreachable_postgres_raises_store_error_without_the_password() -> None:
     with pytest.raises(StoreError, match="cannot reach the erasure store") as info:
         open_store("postgresql://erasure:s3cret@127.0.0.1:1/erasure")
