@@ -30,6 +30,11 @@ class DatasetRef:
     def qualified(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    def __reduce__(self) -> tuple[type[DatasetRef], tuple[str, str]]:
+        # Pickled with every event ingest's workers hand over: a frozen dataclass unpickles
+        # field by field through setattr, this through __init__.
+        return DatasetRef, (self.namespace, self.name)
+
     def as_dict(self) -> dict[str, str]:
         return {"namespace": self.namespace, "name": self.name}
 

@@ -123,3 +123,13 @@ def digest_text(value: Any, *, native: bool) -> bytes:
         return b"m" + _AS_GIVEN.encode(value)
     return json.dumps(value, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass")
 
+
+def raw(value: Any) -> Any:
+    """A native value as msgspec.Raw: its text, which msgspec encodes back verbatim (so a
+    digest of it is unchanged) and which pickles as bytes. None stays None."""
+    return None if value is None else msgspec.Raw(_AS_GIVEN.encode(value))
+
+
+def unraw(value: Any) -> Any:
+    """The value a msgspec.Raw holds (`raw`); any other value as it is."""
+    return msgspec.json.decode(value) if isinstance(value, msgspec.Raw) else value

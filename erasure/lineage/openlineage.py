@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -483,14 +484,10 @@ def _array_items(text: str) -> Iterator[tuple[int, Any]]:
 
 
 def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
-    """(line, element); a line that is not JSON yields a _BadJson and the next lines go on."""
+    """(line, element); a line that is not JSON yields a _BadLine and the next lines go on."""
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, _Decoded(event_json.decode(line), line)
-        except json.JSONDecodeError as exc:
-            yield number, _BadLine(exc.msg, line)
+        if line.strip():
+            yield decoded_line(number, line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -595,61 +592,80 @@ def read_event_items(path: Path) -> Iterator[EventItem]:
 
 def read_event_elements(path: Path) -> Iterator[EventElement]:
     """`read_event_items` before validation (see EventElement)."""
+    lines = event_lines(path)
+    if lines is not None:
+        # JSON lines, read a line at a time: a year's file need not fit in memory.
+        yield from decoded_elements(path, (decoded_line(n, line) for n, line in lines))
+        return
     try:
         with path.open(encoding="utf-8") as handle:
-            head = handle.read(4096)
-            lines = None if head.lstrip().startswith("[") else _streamed_lines(head, handle)
-            if lines is not None:
-                # JSON lines, read a line at a time: a year's file need not fit in memory.
-                yield from _items(path, lines)
-                return
-            text = head + handle.read()
+            text = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
-    yield from _items(path, _file_items(text))
+    yield from decoded_elements(path, _file_items(text))
 
 
-def _streamed_lines(head: str, handle: Any) -> Iterator[tuple[int, Any]] | None:
-    """JSON lines from an open file, or None when its first line is not a whole JSON value
-    (a pretty-printed single event, read whole instead)."""
+def event_lines(path: Path) -> Generator[tuple[int, str]] | None:
+    """The numbered, non-blank lines of a JSON-lines event file, read as they are consumed;
+    None when the file has another shape (an array, one pretty-printed event)."""
+    try:
+        handle = path.open(encoding="utf-8")
+        try:
+            head = handle.read(4096)
+        except BaseException:
+            handle.close()
+            raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
+    if head.lstrip().startswith("[") or not _lines_shaped(head):
+        handle.close()
+        return None
+    return _numbered_lines(path, head, handle)
+
+
+def _lines_shaped(head: str) -> bool:
+    """Whether a file starting with `head` reads as JSON lines: its first line is a whole JSON
+    value (a pretty-printed single event is read whole instead)."""
     first_end = head.find("\n")
     first = head if first_end < 0 else head[:first_end]
     if first.strip() and first_end >= 0:
         try:
             json.loads(first)
         except json.JSONDecodeError:
-            return None
+            return False
     elif first.strip():
-        return None  # one line, no newline within the first 4 KiB: read it whole
+        return False  # one line, no newline within the first 4 KiB: read it whole
+    return True
 
-    def lines() -> Iterator[tuple[int, Any]]:
-        rest = head
-        number = 0
-        while True:
-            cut = rest.find("\n")
-            while cut < 0:
-                more = handle.read(1 << 16)
-                if not more:
-                    break
-                rest += more
-                cut = rest.find("\n")
-            if cut < 0:
-                line, rest = rest, ""
-            else:
-                line, rest = rest[:cut], rest[cut + 1 :]
-            number += 1
+
+def _numbered_lines(path: Path, head: str, handle: Any) -> Generator[tuple[int, str]]:
+    try:
+        # The head completed to the end of the line it stops in, then the file's own line
+        # iteration (C speed; the text layer has turned every line ending into "\n").
+        start = (head + handle.readline()).split("\n")
+        if start[-1] == "":
+            start.pop()  # it ended with a line
+        for number, line in enumerate(itertools.chain(start, handle), start=1):
+            if line.endswith("\n"):
+                line = line[:-1]
             if line.strip():
-                try:
-                    yield number, _Decoded(event_json.decode(line), line)
-                except json.JSONDecodeError as exc:
-                    yield number, _BadLine(exc.msg, line)
-            if cut < 0:
-                return
-
-    return lines()
+                yield number, line
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
+    finally:
+        handle.close()
 
 
-def _items(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventElement]:
+def decoded_line(number: int, line: str) -> tuple[int, _Decoded | _BadLine]:
+    """One line of a JSON-lines file, decoded (or why it is not JSON), for `_items`."""
+    try:
+        return number, _Decoded(event_json.decode(line), line)
+    except json.JSONDecodeError as exc:
+        return number, _BadLine(exc.msg, line)
+
+
+def decoded_elements(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventElement]:
+    """The elements of a file from its decoded lines (`decoded_line`) or array items."""
     try:
         for line, data in items:
             where = f"{path}:{line}"
@@ -707,34 +723,97 @@ class ObservedLineage:
     runs: list[RunSummary] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class ObservedEvent:
+    """What projection reads of one validated event (`observed`).
+
+    Output facets may be msgspec.Raw, their text as msgspec encodes it (`transferable`): a
+    worker process hands an event over as a few strings and bytes, and links are decoded
+    from them only when a run's facets changed.
+    """
+
+    producer: str  # "<job namespace>/<job name>"
+    run_id: str
+    event_type: RunState | None
+    event_time: datetime
+    inputs: tuple[DatasetRef, ...]
+    outputs: tuple[tuple[DatasetRef, Mapping[str, Any]], ...]  # dataset, its facets
+    native: bool  # decoded by msgspec, no float (event_json.Decoded)
+
+    def __reduce__(self) -> tuple[type[ObservedEvent], tuple[Any, ...]]:
+        # A frozen dataclass unpickles field by field through setattr: this is its __init__.
+        return ObservedEvent, (
+            self.producer, self.run_id, self.event_type, self.event_time, self.inputs,
+            self.outputs, self.native,
+        )  # fmt: skip
+
+
+# The output facets links are read from (`_output_lineage`, `OutputLineage.facet_digest`).
+_LINK_FACETS = ("columnLineage", "schema")
+
+
+def observed(event: RunEvent | ObservedEvent) -> ObservedEvent:
+    """The parts of `event` projection reads (nothing is copied)."""
+    if isinstance(event, ObservedEvent):
+        return event
+    return ObservedEvent(
+        f"{event.job.namespace}/{event.job.name}",
+        event.run.run_id,
+        event.event_type,
+        event.event_time,
+        tuple(entry.ref for entry in event.inputs),
+        tuple((entry.ref, entry.facets) for entry in event.outputs),
+        event._native,
+    )
+
+
+def transferable(event: RunEvent) -> ObservedEvent:
+    """`observed(event)` less the output facets links are not read from, those encoded once
+    (when native) so the event pickles as text: cheap to send from a worker process."""
+    outputs = []
+    for entry in event.outputs:
+        facets: dict[str, Any] = {}
+        for name in _LINK_FACETS:
+            if name in entry.facets:
+                facets[name] = entry.facets[name]
+        if event._native:
+            facets = {k: event_json.raw(v) for k, v in facets.items()}
+        outputs.append((entry.ref, facets))
+    return ObservedEvent(
+        f"{event.job.namespace}/{event.job.name}",
+        event.run.run_id,
+        event.event_type,
+        event.event_time,
+        tuple(entry.ref for entry in event.inputs),
+        tuple(outputs),
+        event._native,
+    )
+
+
 @dataclass
 class _MergedRun:
-    job: EventJob
+    producer: str
     run_id: str
-    inputs: dict[DatasetRef, dict[str, Any]]  # dataset -> merged facets
-    outputs: dict[DatasetRef, dict[str, Any]]
-    terminal: RunEvent | None
-    latest: RunEvent
+    inputs: dict[DatasetRef, None]  # in first-seen order
+    outputs: dict[DatasetRef, dict[str, Any]]  # dataset -> merged facets
+    terminal: ObservedEvent | None
+    latest: ObservedEvent
 
 
-def _merge(datasets: dict[DatasetRef, dict[str, Any]], entries: list[EventDataset]) -> None:
-    for entry in entries:
-        # Later events win per facet name, as Marquez merges facets of a run.
-        datasets.setdefault(entry.ref, {}).update(entry.facets)
-
-
-def _merge_run(events: list[RunEvent]) -> _MergedRun:
+def _merge_run(events: list[ObservedEvent]) -> _MergedRun:
     ordered = sorted(events, key=lambda e: e.event_time)  # stable: arrival order breaks ties
-    inputs: dict[DatasetRef, dict[str, Any]] = {}
+    inputs: dict[DatasetRef, None] = {}
     outputs: dict[DatasetRef, dict[str, Any]] = {}
-    terminal: RunEvent | None = None
+    terminal: ObservedEvent | None = None
     for event in ordered:
-        _merge(inputs, event.inputs)
-        _merge(outputs, event.outputs)
+        inputs.update(dict.fromkeys(event.inputs))
+        for ref, facets in event.outputs:
+            # Later events win per facet name, as Marquez merges facets of a run.
+            outputs.setdefault(ref, {}).update(facets)
         if event.event_type in TERMINAL_STATES:
             terminal = event
     last = ordered[-1]
-    return _MergedRun(last.job, last.run.run_id, inputs, outputs, terminal, last)
+    return _MergedRun(last.producer, last.run_id, inputs, outputs, terminal, last)
 
 
 def _classify(transformation: _Transformation) -> tuple[EdgeType, EdgeSubtype]:
@@ -878,21 +957,21 @@ class OutputLineage:
     and its links are never built.
     """
 
-    __slots__ = ("_facets", "_inputs", "_job", "_native", "_read_links", "output")
+    __slots__ = ("_facets", "_inputs", "_native", "_producer", "_read_links", "output")
 
     def __init__(
         self,
         output: DatasetRef,
         facets: Mapping[str, Any],
         inputs: Sequence[DatasetRef],
-        job: EventJob,
+        producer: str,
         *,
         native: bool = False,
     ) -> None:
         self.output = output
-        self._facets = facets
+        self._facets = facets  # values may be msgspec.Raw (`transferable`)
         self._inputs = inputs
-        self._job = job
+        self._producer = producer
         self._native = native  # the facets were decoded by msgspec (event_json)
         self._read_links: tuple[tuple[_Link, ...], Gap | None] | None = None
 
@@ -911,7 +990,7 @@ class OutputLineage:
             self._facets.get("columnLineage"),
             self._facets.get("schema"),
             [ref.qualified for ref in self._inputs],
-            f"{self._job.namespace}/{self._job.name}",
+            self._producer,
         ]
         # Key order as sent: a producer repeats its own order, and a digest that differs only
         # by order makes the links be read and compared, never a wrong answer.
@@ -919,7 +998,8 @@ class OutputLineage:
 
     def _read(self) -> tuple[tuple[_Link, ...], Gap | None]:
         if self._read_links is None:
-            self._read_links = _output_lineage(self._job, self.output, self._facets, self._inputs)
+            facets = {name: event_json.unraw(value) for name, value in self._facets.items()}
+            self._read_links = _output_lineage(self._producer, self.output, facets, self._inputs)
         return self._read_links
 
 
@@ -934,10 +1014,9 @@ class RunLineage:
 
 
 def _output_lineage(
-    job: EventJob, output: DatasetRef, facets: Mapping[str, Any], inputs: Sequence[DatasetRef]
+    producer: str, output: DatasetRef, facets: Mapping[str, Any], inputs: Sequence[DatasetRef]
 ) -> tuple[tuple[_Link, ...], Gap | None]:
     """Links into one output of a completed run; table-level links and a gap without columns."""
-    producer = f"{job.namespace}/{job.name}"
     gap: Gap | None = None
     problem = "carries no columnLineage facet"
     facet: _ColumnLineageFacet | None = None
@@ -966,15 +1045,17 @@ def _output_lineage(
     return tuple(dict.fromkeys(links)), gap
 
 
-def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> RunLineage:
+def run_lineage(
+    events: Sequence[RunEvent | ObservedEvent], event_ids: Sequence[str] = ()
+) -> RunLineage:
     """Merge the events of one run (same job and run id) into its summary and lineage."""
-    run = _merge_run(list(events))
+    parts = [observed(e) for e in events]
+    run = _merge_run(parts)
     state_event = run.terminal or run.latest
     state = state_event.event_type.value if state_event.event_type else RunState.OTHER.value
-    producer = f"{run.job.namespace}/{run.job.name}"
     summary = RunSummary(
         run_id=run.run_id,
-        job=producer,
+        job=run.producer,
         state=state,
         event_time=state_event.event_time,
         inputs=tuple(run.inputs),
@@ -983,14 +1064,14 @@ def run_lineage(events: Sequence[RunEvent], event_ids: Sequence[str] = ()) -> Ru
     )
     if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
         # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
-        return RunLineage(summary, producer, None)
+        return RunLineage(summary, run.producer, None)
     inputs = tuple(run.inputs)
-    native = all(e._native for e in events)
+    native = all(e.native for e in parts)
     outputs = tuple(
-        OutputLineage(o, facets, inputs, run.job, native=native)
+        OutputLineage(o, facets, inputs, run.producer, native=native)
         for o, facets in run.outputs.items()
     )
-    return RunLineage(summary, producer, run.terminal.event_time, outputs)
+    return RunLineage(summary, run.producer, run.terminal.event_time, outputs)
 
 
 def runs_from_events(events: Iterable[RunEvent]) -> list[RunLineage]:

@@ -25,7 +25,7 @@ from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -33,10 +33,10 @@ from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
 from erasure.lineage import event_json
-from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
 from erasure.lineage.openlineage import (
     EventElement,
     EventItem,
+    ObservedEvent,
     OutputLineage,
     RunEvent,
     RunLineage,
@@ -67,9 +67,13 @@ from erasure.store.schema import (
     lineage_state,
 )
 
+if TYPE_CHECKING:  # numpy, which the index needs, is imported only to read or build one
+    from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
+
 BATCH_SIZE = 2_000  # events per transaction
 MAX_QUARANTINED_BODY = 1024 * 1024  # characters of a refused body kept for inspection
 _IN_CHUNK = 500  # values per IN (...) list
+_DATASET_COLUMNS = (lineage_datasets.c.id, lineage_datasets.c.namespace, lineage_datasets.c.name)
 # Persist a fresh index once this many edge rows changed since the stored one.
 REINDEX_AFTER = 20_000
 _INDEX_ROW = 1
@@ -132,7 +136,7 @@ class _Incoming:
     """One event on its way in: parsed, refused (`error`), or an element not yet validated."""
 
     origin: str
-    event: RunEvent | None
+    event: RunEvent | ObservedEvent | None  # observed: validated in a worker process
     error: str | None
     text: str
     element: EventElement | None = None
@@ -185,10 +189,13 @@ class LineageStore:
         """Store and project events: parsed ones, file items that may be errors, or elements
         validated only if they are not stored yet."""
         self._ensure_backfilled()
-        report = IngestReport()
         batches = _batches(events, origin, self._batch)
         if not isinstance(events, Sized) or len(events) > self._batch:
             batches = _read_ahead(batches)
+        return self._ingest_batches(batches)
+
+    def _ingest_batches(self, batches: Generator[list[_Incoming]]) -> IngestReport:
+        report = IngestReport()
         with _collector_paused(), closing(batches):  # closing: the reader stops with us
             for chunk in batches:
                 report.merge(self._ingest_chunk(chunk))
@@ -220,14 +227,25 @@ class LineageStore:
             del pending  # the batch goes before the collector is back, or it would walk it
         return report
 
-    def ingest_file(self, path: Path, *, scope: str = "files") -> IngestReport:
+    def ingest_file(self, path: Path, *, scope: str = "files", workers: int = 0) -> IngestReport:
         """Ingest an event file; malformed elements are quarantined and counted, not fatal.
 
+        `workers`: processes to fork that decode, hash and validate a large JSON-lines file
+        while this one writes (`ingest_workers`); the same result as 0, which reads it here.
         The file's size and modification time are recorded, so a plan whose catalog names
         the same file does not read it again (`ingest_file_if_changed`).
         """
         signature = _file_signature(path)
-        report = self.ingest(read_event_elements(path), origin=str(path))
+        judged = None
+        if workers:
+            from erasure.lineage.ingest_workers import judged_batches
+
+            judged = judged_batches(path, self._batch, workers)
+        if judged is None:
+            report = self.ingest(read_event_elements(path), origin=str(path))
+        else:
+            self._ensure_backfilled()
+            report = self._ingest_batches(judged)
         values = {
             "kind": "openlineage_file",
             "scope": scope,
@@ -350,7 +368,7 @@ class LineageStore:
         report.received = len(items)
         base = datetime.now(UTC)
         rows: dict[str, dict[str, Any]] = {}
-        events: dict[str, RunEvent] = {}
+        events: dict[str, RunEvent | ObservedEvent] = {}
         quarantine: list[dict[str, Any]] = []
         for position, item in enumerate(items):
             if item.identity is not None and item.identity in known:
@@ -365,7 +383,8 @@ class LineageStore:
                 received = base + timedelta(microseconds=position)
                 row = event_row(item.event, received, item.text, identity=item.identity)
             except LineageError as exc:
-                quarantine.append(_quarantine_row(item.origin, str(exc), _dump(item.event.raw)))
+                body = _dump(item.event.raw) if isinstance(item.event, RunEvent) else item.text
+                quarantine.append(_quarantine_row(item.origin, str(exc), body))
                 report.results.append({"error": str(exc)})
                 continue
             report.results.append({"event_id": row["event_id"], "stored": False})
@@ -384,10 +403,10 @@ class LineageStore:
         fresh = {r["event_id"] for r in report.results if r.get("stored")}
         report.stored = len(fresh)
         report.duplicates = report.received - report.quarantined - report.stored
-        by_run: dict[tuple[str, str], list[tuple[str, RunEvent]]] = {}
+        by_run: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]] = {}
         for identity in fresh:
             event = events[identity]
-            key = (_job(event), event.run.run_id)
+            key = _run_key(event)
             by_run.setdefault(key, []).append((identity, event))
         if by_run:
             self._project(conn, chunk, by_run)
@@ -398,7 +417,7 @@ class LineageStore:
         self,
         conn: Connection,
         chunk: _Chunk,
-        by_run: dict[tuple[str, str], list[tuple[str, RunEvent]]],
+        by_run: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]],
         *,
         load_all: bool = False,
     ) -> None:
@@ -593,36 +612,35 @@ class LineageStore:
         """Store ids of datasets, adding the new ones (the projection lock is held)."""
         if not self._ids:
             self._load_all_ids(conn)
-        wanted = set(refs)
-        for part in _chunks(sorted(wanted - self._ids.keys()), _IN_CHUNK):
+        known = self._ids
+        # Not `set - keys`: that walks every cached key, however few are wanted.
+        unknown = {r for r in refs if r not in known}
+        for part in _chunks(sorted(unknown), _IN_CHUNK):
             # Another process may have stored some since this cache was read (the lock is
             # held now): take theirs rather than insert them again.
             names = {r.name for r in part}
-            for row in conn.execute(
-                sa.select(lineage_datasets).where(lineage_datasets.c.name.in_(names))
-            ):
-                self._remember(row)
-        missing = sorted(wanted - self._ids.keys())
+            query = sa.select(*_DATASET_COLUMNS).where(lineage_datasets.c.name.in_(names))
+            self._remember(conn.execute(query))
+        missing = sorted(r for r in unknown if r not in known)
         for part in _chunks(missing, _IN_CHUNK):
-            inserted = conn.execute(
-                lineage_datasets.insert()
-                .values([r.as_dict() for r in part])
-                .returning(
-                    lineage_datasets.c.id, lineage_datasets.c.namespace, lineage_datasets.c.name
+            self._remember(
+                conn.execute(
+                    lineage_datasets.insert()
+                    .values([r.as_dict() for r in part])
+                    .returning(*_DATASET_COLUMNS)
                 )
             )
-            for row in inserted:
-                self._remember(row)
-        return self._ids
+        return known
 
     def _load_all_ids(self, conn: Connection) -> None:
-        for row in conn.execute(sa.select(lineage_datasets)):
-            self._remember(row)
+        self._remember(conn.execute(sa.select(*_DATASET_COLUMNS)))
 
-    def _remember(self, row: Any) -> None:
-        ref = DatasetRef(row.namespace, row.name)
-        self._ids[ref] = int(row.id)
-        self._refs[int(row.id)] = ref
+    def _remember(self, rows: Iterable[Any]) -> None:
+        """Cache (id, namespace, name) rows."""
+        for id_, namespace, name in rows:
+            ref = DatasetRef(namespace, name)
+            self._ids[ref] = int(id_)
+            self._refs[int(id_)] = ref
 
     def _dataset_refs(self, conn: Connection, ids: set[int]) -> dict[int, DatasetRef]:
         if any(i not in self._refs for i in ids):
@@ -785,6 +803,8 @@ class LineageStore:
 
     def graph(self) -> StoredLineageGraph:
         """The projected graph: the persisted index plus every edge changed since it was built."""
+        from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
+
         self._ensure_backfilled()
         with (
             store_errors(self._store, "read the lineage index"),
@@ -951,30 +971,40 @@ class LineageStore:
 
 
 def event_row(
-    event: RunEvent, received_at: datetime, text: str = "", *, identity: str | None = None
+    event: RunEvent | ObservedEvent,
+    received_at: datetime,
+    text: str = "",
+    *,
+    identity: str | None = None,
 ) -> dict[str, Any]:
-    """The `lineage_events` row of an event (its id, if known, as `identity`); LineageError
-    when it cannot be stored as is."""
-    job = _job(event)
+    """The `lineage_events` row of an event (its id, if known, as `identity`; an observed
+    event's with its text); LineageError when it cannot be stored as is."""
+    job, run_id = _run_key(event)
     if len(job) > LINEAGE_JOB_LENGTH:
         raise LineageError(
             f"OpenLineage event: job namespace and name are longer than {LINEAGE_JOB_LENGTH} "
             "characters together; shorten the job name"
         )
-    if len(event.run.run_id) > LINEAGE_RUN_ID_LENGTH:
+    if len(run_id) > LINEAGE_RUN_ID_LENGTH:
         raise LineageError(
             f"OpenLineage event: run.runId is longer than {LINEAGE_RUN_ID_LENGTH} characters; "
             "the spec expects a UUID"
         )
+    if isinstance(event, ObservedEvent):
+        if identity is None or not text:
+            raise ValueError("an observed event is stored with its id and text")
+    else:
+        identity = identity or event_id(event)
+        text = text or event_text(event)
     return {
-        "event_id": identity or event_id(event),
+        "event_id": identity,
         "job": job,
-        "run_id": event.run.run_id,
+        "run_id": run_id,
         "event_type": event.event_type.value if event.event_type is not None else None,
         "event_time": event.event_time,
         # The text as received when there is one (a file's line), else the event re-serialised
         # in its own key order; either reads back to the same event and content hash.
-        "raw": text or event_text(event),
+        "raw": text,
         "received_at": received_at,
     }
 
@@ -1346,8 +1376,8 @@ def _joined_to_keys(
 
 def _stored_events(
     conn: Connection, keys: list[tuple[str, str]]
-) -> dict[tuple[str, str], list[tuple[str, RunEvent]]]:
-    out: dict[tuple[str, str], list[tuple[str, RunEvent]]] = {}
+) -> dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]]:
+    out: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]] = {}
     wanted = set(keys)
     for part in _chunks(sorted({k[1] for k in keys}), _IN_CHUNK):
         query = sa.select(
@@ -1518,6 +1548,13 @@ def _gaps(text: str) -> list[Gap]:
 
 def _job(event: RunEvent) -> str:
     return f"{event.job.namespace}/{event.job.name}"
+
+
+def _run_key(event: RunEvent | ObservedEvent) -> tuple[str, str]:
+    """(job, run id): which run an event belongs to."""
+    if isinstance(event, ObservedEvent):
+        return event.producer, event.run_id
+    return _job(event), event.run.run_id
 
 
 def _dump(value: Any) -> str:

@@ -175,3 +175,42 @@ def test_lineage_ingest_dry_run_summarises_runs(
     assert code == 0
     assert out.startswith("5 event(s) parsed (dry run); 4 run(s)")
     assert "FAIL" in out and "embed_customers_v2.run" in out
+
+
+def test_the_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    listed = [line.split()[0] for line in lines if line[:4] == "    " and line[4:5].isalpha()]
+    assert listed == ["demo", "plan", "lineage", "suppression", "audit", "keys", "store"]
+
+
+def test_lineage_ingest_imports_only_what_it_uses(tmp_path: Path) -> None:
+    # Its time is an operator's at every run: no Alembic on a migrated store, no Vault
+    # client, no numpy (the index is only read or built when due).
+    import subprocess
+
+    from erasure.store import open_store
+
+    url = f"sqlite:///{tmp_path}/erasure.db"
+    open_store(url).close()
+    events = tmp_path / "events.jsonl"
+    events.write_text("")
+    program = (
+        "import sys; from erasure.cli import main; "
+        f"main(['lineage', 'ingest', '--json', '--store', {url!r}, {str(events)!r}]); "
+        "print([m for m in ('alembic', 'hvac', 'numpy', 'yaml') if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "1.5"])
+def test_lineage_ingest_workers_must_be_a_count(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["lineage", "ingest", "--workers", value, str(tmp_path / "events.jsonl")])
+    assert "is not a whole number of 0 or more" in capsys.readouterr().err

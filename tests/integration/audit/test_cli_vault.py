@@ -36,7 +36,7 @@ def run(
     monkeypatch.setenv("ERASURE_VAULT_ADDR", openbao.address)
     monkeypatch.setenv("ERASURE_VAULT_TOKEN", openbao.token)
     monkeypatch.setenv("ERASURE_VAULT_TRANSIT_MOUNT", transit_mount)
-    return runner(monkeypatch, capsys)
+    return runner(capsys)
 
 
 def test_verify_reads_the_public_keys_from_vault(run: Run) -> None:

@@ -18,7 +18,7 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], db_
     for name in ("ERASURE_VAULT_ADDR", "ERASURE_VAULT_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ERASURE_STORE_URL", f"sqlite:///{db_path}")
-    return runner(monkeypatch, capsys)
+    return runner(capsys)
 
 
 @pytest.fixture

@@ -1,0 +1,111 @@
+"""Event files decoded, hashed and validated in worker processes beside the writer.
+
+Reading a day of runs (decoding, the content hash, validation) cost as much CPU as storing
+and projecting it, and one process did both on one core. For a JSON-lines file of more
+than one batch, the ingesting process now only reads lines and writes the store: forked
+workers judge each batch of lines (`judge_lines`) and hand back each event reduced to what
+projection reads (`openlineage.transferable`: a few strings and the link facets' text).
+A verdict is a function of the line alone, and batches are written in file order, as
+read in one process: the same ids, rows and projection, the same quarantine reasons.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+from collections import deque
+from collections.abc import Generator
+from concurrent.futures import Future, ProcessPoolExecutor
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+
+from erasure.errors import LineageError
+from erasure.lineage.openlineage import (
+    RunEvent,
+    decoded_elements,
+    decoded_line,
+    event_lines,
+    event_text,
+    transferable,
+)
+from erasure.lineage.store import _dump, _Incoming, _incoming, event_row
+
+_CHECKED_AT = datetime(1970, 1, 1, tzinfo=UTC)  # event_row's checks need a time
+
+
+def judged_batches(path: Path, size: int, workers: int) -> Generator[list[_Incoming]] | None:
+    """The file's batches judged in `workers` forked processes, in file order; None when the
+    file is not JSON lines, is at most one batch, or processes cannot be forked here (it is
+    then read in this process)."""
+    if workers < 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    lines = event_lines(path)
+    if lines is None:
+        return None
+    first = list(islice(lines, size))
+    following = list(islice(lines, size))
+    if not following:
+        lines.close()
+        return None
+    return _judged(path, [first, following], lines, size, workers)
+
+
+def _judged(
+    path: Path,
+    head: list[list[tuple[int, str]]],
+    lines: Generator[tuple[int, str]],
+    size: int,
+    workers: int,
+) -> Generator[list[_Incoming]]:
+    # Forked before the pool starts its own thread (it does, with fork); the children never
+    # touch the parent's database connections, and leave with os._exit.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=gc.disable) as pool:
+        pending: deque[tuple[Future[list[_Incoming]], list[tuple[int, str]]]] = deque()
+        batches = iter(head)
+
+        def submit() -> None:
+            batch = next(batches, None) or list(islice(lines, size))
+            if batch:
+                pending.append((pool.submit(judge_lines, str(path), batch), batch))
+
+        try:
+            for _ in range(workers + 1):  # one batch ahead of every worker
+                submit()
+            while pending:
+                future, sent = pending.popleft()
+                batch = future.result()
+                submit()
+                for item, (_, line) in zip(batch, sent, strict=True):
+                    item.text = item.text or line  # sent back only when it is not the line
+                yield batch
+        finally:
+            for future, _ in pending:
+                future.cancel()
+            lines.close()
+
+
+def judge_lines(path: str, lines: list[tuple[int, str]]) -> list[_Incoming]:
+    """A batch of numbered lines judged: each its content hash and event (reduced to what
+    projection reads), or why it is refused, exactly as `LineageStore.ingest` would. Each
+    item's text is "" when it is its line's."""
+    out = []
+    elements = decoded_elements(Path(path), (decoded_line(n, line) for n, line in lines))
+    for element, (_, line) in zip(elements, lines, strict=True):
+        item = _incoming(element, path)
+        if item.identity is not None:
+            item.validate()
+        if isinstance(item.event, RunEvent):
+            try:
+                event_row(item.event, _CHECKED_AT, item.text, identity=item.identity)
+            except LineageError as exc:
+                item.error, item.text = str(exc), _dump(item.event.raw)
+                item.event = None
+            else:
+                item.text = item.text or event_text(item.event)
+                item.event = transferable(item.event)
+        if item.text == line:
+            item.text = ""  # the writer has the line: not sent back
+        out.append(item)
+    return out
