@@ -16,6 +16,7 @@ import multiprocessing
 from collections import deque
 from collections.abc import Generator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -75,7 +76,14 @@ def _judged(
                 submit()
             while pending:
                 future, sent = pending.popleft()
-                batch = future.result()
+                try:
+                    batch = future.result()
+                except BrokenProcessPool:
+                    raise LineageError(
+                        f"{path}: a worker process reading it ended abruptly (out of memory, "
+                        "or killed); the batches before it are stored: run the ingest again "
+                        "(it skips what is stored), with --workers 0 to read in one process"
+                    ) from None
                 submit()
                 for item, (_, line) in zip(batch, sent, strict=True):
                     item.text = item.text or line  # sent back only when it is not the line

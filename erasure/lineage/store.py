@@ -484,13 +484,14 @@ class LineageStore:
             publications.sort(key=lambda p: (p[0], p[1]))
             target = ids[output]
             state = states.get((producer, target))
-            if state is not None and (
-                (publications[0][0], publications[0][1])
-                <= (state["last_completed_at"], state["last_run_id"])
-                or any(p[1] == state["last_run_id"] for p in publications)
-            ):
-                rebuild.append((producer, output))  # late or re-sent: replay the whole series
-                continue
+            if state is not None:
+                kept = _without_late_repetitions(publications, state)
+                if kept is None:
+                    rebuild.append((producer, output))  # late or re-sent: replay the series
+                    continue
+                if not kept:
+                    continue  # only late runs that change no interval
+                publications = kept
             pending: _Set | None = None
             for completed_at, run_id, published in publications:
                 facets = published.facet_digest()
@@ -968,6 +969,38 @@ class LineageStore:
 
 
 # -- rows -------------------------------------------------------------------------------------
+
+
+def _without_late_repetitions(
+    publications: list[tuple[datetime, str, OutputLineage]], state: Mapping[str, Any]
+) -> list[tuple[datetime, str, OutputLineage]] | None:
+    """The publications (in time order) less the late ones that change no interval, or None
+    when the producer's series must be replayed from every stored run.
+
+    A late run (completed before the output's latest) whose links are those of the current
+    edge set and which completed within that set's interval (at or after `current_since`)
+    only repeats it: the timeline is the same with or without it. A late day of a job whose
+    lineage did not change is then as cheap as a new one. Any other late run, or the latest
+    run sent again, needs the replay.
+    """
+    latest = (state["last_completed_at"], state["last_run_id"])
+    kept = []
+    for publication in publications:
+        completed_at, run_id, published = publication
+        if run_id == state["last_run_id"]:
+            return None
+        if (completed_at, run_id) > latest:
+            kept.append(publication)
+        elif completed_at < state["current_since"] or not _repeats_current(published, state):
+            return None
+    return kept
+
+
+def _repeats_current(published: OutputLineage, state: Mapping[str, Any]) -> bool:
+    """Whether a run published the output's current edge set (by facets, else by links)."""
+    if state.get("facet_digest") is not None and published.facet_digest() == state["facet_digest"]:
+        return True
+    return bool(link_set_digest(frozenset(published.links)) == state["edge_set"])
 
 
 def event_row(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from erasure.errors import LineageError
+from erasure.lineage import ingest_workers
 from erasure.lineage.ingest_workers import judged_batches
 from erasure.lineage.store import LineageStore
 from erasure.store import Store, open_store
@@ -102,3 +105,21 @@ def test_workers_write_postgres_as_one_process_does(tmp_path: Path, postgres_url
         alone = LineageStore(one, batch_size=4).ingest_file(path)
         assert forked.results == alone.results
         assert LineageStore(store).counts() == LineageStore(one).counts()
+
+
+def _ends_abruptly(path: str, lines: list[tuple[int, str]]) -> list[Any]:
+    os._exit(1)  # as the kernel's OOM killer would end it
+
+
+def test_a_worker_that_dies_stops_the_ingest_with_what_to_do_and_a_retry_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _day(tmp_path / "day.jsonl")
+    with open_store(f"sqlite:///{tmp_path}/erasure.db") as store:
+        # The workers are forked: they run this module as patched here.
+        monkeypatch.setattr(ingest_workers, "judge_lines", _ends_abruptly)
+        with pytest.raises(LineageError, match="ended abruptly.*run the ingest again"):
+            LineageStore(store, batch_size=4).ingest_file(path, workers=2)
+        monkeypatch.undo()
+        done = LineageStore(store, batch_size=4).ingest_file(path, workers=2)
+        assert (done.stored, done.quarantined) == (15, 3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -173,6 +174,48 @@ def test_the_store_agrees_with_the_in_memory_timeline(store: Store) -> None:
     graph = LineageStore(store).graph()
     assert set(graph.edges()) == set(expected)
     assert graph.snapshot_id() == snapshot_digest(expected)
+
+
+def test_a_late_repetition_of_the_current_lineage_changes_nothing(store: Store) -> None:
+    ingest(store, event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]}))
+    ingest(store, event("r3", at="2026-11-03T02:00:00Z", columns={"ltv": ["b"]}))
+    ingest(store, event("r5", at="2026-11-05T02:00:00Z", columns={"ltv": ["b"]}))
+    before = LineageStore(store).graph().snapshot_id()
+    with store.engine.connect() as conn:
+        sets = conn.execute(sa.select(lineage_edge_sets.c.id).order_by("id")).scalars().all()
+    late = ingest(store, event("r4", at="2026-11-04T02:00:00Z", columns={"ltv": ["b"]}))
+    assert (late.stored, late.edges_opened, late.edges_closed) == (1, 0, 0)  # not replayed
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(lineage_edge_sets.c.id).order_by("id")).scalars().all() == sets
+    assert LineageStore(store).graph().snapshot_id() == before
+    # Late with the current links but before the current set began: its interval moves.
+    ingest(store, event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"]}))
+    graph = LineageStore(store).graph()
+    on_the_2nd = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    assert {str(e.source) for e in graph.edges_into(LTV, as_of=on_the_2nd)} == {"crm.orders.b"}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_any_arrival_order_gives_the_timeline_of_the_runs(store: Store, seed: int) -> None:
+    # Runs of two jobs over 14 days, lineage changing now and then, a failure; sent in a
+    # random order, in random batches, some twice: the store holds what all of them say.
+    rng = random.Random(seed)
+    lineages = [{"ltv": ["a"]}, {"ltv": ["b"]}, {"ltv": ["a"], "n": ["c"]}]
+    events = []
+    for day in range(1, 15):
+        for job, output in ((JOB, "marts.customer_ltv"), ("build_marts.other", "marts.other")):
+            kind = "FAIL" if rng.random() < 0.1 else "COMPLETE"
+            columns = lineages[min(day // 5, 2)] if rng.random() < 0.8 else rng.choice(lineages)
+            at = f"2026-11-{day:02d}T0{len(events) % 10}:00:00Z"
+            run = f"{job}-{day}"
+            events.append(event(run, kind, at, columns, job=job, output=output))
+    order = events + rng.sample(events, 5)
+    rng.shuffle(order)
+    lineage = LineageStore(store, batch_size=rng.randint(1, 6))
+    for start in range(0, len(order), 7):
+        lineage.ingest([parse_event(e) for e in order[start : start + 7]])
+    expected = timeline_edges(runs_from_events([parse_event(e) for e in events])).edges
+    assert set(LineageStore(store).graph().edges()) == set(expected)
 
 
 def test_plans_read_an_index_that_follows_every_change(store: Store) -> None:
