@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -134,7 +133,8 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="processes that decode, hash and validate a large JSON-lines file while this one "
-        "writes (default: one per core; 0: read it in this process, as on a busy machine)",
+        "writes (default: one per core, at most 4; 0: read it in this process, as on a busy "
+        "machine)",
     )
     _store_argument(ingest)
     ingest.add_argument("--json", action="store_true")
@@ -352,9 +352,10 @@ def _lineage_closure(args: argparse.Namespace) -> int:
 def _lineage_ingest(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _lineage_ingest_dry_run(args)
+    from erasure.lineage.ingest_workers import default_workers
     from erasure.lineage.store import IngestReport
 
-    workers = (os.cpu_count() or 1) if args.workers is None else args.workers
+    workers = default_workers() if args.workers is None else args.workers
     lineage = _open_lineage(args)
     started = time.perf_counter()
     report = IngestReport()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
+import signal
 from collections import deque
 from collections.abc import Generator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -33,6 +35,7 @@ from erasure.lineage.openlineage import (
 from erasure.lineage.store import _dump, _Incoming, _incoming, event_row
 
 _CHECKED_AT = datetime(1970, 1, 1, tzinfo=UTC)  # event_row's checks need a time
+MAX_DEFAULT_WORKERS = 4
 
 
 def judged_batches(path: Path, size: int, workers: int) -> Generator[list[_Incoming]] | None:
@@ -62,7 +65,7 @@ def _judged(
     # Forked before the pool starts its own thread (it does, with fork); the children never
     # touch the parent's database connections, and leave with os._exit.
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=gc.disable) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_started) as pool:
         pending: deque[tuple[Future[list[_Incoming]], list[tuple[int, str]]]] = deque()
         batches = iter(head)
 
@@ -82,7 +85,8 @@ def _judged(
                     raise LineageError(
                         f"{path}: a worker process reading it ended abruptly (out of memory, "
                         "or killed); the batches before it are stored: run the ingest again "
-                        "(it skips what is stored), with --workers 0 to read in one process"
+                        "(stored events are skipped; malformed lines are quarantined again), "
+                        "with --workers 0 to read in one process"
                     ) from None
                 submit()
                 for item, (_, line) in zip(batch, sent, strict=True):
@@ -92,6 +96,22 @@ def _judged(
             for future, _ in pending:
                 future.cancel()
             lines.close()
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on, at most MAX_DEFAULT_WORKERS: the writer
+    is the bound beyond a few (and a container's CPU limit is not its host's core count)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return min(cores, MAX_DEFAULT_WORKERS)
+
+
+def _worker_started() -> None:
+    gc.disable()  # as ingest pauses it: decoding makes cyclic garbage the process never keeps
+    # Ctrl-C is the ingesting process's to handle: it stops handing out batches and waits.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def judge_lines(path: str, lines: list[tuple[int, str]]) -> list[_Incoming]:

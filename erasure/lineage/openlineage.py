@@ -756,15 +756,7 @@ def observed(event: RunEvent | ObservedEvent) -> ObservedEvent:
     """The parts of `event` projection reads (nothing is copied)."""
     if isinstance(event, ObservedEvent):
         return event
-    return ObservedEvent(
-        f"{event.job.namespace}/{event.job.name}",
-        event.run.run_id,
-        event.event_type,
-        event.event_time,
-        tuple(entry.ref for entry in event.inputs),
-        tuple((entry.ref, entry.facets) for entry in event.outputs),
-        event._native,
-    )
+    return _observed(event, [(entry.ref, entry.facets) for entry in event.outputs])
 
 
 def transferable(event: RunEvent) -> ObservedEvent:
@@ -772,13 +764,16 @@ def transferable(event: RunEvent) -> ObservedEvent:
     (when native) so the event pickles as text: cheap to send from a worker process."""
     outputs = []
     for entry in event.outputs:
-        facets: dict[str, Any] = {}
-        for name in _LINK_FACETS:
-            if name in entry.facets:
-                facets[name] = entry.facets[name]
+        facets = {name: entry.facets[name] for name in _LINK_FACETS if name in entry.facets}
         if event._native:
-            facets = {k: event_json.raw(v) for k, v in facets.items()}
+            facets = {name: event_json.raw(value) for name, value in facets.items()}
         outputs.append((entry.ref, facets))
+    return _observed(event, outputs)
+
+
+def _observed(
+    event: RunEvent, outputs: Sequence[tuple[DatasetRef, Mapping[str, Any]]]
+) -> ObservedEvent:
     return ObservedEvent(
         f"{event.job.namespace}/{event.job.name}",
         event.run.run_id,
@@ -986,12 +981,10 @@ class OutputLineage:
 
     def facet_digest(self) -> str:
         """Digest of everything the links are read from: equal digests, equal links."""
-        basis = [
-            self._facets.get("columnLineage"),
-            self._facets.get("schema"),
-            [ref.qualified for ref in self._inputs],
-            self._producer,
-        ]
+        columns, schema = self._facets.get("columnLineage"), self._facets.get("schema")
+        if not self._native:  # the standard library spells them: msgspec.Raw decoded first
+            columns, schema = event_json.unraw(columns), event_json.unraw(schema)
+        basis = [columns, schema, [ref.qualified for ref in self._inputs], self._producer]
         # Key order as sent: a producer repeats its own order, and a digest that differs only
         # by order makes the links be read and compared, never a wrong answer.
         return hashlib.sha256(event_json.digest_text(basis, native=self._native)).hexdigest()

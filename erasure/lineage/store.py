@@ -240,11 +240,11 @@ class LineageStore:
         if workers:
             from erasure.lineage.ingest_workers import judged_batches
 
+            self._ensure_backfilled()  # before the file is opened, or a failure leaves it open
             judged = judged_batches(path, self._batch, workers)
         if judged is None:
             report = self.ingest(read_event_elements(path), origin=str(path))
         else:
-            self._ensure_backfilled()
             report = self._ingest_batches(judged)
         values = {
             "kind": "openlineage_file",
@@ -457,10 +457,30 @@ class LineageStore:
             )
         _upsert_runs(conn, run_rows)
         chunk.report.runs += len(run_rows)
-        self._publish(conn, chunk, [r for r in runs if r.completed_at is not None])
+        # A run that had completed before was published in its place then: an event of it
+        # now (a later COMPLETE, a FAIL after the COMPLETE) means replaying where it went.
+        republished = {key for key, completed_at in known.items() if completed_at is not None}
+        withdrawn = [
+            (run.producer, output)
+            for run in runs
+            if run.completed_at is None and (run.producer, run.summary.run_id) in republished
+            for output in run.summary.outputs
+        ]
+        completed = [r for r in runs if r.completed_at is not None]
+        self._publish(conn, chunk, completed, republished=republished, withdrawn=withdrawn)
 
-    def _publish(self, conn: Connection, chunk: _Chunk, runs: list[RunLineage]) -> None:
-        """Apply completed runs to their producers' output timelines (set by set).
+    def _publish(
+        self,
+        conn: Connection,
+        chunk: _Chunk,
+        runs: list[RunLineage],
+        *,
+        republished: set[tuple[str, str]],
+        withdrawn: list[tuple[str, DatasetRef]],
+    ) -> None:
+        """Apply completed runs to their producers' output timelines (set by set); replay
+        the outputs of runs that had completed before (`republished`) and of runs that no
+        longer complete (`withdrawn`: a FAIL after the COMPLETE).
 
         A run whose facets digest like the current set's is a repetition: its links are not
         even read. Otherwise its links are compared by their own digest.
@@ -472,9 +492,9 @@ class LineageStore:
                 series.setdefault((run.producer, published.output), []).append(
                     (run.completed_at, run.summary.run_id, published)
                 )
-        if not series:
+        if not series and not withdrawn:
             return
-        ids = self._dataset_ids(conn, {output for _, output in series})
+        ids = self._dataset_ids(conn, {o for _, o in series} | {o for _, o in withdrawn})
         states = _output_states(conn, [(producer, ids[output]) for producer, output in series])
         opened: list[_Set] = []
         closes: list[tuple[datetime, str, int]] = []  # (at, producer, target id): end current
@@ -485,7 +505,8 @@ class LineageStore:
             target = ids[output]
             state = states.get((producer, target))
             if state is not None:
-                kept = _without_late_repetitions(publications, state)
+                again = any((producer, run_id) in republished for _, run_id, _ in publications)
+                kept = None if again else _without_late_repetitions(publications, state)
                 if kept is None:
                     rebuild.append((producer, output))  # late or re-sent: replay the series
                     continue
@@ -520,7 +541,7 @@ class LineageStore:
             chunk.report.edges_closed += _close_current(conn, closes, version)
             chunk.report.edges_opened += self._insert_sets(conn, opened, version)
         _upsert_outputs(conn, output_rows)
-        for producer, output in rebuild:
+        for producer, output in dict.fromkeys(rebuild + withdrawn):
             self._replay(conn, chunk, producer, output, ids[output])
 
     def _replay(
@@ -565,7 +586,13 @@ class LineageStore:
         chunk.report.edges_opened += self._insert_sets(conn, sets, version)
         chunk.report.edges_closed += max(removed or 0, 0)
         _drop_index(conn, chunk)  # rows were deleted: the next plan rebuilds the index whole
-        if latest is None or not intervals:
+        if latest is None or not intervals:  # no completed run writes it any more
+            conn.execute(
+                lineage_outputs.delete().where(
+                    lineage_outputs.c.producer == producer,
+                    lineage_outputs.c.dataset_id == output_id,
+                )
+            )
             return
         links, _, since, _ = intervals[-1]
         _upsert_outputs(
@@ -978,8 +1005,9 @@ def _without_late_repetitions(
     when the producer's series must be replayed from every stored run.
 
     A late run (completed before the output's latest) whose links are those of the current
-    edge set and which completed within that set's interval (at or after `current_since`)
-    only repeats it: the timeline is the same with or without it. A late day of a job whose
+    edge set and which completed inside that set's interval (after `current_since`: at the
+    same instant, run ids would decide which run opened it) only repeats it: the timeline
+    is the same with or without it. A late day of a job whose
     lineage did not change is then as cheap as a new one. Any other late run, or the latest
     run sent again, needs the replay.
     """
@@ -991,7 +1019,7 @@ def _without_late_repetitions(
             return None
         if (completed_at, run_id) > latest:
             kept.append(publication)
-        elif completed_at < state["current_since"] or not _repeats_current(published, state):
+        elif completed_at <= state["current_since"] or not _repeats_current(published, state):
             return None
     return kept
 
@@ -1378,21 +1406,22 @@ def _close_current(conn: Connection, closes: list[tuple[datetime, str, int]], ve
     return total
 
 
-def _known_runs(conn: Connection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    known: dict[tuple[str, str], int] = {}
+def _known_runs(
+    conn: Connection, keys: list[tuple[str, str]]
+) -> dict[tuple[str, str], datetime | None]:
+    """The stored runs among `keys`, with when each completed (None: not, or not yet)."""
     wanted = set(keys)
     if conn.dialect.name == "postgresql":
         rows = conn.exec_driver_sql(
-            "SELECT r.job, r.run_id, r.events FROM lineage_runs AS r "
+            "SELECT r.job, r.run_id, r.completed_at FROM lineage_runs AS r "
             "JOIN json_to_recordset(%(keys)s::json) AS k(job text, run_id text) "
             "ON r.job = k.job AND r.run_id = k.run_id",
             {"keys": _json_rows(("job", "run_id"), wanted)},
         )
-        return {(str(job), str(run)): int(events) for job, run, events in rows}
-    query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.events)
-    for row in conn.execute(_joined_to_keys(query, lineage_runs, ("job", "run_id"), wanted)):
-        known[(str(row.job), str(row.run_id))] = int(row.events)
-    return known
+        return {(str(job), str(run)): at for job, run, at in rows}
+    query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.completed_at)
+    rows = conn.execute(_joined_to_keys(query, lineage_runs, ("job", "run_id"), wanted))
+    return {(str(job), str(run)): at for job, run, at in rows}
 
 
 def _joined_to_keys(
@@ -1579,15 +1608,11 @@ def _gaps(text: str) -> list[Gap]:
     return [Gap.model_validate(g) for g in json.loads(text)]
 
 
-def _job(event: RunEvent) -> str:
-    return f"{event.job.namespace}/{event.job.name}"
-
-
 def _run_key(event: RunEvent | ObservedEvent) -> tuple[str, str]:
     """(job, run id): which run an event belongs to."""
     if isinstance(event, ObservedEvent):
         return event.producer, event.run_id
-    return _job(event), event.run.run_id
+    return f"{event.job.namespace}/{event.job.name}", event.run.run_id
 
 
 def _dump(value: Any) -> str:

@@ -8,7 +8,6 @@ Migrations are Alembic revisions in `migrations/versions/`, run programmatically
 from __future__ import annotations
 
 import ast
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,18 +128,18 @@ def upgrade(store: Store, revision: str = "head") -> None:
 def head_revision() -> str:
     """The newest revision the code knows; a store at another revision is out of date.
 
-    Read from the migration files' `revision` and `down_revision` lines, as Alembic reads
-    them (a test holds the two to the same answer), so that opening a store at head does not
-    import Alembic.
+    Read from the migration files' `revision` and `down_revision` assignments, as Alembic
+    reads them (a test holds the two to the same answer), so that opening a store at head
+    does not import Alembic.
     """
     revisions: set[str] = set()
     parents: set[str] = set()
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = dict(_REVISION_LINE.findall(path.read_text(encoding="utf-8")))
+    for path in sorted((MIGRATIONS / "versions").glob("*.py")):
+        found = _revision_names(path)
         if "revision" not in found:
             continue
-        revisions.add(ast.literal_eval(found["revision"]))
-        down = ast.literal_eval(found.get("down_revision", "None"))
+        revisions.add(str(found["revision"]))
+        down = found.get("down_revision")
         parents.update([down] if isinstance(down, str) else down or ())
     heads = revisions - parents
     if len(heads) > 1:
@@ -152,7 +151,28 @@ def head_revision() -> str:
     return heads.pop()
 
 
-_REVISION_LINE = re.compile(r"^(revision|down_revision)\b[^=\n]*=\s*(.+?)\s*$", re.MULTILINE)
+def _revision_names(path: Path) -> dict[str, Any]:
+    """A migration file's module-level `revision` and `down_revision` values."""
+    try:
+        module = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        found: dict[str, Any] = {}
+        for node in module.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, value = node.target, node.value
+            else:
+                continue
+            if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
+                found[target.id] = ast.literal_eval(value)
+        return found
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise StoreError(
+            f"cannot read the revision of migration {path.name} ({type(exc).__name__}): "
+            "revision and down_revision must be literal strings (a tuple for a merge)"
+        ) from None
+
+
 _VERSION_TABLE = "alembic_version"
 
 

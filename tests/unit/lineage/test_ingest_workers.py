@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from erasure.errors import LineageError
-from erasure.lineage import ingest_workers
+from erasure.lineage import event_json, ingest_workers
 from erasure.lineage.ingest_workers import judged_batches
+from erasure.lineage.openlineage import OutputLineage
 from erasure.lineage.store import LineageStore
+from erasure.model import DatasetRef
 from erasure.store import Store, open_store
 from erasure.store.schema import LINEAGE_RUN_ID_LENGTH
 from tests.unit.lineage.test_store import _with_airflow_facets, event
@@ -118,8 +120,30 @@ def test_a_worker_that_dies_stops_the_ingest_with_what_to_do_and_a_retry_resumes
     with open_store(f"sqlite:///{tmp_path}/erasure.db") as store:
         # The workers are forked: they run this module as patched here.
         monkeypatch.setattr(ingest_workers, "judge_lines", _ends_abruptly)
-        with pytest.raises(LineageError, match="ended abruptly.*run the ingest again"):
+        with pytest.raises(LineageError, match=r"ended abruptly.*run the ingest again"):
             LineageStore(store, batch_size=4).ingest_file(path, workers=2)
         monkeypatch.undo()
         done = LineageStore(store, batch_size=4).ingest_file(path, workers=2)
         assert (done.stored, done.quarantined) == (15, 3)
+
+
+def test_facets_handed_over_as_text_digest_by_their_values_in_a_mixed_run() -> None:
+    # A run merged from a worker's events (link facets as msgspec.Raw) and one the standard
+    # library read (a float somewhere) digests with the standard library: by the values.
+    def facets(columns: list[str]) -> dict[str, Any]:
+        fields = {
+            c: {"inputFields": [{"namespace": "w", "name": "t", "field": c}]} for c in columns
+        }
+        return {
+            "columnLineage": {"fields": fields},
+            "schema": {"fields": [{"name": c} for c in columns]},
+        }
+
+    def digest(given: dict[str, Any]) -> str:
+        return OutputLineage(DatasetRef("w", "x"), given, (), "job", native=False).facet_digest()
+
+    def handed_over(given: dict[str, Any]) -> dict[str, Any]:
+        return {name: event_json.raw(value) for name, value in given.items()}
+
+    assert digest(handed_over(facets(["a"]))) == digest(facets(["a"]))
+    assert digest(handed_over(facets(["a"]))) != digest(handed_over(facets(["a", "b"])))

@@ -181,12 +181,13 @@ def test_a_late_repetition_of_the_current_lineage_changes_nothing(store: Store) 
     ingest(store, event("r3", at="2026-11-03T02:00:00Z", columns={"ltv": ["b"]}))
     ingest(store, event("r5", at="2026-11-05T02:00:00Z", columns={"ltv": ["b"]}))
     before = LineageStore(store).graph().snapshot_id()
+    sets = sa.select(lineage_edge_sets.c.id).order_by("id")
     with store.engine.connect() as conn:
-        sets = conn.execute(sa.select(lineage_edge_sets.c.id).order_by("id")).scalars().all()
+        before_sets = conn.execute(sets).scalars().all()
     late = ingest(store, event("r4", at="2026-11-04T02:00:00Z", columns={"ltv": ["b"]}))
     assert (late.stored, late.edges_opened, late.edges_closed) == (1, 0, 0)  # not replayed
     with store.engine.connect() as conn:
-        assert conn.execute(sa.select(lineage_edge_sets.c.id).order_by("id")).scalars().all() == sets
+        assert conn.execute(sets).scalars().all() == before_sets
     assert LineageStore(store).graph().snapshot_id() == before
     # Late with the current links but before the current set began: its interval moves.
     ingest(store, event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"]}))
@@ -195,20 +196,79 @@ def test_a_late_repetition_of_the_current_lineage_changes_nothing(store: Store) 
     assert {str(e.source) for e in graph.edges_into(LTV, as_of=on_the_2nd)} == {"crm.orders.b"}
 
 
-@pytest.mark.parametrize("seed", range(12))
+def _agrees_with_the_timeline(store: Store, sent: list[dict[str, Any]]) -> None:
+    for e in sent:  # one at a time: each arrives after the others before it
+        ingest(store, e)
+    expected = timeline_edges(runs_from_events([parse_event(e) for e in sent])).edges
+    assert set(LineageStore(store).graph().edges()) == set(expected)
+
+
+def test_a_run_that_fails_after_its_complete_takes_its_edges_back(store: Store) -> None:
+    _agrees_with_the_timeline(
+        store,
+        [
+            event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]}),
+            event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"]}),
+            event("r2", "FAIL", at="2026-11-02T05:00:00Z", columns={"ltv": ["b"]}),
+        ],
+    )
+
+
+def test_an_output_whose_only_run_failed_after_all_starts_afresh(store: Store) -> None:
+    _agrees_with_the_timeline(
+        store,
+        [
+            event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]}),
+            event("r1", "FAIL", at="2026-11-01T05:00:00Z", columns={"ltv": ["a"]}),
+            event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["a"]}),
+        ],
+    )
+
+
+def test_a_completed_run_that_completes_again_later_moves_in_the_timeline(store: Store) -> None:
+    _agrees_with_the_timeline(
+        store,
+        [
+            event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]}),
+            event("r2", at="2026-11-03T02:00:00Z", columns={"ltv": ["a"]}),
+            event("r1", at="2026-11-02T02:00:00Z", columns={"ltv": ["a"]}),  # r1 again, later
+        ],
+    )
+
+
+def test_a_late_run_at_the_instant_the_current_set_began_is_placed_by_run_id(
+    store: Store,
+) -> None:
+    _agrees_with_the_timeline(
+        store,
+        [
+            event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]}),
+            event("r2", at="2026-11-02T02:00:00Z", columns={"ltv": ["a"]}),
+            event("r0", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]}),  # opens it, by id
+        ],
+    )
+
+
+@pytest.mark.parametrize("seed", range(16))
 def test_any_arrival_order_gives_the_timeline_of_the_runs(store: Store, seed: int) -> None:
-    # Runs of two jobs over 14 days, lineage changing now and then, a failure; sent in a
-    # random order, in random batches, some twice: the store holds what all of them say.
+    # Runs of two jobs over 14 days, lineage changing now and then, failures, runs of one
+    # job completing at the same instant, runs whose COMPLETE is followed by a later
+    # COMPLETE or a FAIL; sent in a random order, in random batches, some twice: the store
+    # holds what all of them say.
     rng = random.Random(seed)
     lineages = [{"ltv": ["a"]}, {"ltv": ["b"]}, {"ltv": ["a"], "n": ["c"]}]
     events = []
     for day in range(1, 15):
         for job, output in ((JOB, "marts.customer_ltv"), ("build_marts.other", "marts.other")):
-            kind = "FAIL" if rng.random() < 0.1 else "COMPLETE"
-            columns = lineages[min(day // 5, 2)] if rng.random() < 0.8 else rng.choice(lineages)
             at = f"2026-11-{day:02d}T0{len(events) % 10}:00:00Z"
-            run = f"{job}-{day}"
-            events.append(event(run, kind, at, columns, job=job, output=output))
+            for run in [f"{job}-{day}"] + ([f"{job}-{day}-tie"] if rng.random() < 0.2 else []):
+                kind = "FAIL" if rng.random() < 0.1 else "COMPLETE"
+                columns = lineages[min(day // 5, 2)] if rng.random() < 0.8 else rng.choice(lineages)
+                events.append(event(run, kind, at, columns, job=job, output=output))
+                if rng.random() < 0.15:  # the run ends again, later
+                    later = f"2026-11-{day:02d}T1{rng.randint(0, 9)}:00:00Z"
+                    again = rng.choice(["COMPLETE", "FAIL"])
+                    events.append(event(run, again, later, rng.choice(lineages), job, output))
     order = events + rng.sample(events, 5)
     rng.shuffle(order)
     lineage = LineageStore(store, batch_size=rng.randint(1, 6))

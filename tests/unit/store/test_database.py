@@ -13,7 +13,7 @@ from alembic.script import ScriptDirectory
 
 from erasure.errors import StoreError
 from erasure.store import head_revision, metadata, open_store, suppression_list
-from erasure.store.database import alembic_config
+from erasure.store.database import _revision_names, alembic_config
 
 
 def test_open_creates_the_file_and_its_directory_and_migrates_to_head(tmp_path: Path) -> None:
@@ -50,6 +50,24 @@ def test_revisions_form_one_line() -> None:
 def test_the_head_is_alembics_head() -> None:
     # head_revision reads the revision lines itself, so that opening a store skips Alembic.
     assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def test_revision_lines_are_read_as_alembic_reads_them(tmp_path: Path) -> None:
+    merge = tmp_path / "merge.py"
+    merge.write_text(
+        '"""Merge."""\nrevision: str = "c3"  # the merge\n'
+        "down_revision: str | Sequence[str] | None = (\n"
+        '    "a1_a_long_revision_name",\n    "b2_another_long_revision_name",\n)\n'
+    )
+    found = _revision_names(merge)
+    assert found == {
+        "revision": "c3",
+        "down_revision": ("a1_a_long_revision_name", "b2_another_long_revision_name"),
+    }
+    named = tmp_path / "named.py"
+    named.write_text('PARENT = "a1"\nrevision = "b2"\ndown_revision = PARENT\n')
+    with pytest.raises(StoreError, match="must be literal strings"):
+        _revision_names(named)
 
 
 def test_the_revision_is_alembics_revision(tmp_path: Path) -> None:
