@@ -1007,9 +1007,8 @@ def _without_late_repetitions(
     A late run (completed before the output's latest) whose links are those of the current
     edge set and which completed inside that set's interval (after `current_since`: at the
     same instant, run ids would decide which run opened it) only repeats it: the timeline
-    is the same with or without it. A late day of a job whose
-    lineage did not change is then as cheap as a new one. Any other late run, or the latest
-    run sent again, needs the replay.
+    is the same with or without it: a late day of a job whose lineage did not change costs
+    what a new day does. Any other late run, or the latest run sent again, needs the replay.
     """
     latest = (state["last_completed_at"], state["last_run_id"])
     kept = []
