@@ -578,9 +578,10 @@ def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
     record = svc.requests.get(ref)
     if record is None or record.closed or record.run_id != run_id:
         return  # not registered, done, or another submission's failure: not this request's
-    if record.status is RequestStatus.FAILED:
-        return  # the failure callback and the reconciler may both see the same failure
-    advance(svc.requests, ref, RequestStatus.FAILED)
+    # The failure callback, the reconciler and two tasks failing at once may all see the
+    # same failure: only the call that moves the request to failed signs the record.
+    if not svc.requests.move(ref, RequestStatus.FAILED):
+        return
     svc.ledger.append(
         ref, record.subject_hash, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED
     )

@@ -156,6 +156,13 @@ class RequestBook:
 
     def set_status(self, request_ref: str, status: RequestStatus | str) -> RegisteredRequest:
         """Move the request to `status` (the same status again is a no-op)."""
+        self.move(request_ref, status)
+        return self.require(request_ref)
+
+    def move(self, request_ref: str, status: RequestStatus | str) -> bool:
+        """Move the request to `status`; True if this call moved it, False if it was there
+        already. Of two calls racing to the same status, one gets True: what is done once
+        per move (a record signed) follows it."""
         try:
             target = RequestStatus(status)
         except ValueError:
@@ -165,7 +172,7 @@ class RequestBook:
         with self._db("update the status"), self._engine.begin() as conn:
             current = require(conn, request_ref)
             if current.status is target:
-                return current
+                return False
             allowed = NEXT_STATUSES[current.status]
             if target not in allowed:
                 raise RequestError(
@@ -173,17 +180,25 @@ class RequestBook:
                     f"{target.value}; allowed next: "
                     + (", ".join(sorted(s.value for s in allowed)) or "nothing (it is closed)")
                 )
-            conn.execute(
+            moved = conn.execute(
                 requests.update()
                 .where(
                     requests.c.request_ref == request_ref,
                     requests.c.status == current.status.value,
                 )
                 .values(status=target.value, updated_at=now())
-            )
-            updated = require(conn, request_ref)
+            ).rowcount
+            if moved != 1:  # another call moved it since it was read
+                latest = require(conn, request_ref)
+                if latest.status is target:
+                    return False
+                raise RequestError(
+                    f"request {request_ref!r} went from {current.status.value} to "
+                    f"{latest.status.value} while this call moved it to {target.value}; "
+                    "try again"
+                )
         log.info("request %s: %s -> %s", request_ref, current.status.value, target.value)
-        return updated
+        return True
 
     def mark_submission_destroyed(self, request_ref: str, at: datetime) -> RegisteredRequest:
         """Record when the desk's sealed copy of the submission was destroyed (first time kept)."""

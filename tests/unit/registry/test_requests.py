@@ -3,15 +3,19 @@ verifying; the Art. 12(3) deadline, its one extension, and the requests due soon
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from erasure.catalog import Catalog
 from erasure.errors import RequestError
 from erasure.registry.requests import RequestStatus, add_months
-from tests.unit.registry.support import request
-from tests.unit.registry_support import Books, register
+from erasure.store import open_store
+from tests.unit.registry.support import MemoryKeyStore, Peppers, request
+from tests.unit.registry_support import Books, books_for, register
 
 
 def test_status_moves_forward_and_completes_only_after_verifying(
@@ -137,3 +141,30 @@ def test_unknown_refs(registry: Books) -> None:
 )
 def test_add_months_clamps_to_the_end_of_the_month(day: date, months: int, expected: date) -> None:
     assert add_months(day, months) == expected
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/erasure.db"
+    return str(request.getfixturevalue("postgres_schema_url"))
+
+
+def test_of_calls_racing_to_one_status_one_moves_it(store_url: str, catalog: Catalog) -> None:
+    # Two tasks of one run failing at once each record the failure: one signs the record.
+    with open_store(store_url) as store:
+        registry = books_for(store, MemoryKeyStore(), Peppers())
+        register(registry, request(), catalog=catalog, run_id="r")
+        registry.requests.set_status("REQ-1", "planned")
+        start = threading.Barrier(4)
+
+        def fail() -> bool:
+            start.wait()
+            return registry.requests.move("REQ-1", RequestStatus.FAILED)
+
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(10):  # a failed request resumes: each round fails it again
+                registry.requests.set_status("REQ-1", "acting")
+                moved = list(pool.map(lambda _: fail(), range(4)))
+                assert sorted(moved) == [False, False, False, True]
+                assert registry.requests.require("REQ-1").status is RequestStatus.FAILED
