@@ -657,7 +657,7 @@ def _numbered_lines(path: Path, head: str, handle: Any) -> Generator[tuple[int, 
 
 
 def decoded_line(number: int, line: str) -> tuple[int, _Decoded | _BadLine]:
-    """One line of a JSON-lines file, decoded (or why it is not JSON), for `_items`."""
+    """One line of a JSON-lines file, decoded (or why it is not JSON), for `decoded_elements`."""
     try:
         return number, _Decoded(event_json.decode(line), line)
     except json.JSONDecodeError as exc:

@@ -508,7 +508,7 @@ class LineageStore:
                 again = any((producer, run_id) in republished for _, run_id, _ in publications)
                 kept = None if again else _without_late_repetitions(publications, state)
                 if kept is None:
-                    rebuild.append((producer, output))  # late or re-sent: replay the series
+                    rebuild.append((producer, output))  # late or ended again: replay it
                     continue
                 if not kept:
                     continue  # only late runs that change no interval
@@ -1008,14 +1008,13 @@ def _without_late_repetitions(
     edge set and which completed inside that set's interval (after `current_since`: at the
     same instant, run ids would decide which run opened it) only repeats it: the timeline
     is the same with or without it: a late day of a job whose lineage did not change costs
-    what a new day does. Any other late run, or the latest run sent again, needs the replay.
+    what a new day does. Any other late run needs the replay. (A run published before, the
+    latest among them, is replayed before this is asked: `_publish`'s `republished`.)
     """
     latest = (state["last_completed_at"], state["last_run_id"])
     kept = []
     for publication in publications:
         completed_at, run_id, published = publication
-        if run_id == state["last_run_id"]:
-            return None
         if (completed_at, run_id) > latest:
             kept.append(publication)
         elif completed_at <= state["current_since"] or not _repeats_current(published, state):
