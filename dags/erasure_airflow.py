@@ -140,4 +140,5 @@ def _run_in_process(dag_id: str, request_ref: str) -> RunOutcome:
         state=str(run.state),
         started_at=run.start_date,
         triggered_for=request_ref,
+        in_process=True,
     )

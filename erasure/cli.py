@@ -19,6 +19,7 @@ from erasure.errors import ErasureError
 from erasure.model import DatasetRef, Plan, SubjectRef
 
 EXIT_ERROR = 2
+EXIT_DRIFT = 3  # the plan was made, but the catalog does not describe the warehouse
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -239,7 +240,7 @@ def _plan(args: argparse.Namespace) -> int:
     finally:
         lineage.store.close()
     _emit_plan(plan, args.json)
-    return 0
+    return _drift_status(plan)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -253,7 +254,18 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"Planning the erasure of the demo customer, located by {id_type}.\n")
     plan = make_plan(catalog, SubjectRef(type=id_type, value=SecretStr(value)))
     _emit_plan(plan, args.json)
-    return 0
+    return _drift_status(plan)
+
+
+def _drift_status(plan: Plan) -> int:
+    """EXIT_DRIFT, each drift said on stderr, when the catalog does not describe the warehouse:
+    the datasets concerned escalate, and no request on this catalog can complete."""
+    from erasure.model import GapKind
+
+    drift = [g for g in plan.gaps if g.kind is GapKind.CATALOG_DRIFT]
+    for gap in drift:
+        print(f"erasure: catalog drift: {gap.detail}", file=sys.stderr)
+    return EXIT_DRIFT if drift else 0
 
 
 def _emit_plan(plan: Plan, as_json: bool) -> None:

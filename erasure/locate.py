@@ -19,6 +19,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
 from erasure.actions.transaction import statement_text
 from erasure.catalog import Catalog, DatasetSpec
+from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, SubjectError, WarehouseError
 from erasure.matching import Matcher, exact_predicate, near_misses, require_exact_dialect
 from erasure.model import (
@@ -154,8 +155,8 @@ def _hits(
             continue
         if ds.connection is not None:
             require_exact_dialect(warehouse.url(ds.connection), f"dataset {ds.name!r}")
-        if warehouse.table(ds) is None:
-            continue
+        if catalog_drift(catalog, warehouse, ds) is not None:
+            continue  # not as the catalog says: a blocking gap of the plan (erasure.drift)
         with warehouse.connect(ds) as conn:
             table = _table(warehouse, ds)
             predicate = match_identity(conn, catalog, table, columns, identity)
@@ -215,7 +216,7 @@ def _search(catalog: Catalog, warehouse: Warehouse, identity: Identity) -> Subje
     misses: list[NearMissCount] = []
     for ds in catalog.datasets:
         columns = ds.holds_subject.get(identity.type)
-        if not columns or warehouse.table(ds) is None:
+        if not columns or catalog_drift(catalog, warehouse, ds) is not None:
             continue
         searched.append(SearchedColumns(dataset=ds.ref, columns=list(columns)))
         with warehouse.connect(ds) as conn:

@@ -99,6 +99,7 @@ class GapKind(StrEnum):
     UNPARSEABLE_SQL = "unparseable_sql"
     TRUNCATED = "truncated"  # the closure hit its bound
     ERROR_CYCLE = "error_cycle"  # a cycle with no materialisation boundary
+    CATALOG_DRIFT = "catalog_drift"  # the warehouse lacks a table/column the catalog names
 
 
 class Gap(BaseModel):
@@ -212,6 +213,7 @@ REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
 REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 
 SHARED_ROW_RULE = "2a"
+UNKEYED_SHRED_RULE = "3a"  # written under per-subject keys, but the subject has none
 NOT_FOUND_RULE = "not_found"
 
 

@@ -13,6 +13,7 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from erasure.catalog import Catalog, DatasetKind, DatasetSpec
+from erasure.drift import drift_gaps
 from erasure.errors import ErasureError, RebuildFailed
 from erasure.kanon import measure_k
 from erasure.lineage.graph import Closure, coverage
@@ -23,6 +24,7 @@ from erasure.locate import Located, Location, delete_statement, locate, normalis
 from erasure.model import (
     NOT_FOUND_RULE,
     SHARED_ROW_RULE,
+    UNKEYED_SHRED_RULE,
     Action,
     CycleKind,
     DatasetRef,
@@ -38,7 +40,9 @@ from erasure.pseudonym import Pepper, subject_hash
 from erasure.warehouse import Warehouse
 
 # Gap kinds that leave a dataset's derivation unknown: the dataset escalates (rule 1).
-_BLOCKING_GAPS = frozenset({GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL, GapKind.NO_EVENTS})
+_BLOCKING_GAPS = frozenset(
+    {GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL, GapKind.NO_EVENTS, GapKind.CATALOG_DRIFT}
+)
 
 # The suppression list stands in the plan as the target of the tombstone item, the search
 # itself as the target of the question a subject found nowhere raises.
@@ -142,6 +146,7 @@ def plan_erasure(
     )
     known = {(g.kind, g.dataset) for g in lineage.gaps}
     gaps = list(lineage.gaps) + [g for g in coverage_gaps if (g.kind, g.dataset) not in known]
+    gaps += drift_gaps(catalog, warehouse)
     for cycle in closure.cycles:
         if cycle.kind is CycleKind.ERROR:
             gaps.extend(
@@ -166,11 +171,16 @@ def plan_erasure(
     in_closure = set(walked)
     # No lineage reaches a dataset whose producer never reported: the walk cannot rule it
     # out, so every plan carries it until its producer reports or the DPO rules on it.
-    unseen = [
-        g.dataset
-        for g in gaps
-        if g.kind is GapKind.NO_EVENTS and g.dataset is not None and g.dataset not in in_closure
-    ]
+    # Nor can it rule out a dataset the catalog describes wrongly (drift): it may hold rows.
+    unseen = list(
+        dict.fromkeys(
+            g.dataset
+            for g in gaps
+            if g.kind in (GapKind.NO_EVENTS, GapKind.CATALOG_DRIFT)
+            and g.dataset is not None
+            and g.dataset not in in_closure
+        )
+    )
     in_plan = in_closure | set(unseen)
     by_dataset: dict[DatasetRef, list[Gap]] = {}
     for gap in gaps:
@@ -227,7 +237,12 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
             ds.kind,
             Action.ESCALATE,
             "1",
-            "its derivation is not fully known: " + "; ".join(g.detail for g in blocking),
+            (
+                "the catalog does not describe its table: "
+                if all(g.kind is GapKind.CATALOG_DRIFT for g in blocking)
+                else "its derivation is not fully known: "
+            )
+            + "; ".join(g.detail for g in blocking),
             {"gaps": [g.model_dump(mode="json") for g in blocking]},
             upstreams,
         )
@@ -396,9 +411,10 @@ def _item(
 def _not_found_item(search: SubjectSearch) -> PlanItem:
     """Found nowhere is a question, not a completion: a typo or another spelling leaves the
     subject's rows in place, so the DPO confirms the subject is not held (or resubmits)."""
-    places = ", ".join(
-        f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched
-    ) or "no dataset (none holds this identifier type)"
+    places = (
+        ", ".join(f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched)
+        or "no dataset (none holds this identifier type)"
+    )
     near = sum(m.rows for m in search.near_misses)
     return _item(
         SUBJECT_SEARCH,
@@ -410,6 +426,33 @@ def _not_found_item(search: SubjectSearch) -> PlanItem:
         search.model_dump(mode="json"),
         [],
     )
+
+
+def escalate_unkeyed(plan: Plan) -> Plan:
+    """Rule 3a: the plan when the subject has no per-subject key under any pepper version.
+
+    A crypto-shred that finds no key destroys nothing and proves nothing: either the subject
+    was never written to that storage, or it was written under a key this system cannot name
+    and stays readable. Neither is for the system to assume, so each crypto_shred item
+    becomes a question for the DPO (the key store is checked by the caller, which holds it).
+    """
+    items = [
+        _item(
+            i.dataset,
+            i.kind,
+            Action.ESCALATE,
+            UNKEYED_SHRED_RULE,
+            "written under per-subject keys, but no key of the subject exists under any "
+            "pepper version: either the subject was never written here, or it was written "
+            "under a key this system cannot name and is still readable",
+            {**i.evidence, "keys_found": 0},
+            i.upstreams,
+        )
+        if i.action is Action.CRYPTO_SHRED
+        else i
+        for i in plan.items
+    ]
+    return plan.model_copy(update={"items": items})
 
 
 def _tombstone_item(subject: SubjectSummary) -> PlanItem:

@@ -9,7 +9,13 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from erasure.matching import NearMiss
-from erasure.model import NOT_FOUND_RULE, SHARED_ROW_RULE, PlanItem, SubjectSearch
+from erasure.model import (
+    NOT_FOUND_RULE,
+    SHARED_ROW_RULE,
+    UNKEYED_SHRED_RULE,
+    PlanItem,
+    SubjectSearch,
+)
 from erasure.rulings import OPTION_LABELS, options_for
 
 # Prompt subjects: one per escalated dataset, by name; the found-nowhere question.
@@ -35,8 +41,7 @@ def escalation_prompt(item: PlanItem) -> Prompt:
     if item.rule == NOT_FOUND_RULE:
         return _not_found_prompt(item)
     lines = [
-        f"**Artefact** `{item.dataset.name}` ({item.kind}, "
-        f"namespace `{item.dataset.namespace}`)",
+        f"**Artefact** `{item.dataset.name}` ({item.kind}, namespace `{item.dataset.namespace}`)",
         f"**Why it escalates** (rule {item.rule}): {item.reason}",
     ]
     if item.upstreams:
@@ -48,6 +53,12 @@ def escalation_prompt(item: PlanItem) -> Prompt:
         lines.append(
             "Other people's rows point at this row: retain it under an exemption, or delete "
             "this one row (they lose it too). The table itself is never deleted."
+        )
+    elif item.rule == UNKEYED_SHRED_RULE:
+        lines.append(
+            "No key of this subject exists, so destroying keys cannot make this storage "
+            "unreadable for them. Ask its owner whether the subject was ever written here: "
+            "confirm it is not held, or retain it under an exemption (it stays readable)."
         )
     else:
         lines.append(

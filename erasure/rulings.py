@@ -7,7 +7,9 @@ depends on what escalated (`options_for`):
   Art. 17(3) exemption, or accept it as non-personal;
 - a row of a root that other people's rows also reference (rule 2a): retain it under an
   exemption, or delete that one row (never the table);
-- a subject found nowhere: confirm the subject is not held.
+- a subject found nowhere: confirm the subject is not held;
+- per-subject-key storage where the subject has no key (rule 3a): confirm the subject's data
+  is not held there, or retain it under an exemption.
 
 A ruling with `standing_until` is *standing*: later requests cite it for that dataset instead
 of asking the DPO again, until the date. The DPO's latest standing ruling on a dataset is the
@@ -35,7 +37,13 @@ from pydantic import (
 )
 
 from erasure.errors import ErasureError
-from erasure.model import NOT_FOUND_RULE, SHARED_ROW_RULE, DatasetRef, PlanItem
+from erasure.model import (
+    NOT_FOUND_RULE,
+    SHARED_ROW_RULE,
+    UNKEYED_SHRED_RULE,
+    DatasetRef,
+    PlanItem,
+)
 from erasure.store import Store, store_errors
 from erasure.store.schema import requests, rulings
 
@@ -73,6 +81,9 @@ DERIVED_OPTIONS = (
 )
 SHARED_ROW_OPTIONS = (RulingOption.RETAIN_EXEMPTION, RulingOption.DELETE_ROW)
 NOT_FOUND_OPTIONS = (RulingOption.NOT_HELD,)
+# Per-subject-key storage where the subject has no key (rule 3a): never written there, or
+# written under a key this system cannot name (then readable, and kept only under an exemption).
+UNKEYED_SHRED_OPTIONS = (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
 # Never standing: each deletion, and each "not held", is decided for its own request.
 NOT_STANDING = frozenset(
     {RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW, RulingOption.NOT_HELD}
@@ -174,6 +185,8 @@ def options_for(item: PlanItem) -> tuple[RulingOption, ...]:
         return SHARED_ROW_OPTIONS
     if item.rule == NOT_FOUND_RULE:
         return NOT_FOUND_OPTIONS
+    if item.rule == UNKEYED_SHRED_RULE:
+        return UNKEYED_SHRED_OPTIONS
     return DERIVED_OPTIONS
 
 

@@ -20,20 +20,23 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.engine import Connection
 
 from erasure.catalog import Catalog, DatasetSpec
+from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, VerificationFailed
 from erasure.keys.keystore import SubjectKeyStore
 from erasure.matching import Matcher, exact_key
-from erasure.model import Action, DatasetRef, Evidence, Identity, Plan, PlanItem
+from erasure.model import Action, DatasetRef, Evidence, GapKind, Identity, Plan, PlanItem
 from erasure.pseudonym import Pepper, subject_hash
 from erasure.registry.action_log import ActionStatus
 from erasure.suppression import SuppressionList
 from erasure.warehouse import Warehouse
 
 _CHECKED = (Action.ERASE_ROWS, Action.REBUILD)
+# Actions a re-plan may newly ask for that nothing but acting again can satisfy.
+_ACTED = (Action.ERASE_ROWS, Action.CRYPTO_SHRED, Action.REBUILD)
 _SCAN_BATCH = 10_000
 
 # Whether one stored value is the subject's.
@@ -75,14 +78,15 @@ def second_look(
     suppression: SuppressionList,
     pepper: Pepper,
     submissions_held: int,
+    fresh_write: FreshWrite | None = None,
 ) -> tuple[list[Check], list[Recount]]:
     """Every check of the second look, and the recounts (which ones found the subject)."""
-    recounts = recount(catalog, warehouse, identities, reference_keys, plan, check=False)
+    recounts = recount(
+        catalog, warehouse, identities, reference_keys, plan, check=False, fresh_write=fresh_write
+    )
     checks = [
-        Check(target=r.dataset, check="recount", result=f"{r.found} row(s) of the subject",
-              passed=r.ok)
-        for r in recounts
-    ]  # fmt: skip
+        Check(target=r.dataset, check="recount", result=r.result(), passed=r.ok) for r in recounts
+    ]
     for item in plan.items:
         status = status_of(item)
         checks.append(
@@ -93,7 +97,7 @@ def second_look(
                 passed=status is ActionStatus.DONE,
             )
         )
-    shredding = any(i.action is Action.CRYPTO_SHRED for i in plan.items)
+    # A key left in place means copies of the subject are readable, shredded or not.
     for key_hash in key_hashes:
         gone = not keystore.exists(key_hash)
         checks.append(
@@ -101,7 +105,7 @@ def second_look(
                 target=keystore.key_id(key_hash),
                 check="key destroyed",
                 result="absent" if gone else "STILL PRESENT",
-                passed=gone or not shredding,
+                passed=gone,
             )
         )
     for identity in identities:
@@ -117,15 +121,28 @@ def second_look(
             )
         )
     planned = {i.dataset for i in plan.items}
+    acted = {(i.dataset, i.action) for i in plan.items}
     checks.extend(
         Check(
             target=i.dataset.name,
             check="re-plan",
-            result="appeared since the plan: not handled",
+            result="appeared since the plan: not handled"
+            if i.dataset not in planned
+            else f"now needs {i.action.value}, which the plan did not do",
             passed=False,
         )
         for i in replan.items
-        if i.dataset not in planned
+        if i.dataset not in planned or (i.action in _ACTED and (i.dataset, i.action) not in acted)
+    )
+    checks.extend(
+        Check(
+            target=g.dataset.name,
+            check="catalog matches the warehouse",
+            result=g.detail,
+            passed=False,
+        )
+        for g in replan.gaps
+        if g.kind is GapKind.CATALOG_DRIFT and g.dataset is not None
     )
     for root in replan.roots:
         shared = root.shared_referrers > 0 and ruled(root.dataset)
@@ -149,7 +166,10 @@ def second_look(
 
 
 class Recount(BaseModel):
-    """The subject's rows found in one erased or rebuilt dataset after the act step."""
+    """The subject's rows found in one erased or rebuilt dataset after the act step.
+
+    A dataset with nothing to search the subject by is *not checkable*: it passes only on a
+    proof of a fresh write after its sources were clean (`proof`), never on its own."""
 
     dataset: str
     action: Action
@@ -157,6 +177,22 @@ class Recount(BaseModel):
     found: int
     ok: bool
     searched_by: list[str]  # how the subject was looked for; empty: nothing to search by
+    problem: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    proof: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def result(self) -> str:
+        if self.problem is not None:
+            return self.problem
+        if not self.searched_by:
+            return "not checkable (no column to search the subject by): " + (
+                self.proof or "no proof of a fresh write after its sources were cleaned"
+            )
+        return f"{self.found} row(s) of the subject"
+
+
+# What proves an artefact with nothing to search was written afresh from cleaned sources:
+# a description of the proof, or None when there is none.
+FreshWrite = Callable[[PlanItem], "str | None"]
 
 
 def recount(
@@ -167,11 +203,13 @@ def recount(
     plan: Plan,
     *,
     check: bool = True,
+    fresh_write: FreshWrite | None = None,
 ) -> list[Recount]:
     """Count the subject in every erase_rows and rebuild dataset of the plan.
 
     With `check` (the default) raises VerificationFailed, naming datasets and counts, when
-    any count is not 0; the recounts ride on the exception for the record.
+    any recount did not pass (a count not 0, a drifted table, nothing to search and no proof
+    of a fresh write); the recounts ride on the exception for the record.
     """
     warehouse.forget_tables()  # rebuilds replaced tables: read their current columns
     by_type: dict[str, set[str]] = {}
@@ -189,15 +227,18 @@ def recount(
                 f"plan item {item.dataset.name!r} is not in the catalog: the plan was made "
                 "with another catalog; re-plan"
             )
-        recounts.append(
-            _recount_one(catalog, warehouse, ds, item.action, by_type, keys, by_column)
-        )
+        counted = _recount_one(catalog, warehouse, ds, item.action, by_type, keys, by_column)
+        if not counted.searched_by and counted.problem is None:
+            proof = fresh_write(item) if fresh_write is not None else None
+            counted = counted.model_copy(update={"proof": proof, "ok": proof is not None})
+        recounts.append(counted)
     failed = [r for r in recounts if not r.ok]
     if check and failed:
-        found = ", ".join(f"{r.dataset}: {r.found} row(s)" for r in failed)
+        found = ", ".join(f"{r.dataset}: {r.result()}" for r in failed)
         raise VerificationFailed(
-            f"the subject is still found in {len(failed)} dataset(s) after the act step "
-            f"({found}; expected 0). Erase or rebuild them again, then verify again",
+            f"{len(failed)} dataset(s) may still hold the subject after the act step "
+            f"({found}). Erase or rebuild them again, or correct the catalog, then verify "
+            "again",
             recounts,
         )
     return recounts
@@ -212,15 +253,24 @@ def _recount_one(
     reference_keys: Mapping[str, set[str]],
     by_column: Mapping[str, set[str]],
 ) -> Recount:
-    table = warehouse.table(ds) if ds.connection is not None else None
-    if table is None:
-        # No table (dropped, or not in a warehouse we can query): no rows to hold the subject.
-        return Recount(dataset=ds.name, action=action, found=0, ok=True, searched_by=[])
+    if ds.connection is None:  # not in a warehouse this system can query
+        return Recount(dataset=ds.name, action=action, found=0, ok=False, searched_by=[])
+    drift = catalog_drift(catalog, warehouse, ds)
+    table = warehouse.table(ds)
+    if drift is not None or table is None:
+        return Recount(
+            dataset=ds.name,
+            action=action,
+            found=0,
+            ok=False,
+            searched_by=[],
+            problem=drift or f"table {ds.name!r} not found",
+        )
     tests: dict[str, list[_Test]] = {}
     searched: list[str] = []
     for id_type, columns in ds.holds_subject.items():
         for name in columns:
-            if name in table.c and by_type.get(id_type):
+            if by_type.get(id_type):
                 tests.setdefault(name, []).append(_is_one_of(catalog, id_type, by_type[id_type]))
                 searched.append(f"{id_type}: {name}")
     if action is Action.REBUILD:
@@ -236,12 +286,10 @@ def _recount_one(
         tests.setdefault(key, []).append(lambda v: v is not None and str(v) in wanted)
         searched.append(f"reference key: {key}")
     if not tests:
-        return Recount(dataset=ds.name, action=action, found=0, ok=True, searched_by=[])
+        return Recount(dataset=ds.name, action=action, found=0, ok=False, searched_by=[])
     with warehouse.connect(ds) as conn:
         found = _count_rows(conn, table, tests)
-    return Recount(
-        dataset=ds.name, action=action, found=found, ok=found == 0, searched_by=searched
-    )
+    return Recount(dataset=ds.name, action=action, found=found, ok=found == 0, searched_by=searched)
 
 
 def _count_rows(conn: Connection, table: sa.Table, tests: Mapping[str, list[_Test]]) -> int:

@@ -23,6 +23,7 @@ from erasure.actions.rebuild import (
     RebuildEvidence,
     TriggerDag,
     empty_before_rebuild,
+    fresh_write_proof,
     rebuild,
 )
 from erasure.actions.shred import ShredEvidence, destroyed_by_others, key_hashes, shred_keys
@@ -41,7 +42,7 @@ from erasure.intake import Ticket
 from erasure.lineage.store import LineageStore
 from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
 from erasure.model import Action, DatasetRef, Identity, Plan, PlanItem, SubjectRef
-from erasure.planner import SUPPRESSION_LIST, make_plan, must_precede
+from erasure.planner import SUPPRESSION_LIST, escalate_unkeyed, make_plan, must_precede
 from erasure.progress import (
     NotYet,
     Step,
@@ -178,7 +179,7 @@ def _plan(
     now: datetime | None,
 ) -> Plan:
     now = now or datetime.now(UTC)
-    return make_plan(
+    plan = make_plan(
         svc.catalog,
         subject,
         pepper=svc.peppers.version(record.pepper_version),
@@ -188,6 +189,11 @@ def _plan(
         lineage_store=LineageStore(svc.store),
         as_of=now,  # the plan pins the lineage as of the moment it decides
     )
+    identities = location.identities or {normalise_subject(svc.catalog, subject)}
+    hashes = key_hashes(svc.peppers.all_versions(), identities)
+    if items_for(plan, Action.CRYPTO_SHRED) and not any(svc.keystore.exists(h) for h in hashes):
+        return escalate_unkeyed(plan)
+    return plan
 
 
 def _before_acting(svc: Services, record: RegisteredRequest) -> bool:
@@ -502,8 +508,9 @@ def verify(svc: Services, ref: str, *, now: datetime | None = None) -> Verificat
         suppression=svc.suppression,
         pepper=svc.peppers.version(record.pepper_version),
         submissions_held=svc.submissions.held(ref),
+        fresh_write=lambda item: _fresh_write(svc, ref, item, now),
     )
-    found_again = {r.dataset: r.found for r in recounts if not r.ok}
+    found_again = {r.dataset: r.found for r in recounts if r.found}
     for item in plan.items:
         if item.dataset.name in found_again and item.action in (Action.ERASE_ROWS, Action.REBUILD):
             reopen(svc.action_log, ref, item, found_again[item.dataset.name])
@@ -536,7 +543,8 @@ def verify(svc: Services, ref: str, *, now: datetime | None = None) -> Verificat
 
 
 def complete(svc: Services, ref: str, *, now: datetime | None = None) -> CompletionRecord:
-    """Destroy the request key (raw identifier), then append the signed completion record."""
+    """Verify again, destroy the request key (raw identifier), then append the signed
+    completion record."""
     now = now or datetime.now(UTC)
     record = svc.requests.require(ref)
     existing = [r for r in svc.ledger.show(ref) if r.kind is RecordKind.COMPLETED]
@@ -548,7 +556,7 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
                 enter(svc.requests, ref, Step.COMPLETE)
             advance(svc.requests, ref, RequestStatus(existing[0].status.value))
         return existing[0]
-    verification = _verification(svc, ref)
+    verification = _verification(svc, ref, record)
     enter(svc.requests, ref, Step.COMPLETE)
     # The identifier goes first: a record signed before it would claim completion while the
     # system still holds it, for good if the destroy then failed and nobody cleared the task.
@@ -666,14 +674,42 @@ def _relocate(svc: Services, ref: str) -> Location:
     return relocate(svc.catalog, svc.warehouse, parked.identities, parked.reference_keys)
 
 
+def _fresh_write(svc: Services, ref: str, item: PlanItem, now: datetime) -> str | None:
+    """The proof that a rebuilt artefact with nothing to search was written afresh."""
+    entry = svc.action_log.get(ref, item.dataset, item.action)
+    if entry is None or entry.status is not ActionStatus.DONE:
+        return None
+    return fresh_write_proof(item, entry.evidence, LineageStore(svc.store).completed_writes, now)
+
+
 def _identities(svc: Services, ref: str) -> list[Identity]:
     return list(svc.secrets.unpark(ref).identities)
 
 
-def _verification(svc: Services, ref: str) -> VerificationEvidence:
-    record = svc.action_log.get(ref, VERIFICATION, _VERIFY)
-    if record is None or record.status is not ActionStatus.DONE:
+def _verification(svc: Services, ref: str, record: RegisteredRequest) -> VerificationEvidence:
+    """The verification `complete` signs, taken again now while the identifier is held: rows
+    restored, a ruling given or a failure since the verify step all leave the record true.
+
+    Once the identifier is destroyed (a retry of a complete that died after destroying it)
+    nothing can be looked at again: the verification on record is signed only if it passed
+    and nothing of the request changed after it."""
+    entry = svc.action_log.get(ref, VERIFICATION, _VERIFY)
+    if entry is None or entry.status is not ActionStatus.DONE:
         raise StepError(
             f"request {ref}: not verified; nothing is reported complete before verify passes"
         )
-    return VerificationEvidence.model_validate(record.evidence)
+    if record.secrets_destroyed_at is None:
+        return verify(svc, ref)
+    later = [
+        a
+        for a in svc.action_log.list(ref)
+        if a.updated_at > entry.updated_at and (a.dataset, a.action) != (VERIFICATION, _VERIFY)
+    ]
+    if later:
+        raise StepError(
+            f"request {ref}: {later[0].dataset.name} ({later[0].action}) changed after the "
+            "verification, and the identifier is already destroyed, so it cannot be verified "
+            "again: nothing is reported complete. Record what happened in the runbook and "
+            "open a new request for the subject"
+        )
+    return VerificationEvidence.model_validate(entry.evidence)

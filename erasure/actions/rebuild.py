@@ -10,19 +10,20 @@ dataset of kind view) is computed on read and needs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, Protocol
 
 import sqlalchemy as sa
 import sqlglot
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlglot import exp
 
 from erasure.actions.transaction import transaction
 from erasure.catalog import REBUILD_TARGETS, Catalog, DatasetKind, DatasetSpec, RebuildTarget
 from erasure.errors import CatalogError, RebuildFailed, describe_failure
-from erasure.model import DatasetRef, Evidence, Plan
+from erasure.model import DatasetRef, Evidence, Plan, PlanItem
 from erasure.planner import feedback_cycles, rebuild_order
 from erasure.progress import Suspended
 from erasure.warehouse import Warehouse, count_rows, split_name
@@ -37,6 +38,9 @@ class RunOutcome(BaseModel):
     state: str  # Airflow's DagRunState value: only "success" counts
     started_at: datetime | None = None
     triggered_for: str | None = None  # the request whose rebuild triggered the run
+    # The rebuild task executed the run itself (dag.test: the embedded demo), so its end is
+    # this system's own observation, not a state someone could set in Airflow.
+    in_process: bool = False
 
     @property
     def succeeded(self) -> bool:
@@ -72,6 +76,7 @@ class RebuildEvidence(Evidence):
     run_triggered_for: str | None = None  # the request whose rebuild triggered it
     run_started_at: datetime | None = None
     upstreams_done_at: datetime | None = None  # this request's, before the run started
+    run_in_process: bool = Field(default=False, exclude_if=lambda v: not v)
     statements: int = 0  # catalog statements run (sql method)
     dropped_first: bool = False  # the previous table was dropped inside the transaction
     emptied_first: bool = False  # feedback-cycle member emptied before any member was rebuilt
@@ -279,10 +284,62 @@ def _rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEvide
         run_triggered_for=outcome.triggered_for,
         run_started_at=outcome.started_at,
         upstreams_done_at=context.ready_at,
+        run_in_process=outcome.in_process,
         rows_after=rows,
         detail=f"re-materialised by DAG {dag_id!r}, run {outcome.run_id!r} succeeded",
         rebuilt_at=datetime.now(UTC),
     )
+
+
+# A completion reported further ahead of the verifier's clock than this is not believed.
+CLOCK_SKEW = timedelta(minutes=5)
+
+# Runs that reported COMPLETE writing a dataset in (after, until] (LineageStore.completed_writes).
+CompletedWrites = Callable[[DatasetRef, datetime, datetime], list[dict[str, Any]]]
+
+
+def fresh_write_proof(
+    item: PlanItem,
+    evidence: Mapping[str, Any],
+    completed_writes: CompletedWrites,
+    now: datetime,
+) -> str | None:
+    """What proves a rebuilt artefact with no column to search was written afresh from its
+    cleaned sources, or None. Never a run state a person can set in Airflow's UI or API:
+
+    - `view`: computed on read, it holds nothing of its own;
+    - `sql`: this request ran the catalog's statements itself, after its sources were clean;
+    - `dag` run in process (the embedded demo): the rebuild task executed the run itself;
+    - `dag`: the producer's own OpenLineage COMPLETE for the artefact, after its sources were
+      clean, reading at least one of them (the lineage the plan walked).
+    """
+    method = evidence.get("method")
+    if method == "view":
+        return "a view: computed on read from its cleaned sources, it holds no rows"
+    if method == "sql" and evidence.get("statements"):
+        return (
+            f"rebuilt by {evidence['statements']} catalog statement(s) this request ran at "
+            f"{evidence['rebuilt_at']}, after its sources were clean"
+        )
+    ready = evidence.get("upstreams_done_at")
+    if ready is None:
+        return None
+    if evidence.get("run_in_process"):
+        return (
+            f"the rebuild task ran DAG {evidence['dag_id']} itself (run {evidence['run_id']}), "
+            f"after its sources were clean ({ready})"
+        )
+    ready_at = datetime.fromisoformat(str(ready))
+    sources = {u.qualified for u in item.upstreams}
+    for run in completed_writes(item.dataset, ready_at, now + CLOCK_SKEW):
+        read = sources & set(run["inputs"])
+        if read or not sources:
+            return (
+                f"OpenLineage COMPLETE of {run['job']} run {run['run_id']} at "
+                f"{run['completed_at'].isoformat()}, after its sources were clean "
+                f"({ready_at.isoformat()}), reading {', '.join(sorted(read)) or 'no input'}"
+            )
+    return None
 
 
 def _creates_without_dropping(name: str, statements: list[str], dialect: str) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from erasure.errors import ShredError
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.model import Action, DatasetRef, Evidence, Identity
 from erasure.pseudonym import Pepper, subject_hash
@@ -50,7 +51,8 @@ def shred_keys(
 
     `destroying` logs a key's hash before it is destroyed; `destroyed_earlier` is what an
     earlier try so logged: a retry that finds such a key gone (that try died after destroying
-    it) claims it, proving it gone again, instead of reporting no key at all.
+    it) claims it, proving it gone again, instead of reporting no key at all. A shred that
+    finds no key at all raises ShredError: it would prove nothing.
     """
     keystore = cipher.keystore
     keys = []
@@ -64,6 +66,14 @@ def shred_keys(
             keys.append(dict(cited[keystore.key_id(key_hash)]))
         elif key_hash in destroyed_earlier:  # proven gone again, and claimed as this shred's
             keys.append({**cipher.shred(key_hash).model_dump(mode="json"), "already_absent": False})
+    if not keys:
+        raise ShredError(
+            f"no per-subject key of the subject exists for {dataset.name} under pepper "
+            f"version(s) {', '.join(str(p.version) for p in peppers)}, and none was destroyed "
+            "by this request: nothing proves its copies unreadable. The key was there when the "
+            "request was planned, so something removed it since: find out what, then re-plan "
+            "the request (a plan without keys asks the DPO, rule 3a)"
+        )
     now = datetime.now(UTC)
     expiry = max(
         (date.fromisoformat(k["snapshot_expiry_date"]) for k in keys),

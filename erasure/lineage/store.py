@@ -949,6 +949,38 @@ class LineageStore:
                 for r in conn.execute(query)
             ]
 
+    def completed_writes(
+        self, dataset: DatasetRef, after: datetime, until: datetime
+    ) -> list[dict[str, Any]]:
+        """Runs that reported COMPLETE writing `dataset`, completed in (after, until]: job,
+        run id, completion time and inputs, earliest first (a rebuild's proof of a fresh
+        write, erasure.verify)."""
+        name = _dump(dataset.qualified)  # as it stands in the outputs' JSON list
+        query = (
+            sa.select(lineage_runs)
+            .where(
+                lineage_runs.c.state == "COMPLETE",
+                lineage_runs.c.completed_at > after,
+                lineage_runs.c.completed_at <= until,
+                lineage_runs.c.outputs.contains(name, autoescape=True),
+            )
+            .order_by(lineage_runs.c.completed_at)
+        )
+        with (
+            store_errors(self._store, "read the lineage runs"),
+            self._store.engine.connect() as conn,
+        ):
+            return [
+                {
+                    "job": r.job,
+                    "run_id": r.run_id,
+                    "completed_at": r.completed_at,
+                    "inputs": json.loads(r.inputs),
+                }
+                for r in conn.execute(query)
+                if dataset.qualified in json.loads(r.outputs)
+            ]
+
     # -- retention ------------------------------------------------------------------------------
 
     def purge(self, retention_days: int, *, now: datetime | None = None) -> PurgeReport:
@@ -1344,6 +1376,7 @@ def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
     elif rows:
         conn.execute(lineage_events.insert(), rows)
 
+
 _EVENT_FIELDS = ("event_id", "job", "run_id", "event_type", "event_time", "raw", "received_at")
 _EVENT_TYPES = ("text", "text", "text", "text", "timestamptz", "text", "timestamptz")
 
@@ -1427,9 +1460,7 @@ def _joined_to_keys(
 ) -> sa.Select[Any]:
     """SQLite: `query` over `table` joined to the keys bound as one JSON array (json_each),
     one primary-key probe each; IN lists per column made it probe every combination."""
-    key = sa.func.json_each(sa.bindparam("keys", _json_rows(columns, keys))).table_valued(
-        "value"
-    )
+    key = sa.func.json_each(sa.bindparam("keys", _json_rows(columns, keys))).table_valued("value")
     match = [table.c[c] == sa.func.json_extract(key.c.value, f"$.{c}") for c in columns]
     return query.select_from(key).join(table, sa.and_(*match))
 

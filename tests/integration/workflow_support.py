@@ -4,6 +4,7 @@ hand-driven act step (what the DAG wires, in plan order)."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -13,10 +14,11 @@ from typing import Any
 from erasure import workflow
 from erasure.actions.rebuild import RunOutcome
 from erasure.errors import ErasureError, VaultError
+from erasure.lineage.store import LineageStore
 from erasure.model import Action, DatasetRef
 from erasure.registry.requests import Registration
 from erasure.rulings import DpoAnswer, option_for_label
-from erasure.sample.rematerialise import rematerialise
+from erasure.sample.rematerialise import rematerialise, table_lineage
 from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
 from erasure.submission import ErasureRequest
@@ -84,15 +86,39 @@ ANSWERS = {
     "recs.customer_recommendations": answer(
         "Accept as non-personal", justification="cache expires in 24 h"
     ),
+    # Rule 3a: a customer the archive never sealed events for has no key in Vault.
+    "archive.customer_events": answer(
+        "Confirm the subject is not held",
+        justification="archive owner: no events of this customer were ever archived",
+    ),
 }
 
 
 def trigger(svc: Services) -> workflow.TriggerDag:
+    """A rematerialisation DAG run as Airflow runs it: the tables re-created, and the run's
+    OpenLineage COMPLETE (the proof of a fresh write verify asks for) reaching the store."""
+
     def run(dag_id: str, ready_at: datetime) -> RunOutcome:
         rematerialise(svc.catalog, svc.warehouse, dag_id)
+        LineageStore(svc.store).ingest_json(completed_run(svc, dag_id))
         return RunOutcome(run_id=f"manual__{dag_id}", state="success")
 
     return run
+
+
+def completed_run(svc: Services, dag_id: str) -> dict[str, Any]:
+    """The OpenLineage COMPLETE event the DAG's run reports: the tables it read and wrote."""
+    written = table_lineage(svc.catalog, svc.warehouse, dag_id)
+    read = {edge.source.dataset for edges in written.values() for edge in edges}
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "producer": "https://github.com/apache/airflow/tree/providers-openlineage/2.20.3",
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": "airflow", "name": f"{dag_id}.rematerialise"},
+        "inputs": [r.as_dict() for r in sorted(read, key=lambda r: r.qualified)],
+        "outputs": [r.as_dict() for r in written],
+    }
 
 
 def act(svc: Services, ref: str) -> None:

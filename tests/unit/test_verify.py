@@ -64,7 +64,8 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
 def test_after_the_act_step_every_erased_and_rebuilt_dataset_counts_zero(demo: Demo) -> None:
     demo.act()
 
-    found = recount(demo.catalog, demo.warehouse, *parked_location(demo.location), demo.plan)
+    parked = parked_location(demo.location)
+    found = recount(demo.catalog, demo.warehouse, *parked, demo.plan, check=False)
 
     checked = {
         i.dataset.name
@@ -72,7 +73,21 @@ def test_after_the_act_step_every_erased_and_rebuilt_dataset_counts_zero(demo: D
         if i.action in (Action.ERASE_ROWS, Action.REBUILD)
     }
     assert {r.dataset for r in found} == checked
-    assert all(r.ok and r.found == 0 and r.expected == 0 for r in found)
+    searched = [r for r in found if r.searched_by]
+    assert all(r.ok and r.found == 0 and r.expected == 0 for r in searched)
+    # Nothing to search by: "not checkable", which fails unless a fresh write is proven.
+    unsearchable = [r for r in found if not r.searched_by]
+    assert {r.dataset for r in unsearchable} == {
+        "marts.orders_daily",
+        "marts.popular_products",
+        "reports.monthly_revenue",
+    }
+    assert not any(r.ok for r in unsearchable)
+    assert all(r.result().startswith("not checkable") for r in unsearchable)
+    proven = recount(
+        demo.catalog, demo.warehouse, *parked, demo.plan, fresh_write=lambda item: "proof"
+    )
+    assert all(r.ok for r in proven)
     by_name = {r.dataset: r for r in found}
     # derived tables are searched by the roots' identifier column names
     assert "identifier column: email" in by_name["marts.customer_ltv"].searched_by

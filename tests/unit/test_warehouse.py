@@ -15,8 +15,8 @@ from pydantic import SecretStr
 
 from erasure.catalog import Catalog, load_catalog
 from erasure.errors import CatalogError, WarehouseError
-from erasure.locate import locate
-from erasure.model import SubjectRef
+from erasure.model import GapKind, SubjectRef
+from erasure.planner import make_plan
 from erasure.warehouse import Warehouse, split_name, sqlite_schema_path
 from tests.unit.estate import make_estate
 
@@ -39,7 +39,7 @@ def test_a_failing_statement_shows_placeholders_never_the_bound_values(tmp_path:
     assert "parameters hidden" in str(failed.value)
 
 
-def test_a_query_failing_inside_locate_names_the_dataset_not_the_value(tmp_path: Path) -> None:
+def test_a_column_the_table_lacks_is_drift_named_by_dataset_not_value(tmp_path: Path) -> None:
     catalog, warehouse = make_estate(
         tmp_path, CATALOG, ["CREATE TABLE crm.people (email TEXT)", "CREATE TABLE crm.x (a)"]
     )
@@ -51,10 +51,11 @@ def test_a_query_failing_inside_locate_names_the_dataset_not_the_value(tmp_path:
             ]
         }
     )
-    with pytest.raises(WarehouseError) as failed:
-        locate(broken, warehouse, SubjectRef(type="email", value=SecretStr(CANARY)))
-    assert "crm.people" in str(failed.value)
-    assert CANARY not in str(failed.value)
+    plan = make_plan(broken, SubjectRef(type="email", value=SecretStr(CANARY)), warehouse=warehouse)
+    [drift] = [g for g in plan.gaps if g.kind is GapKind.CATALOG_DRIFT]
+    assert drift.dataset is not None and drift.dataset.name == "crm.people"
+    assert "mail" in drift.detail
+    assert CANARY not in plan.model_dump_json()
 
 
 def test_the_cli_reports_a_failing_plan_without_the_identifier(tmp_path: Path) -> None:
@@ -67,8 +68,8 @@ def test_the_cli_reports_a_failing_plan_without_the_identifier(tmp_path: Path) -
         text=True,
         timeout=120,
     )  # fmt: skip
-    assert done.returncode != 0
-    assert "crm.people" in done.stderr
+    assert done.returncode == 3  # planned, but the catalog does not describe the warehouse
+    assert "catalog drift" in done.stderr and "crm.people" in done.stderr
     assert CANARY not in done.stdout + done.stderr
 
 

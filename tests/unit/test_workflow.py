@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from erasure import workflow
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.config import Settings
-from erasure.errors import RequestError, VerificationFailed
+from erasure.errors import RequestError, ShredError, VerificationFailed
 from erasure.free_text import NamesSubject
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.locate import normalise_subject
@@ -325,6 +325,47 @@ def test_shred_destroys_only_the_subjects_keys_and_proves_it(svc: Services) -> N
     assert CANARY_ID.lower() not in names and "canary" not in names
 
 
+def test_a_subject_without_a_per_subject_key_is_a_question_not_a_shred(
+    svc: Services,
+) -> None:
+    # The archive is written under per-subject keys, but none exists for this subject: a
+    # shred would destroy nothing and prove nothing, so the DPO decides (rule 3a).
+    svc.keystore.shred(subject_hash(svc.peppers.current(), "customer_id", CANARY_ID))
+    register(svc)
+    plan = workflow.plan_request(svc, REF)
+    assert workflow.items_for(plan, Action.CRYPTO_SHRED) == []
+    [item] = [i for i in plan.items if i.dataset == ARCHIVE]
+    assert (item.action, item.rule, item.evidence["keys_found"]) == (Action.ESCALATE, "3a", 0)
+    with pytest.raises(StepError, match="must choose one of"):
+        workflow.rule(svc, REF, ARCHIVE, answer(RulingOption.NON_PERSONAL, justification="x"))
+    ruled = workflow.rule(
+        svc,
+        REF,
+        ARCHIVE,
+        answer(RulingOption.NOT_HELD, justification="archive owner: never exported for them"),
+    )
+    assert ruled.subject_found is False
+
+
+def test_a_key_gone_between_plan_and_shred_fails_the_shred(svc: Services) -> None:
+    register(svc)
+    workflow.plan_request(svc, REF)
+    svc.keystore.shred(subject_hash(svc.peppers.current(), "customer_id", CANARY_ID))
+    with pytest.raises(ShredError, match="no per-subject key of the subject exists"):
+        workflow.shred(svc, REF, ARCHIVE)
+    assert svc.action_log.status(REF, ARCHIVE, Action.CRYPTO_SHRED) is not ActionStatus.DONE
+
+
+def test_a_key_left_in_place_fails_verify_whatever_the_plan_says(svc: Services) -> None:
+    register(svc)
+    workflow.plan_request(svc, REF)
+    act(svc)
+    pepper = svc.peppers.current()
+    svc.keystore.create(subject_hash(pepper, "email", CANARY_NORMALISED), ARCHIVE.name)
+    with pytest.raises(VerificationFailed, match="key destroyed: STILL PRESENT"):
+        workflow.verify(svc, REF)
+
+
 # ---------------------------------------------------------------------------------------------
 # rule
 
@@ -432,6 +473,34 @@ def test_complete_signs_the_record_then_forgets_the_identifier(svc: Services, es
         assert CANARY_NORMALISED not in text and CANARY_ID.lower() not in text, db.name
     assert "canary" not in " ".join(svc.keystore.list_key_names()).lower()
     assert "canary" not in record.model_dump_json().lower()
+
+
+def test_complete_looks_again_and_signs_nothing_that_stopped_being_true(svc: Services) -> None:
+    register(svc)
+    workflow.plan_request(svc, REF)
+    act(svc)
+    assert workflow.verify(svc, REF).passed
+    workflow.fail(svc, REF, "the run was marked failed by hand", f"erasure-{REF}")
+    with svc.warehouse.engine("warehouse").begin() as conn:  # a restore after the verify
+        conn.exec_driver_sql(f"INSERT INTO crm.customers VALUES ('{CANARY_ID}', NULL, 'north')")
+        conn.exec_driver_sql(f"INSERT INTO crm.orders VALUES (9, '{CANARY_ID}', 99)")
+
+    with pytest.raises(VerificationFailed, match=r"crm\.orders \(recount: 1 row"):
+        workflow.complete(svc, REF)
+    assert not [r for r in svc.ledger.show(REF) if r.kind is RecordKind.COMPLETED]
+    workflow.erase(svc, REF, ORDERS)  # reopened by the look complete took
+    workflow.erase(svc, REF, CUSTOMERS)
+    with pytest.raises(StepError, match="not verified"):  # its failed look is on record
+        workflow.complete(svc, REF)
+    workflow.verify(svc, REF)
+    record = workflow.complete(svc, REF)
+    assert record.kind is RecordKind.COMPLETED
+    [check] = [
+        c
+        for c in record.body["verification"]["checks"]
+        if c["target"] == "crm.orders" and c["check"] == "recount"
+    ]
+    assert check["passed"]
 
 
 def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) -> None:

@@ -2,21 +2,24 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
 from erasure.actions.rebuild import (
+    CompletedWrites,
     RebuildFailed,
     RunOutcome,
     TriggerDag,
     empty_before_rebuild,
+    fresh_write_proof,
     rebuild,
 )
 from erasure.catalog import Catalog
 from erasure.locate import locate
-from erasure.model import Action, DatasetRef, SubjectRef
+from erasure.model import Action, DatasetRef, PlanItem, SubjectRef
 from erasure.planner import make_plan, rebuild_order
 from erasure.warehouse import Warehouse
 from tests.unit.actions.support import count, erase_all, item, names, plan_of, rebuild_all
@@ -311,9 +314,7 @@ def test_the_loop_is_emptied_before_its_first_member_only(tmp_path: Path) -> Non
 def test_emptying_skips_missing_tables(tmp_path: Path) -> None:
     catalog, warehouse = make_estate(tmp_path, LOOP_CATALOG, LOOP_ROWS[:4])
 
-    assert emptied(catalog, warehouse, "marts.seen") == [
-        "marts.seen_history"
-    ]
+    assert emptied(catalog, warehouse, "marts.seen") == ["marts.seen_history"]
     assert count(warehouse, "marts.seen_history") == 0
 
 
@@ -341,3 +342,65 @@ def test_a_history_that_names_its_subjects_keeps_everyone_elses(tmp_path: Path) 
     for table in ("marts.seen", "marts.seen_history"):
         assert count(warehouse, table, "customer_id = 'C1'") == 0
         assert count(warehouse, table, "customer_id = 'C3'") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# what proves a rebuilt artefact with no column to search was written afresh
+
+READY = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+NOW = READY + timedelta(hours=1)
+DAILY = DatasetRef("warehouse", "marts.orders_daily")
+ORDERS_REF = DatasetRef("warehouse", "crm.orders")
+DAILY_ITEM = PlanItem(
+    dataset=DAILY, kind="table", action=Action.REBUILD, rule="5", reason="r", upstreams=[ORDERS_REF]
+)
+DAG_EVIDENCE = {
+    "method": "dag",
+    "dag_id": "build_marts",
+    "run_id": "manual__1",
+    "upstreams_done_at": READY.isoformat(),
+}
+
+
+def _writes(*runs: tuple[datetime, list[str]]) -> CompletedWrites:
+    def completed_writes(dataset: DatasetRef, after: datetime, until: datetime) -> list[Any]:
+        assert dataset == DAILY
+        return [
+            {"job": "airflow/build_marts.rematerialise", "run_id": f"r{n}", "completed_at": at,
+             "inputs": inputs}
+            for n, (at, inputs) in enumerate(runs)
+            if after < at <= until
+        ]  # fmt: skip
+
+    return completed_writes
+
+
+@pytest.mark.parametrize(
+    ("runs", "proven"),
+    [
+        ((), False),  # the run state says success; nothing the producer reported
+        (((READY - timedelta(minutes=1), [ORDERS_REF.qualified]),), False),  # before the erasure
+        (((READY + timedelta(minutes=5), ["warehouse/crm.other"]),), False),  # not the sources
+        (((NOW + timedelta(hours=2), [ORDERS_REF.qualified]),), False),  # from the future
+        (((READY + timedelta(minutes=5), [ORDERS_REF.qualified]),), True),
+    ],
+)
+def test_a_dag_rebuild_is_proven_only_by_its_own_lineage_after_the_erasure(
+    runs: tuple[tuple[datetime, list[str]], ...], proven: bool
+) -> None:
+    proof = fresh_write_proof(DAILY_ITEM, DAG_EVIDENCE, _writes(*runs), NOW)
+    assert (proof is not None) is proven
+    if proven:
+        assert proof is not None and "OpenLineage COMPLETE" in proof and "crm.orders" in proof
+
+
+def test_what_this_system_did_itself_proves_a_fresh_write() -> None:
+    nothing = _writes()
+    assert fresh_write_proof(DAILY_ITEM, {"method": "view"}, nothing, NOW)
+    sql = {"method": "sql", "statements": 1, "rebuilt_at": NOW.isoformat()}
+    assert fresh_write_proof(DAILY_ITEM, sql, nothing, NOW)
+    assert fresh_write_proof(DAILY_ITEM, {**sql, "statements": 0}, nothing, NOW) is None
+    in_process = {**DAG_EVIDENCE, "run_in_process": True}
+    assert "ran DAG build_marts itself" in str(
+        fresh_write_proof(DAILY_ITEM, in_process, nothing, NOW)
+    )

@@ -575,3 +575,24 @@ def test_an_http_body_keeps_no_run_or_job_facet_that_is_not_lineage(store: Store
     assert "canary" not in stored and "canary" not in json.dumps(stored)
     (kept,) = EventStore(store).events()
     assert set(kept.run.facets) == {"parent"} and not kept.job.facets
+
+
+def test_completed_writes_are_the_complete_runs_that_wrote_the_dataset_in_the_window(
+    store: Store,
+) -> None:
+    ingest(
+        store,
+        event("a", "COMPLETE", at="2026-11-01T02:00:00Z"),
+        event("b", "FAIL", at="2026-11-01T03:00:00Z"),
+        event("c", "COMPLETE", at="2026-11-01T04:00:00Z", output="marts.other"),
+        event("d", "COMPLETE", at="2026-11-01T05:00:00Z"),
+        event("e", "COMPLETE", at="2026-11-01T09:00:00Z"),
+    )
+    after = datetime(2026, 11, 1, 2, 30, tzinfo=UTC)
+    until = datetime(2026, 11, 1, 6, 0, tzinfo=UTC)
+
+    writes = LineageStore(store).completed_writes(LTV, after, until)
+
+    assert [w["run_id"] for w in writes] == ["d"]  # not before, failed, elsewhere, or later
+    assert writes[0]["inputs"] == [ORDERS.qualified]
+    assert writes[0]["job"].endswith(JOB)
