@@ -253,10 +253,16 @@ class Catalog(_Strict):
                         f"{where} field 'holds_subject': identifier type {id_type!r} is not "
                         f"declared under 'identifiers'; allowed: {sorted(self.identifiers)}"
                     )
-            if (ds.holds_subject or ds.references) and ds.connection is None:
+            if ds.references and ds.connection is None:
                 raise ValueError(
-                    f"{where} field 'connection': a dataset that holds the subject or "
-                    "references rows must name a connection to count them in"
+                    f"{where} field 'connection': a dataset that references rows must name "
+                    "a connection to count them in"
+                )
+            if ds.holds_subject and ds.connection is None and ds.owner is None:
+                raise ValueError(
+                    f"{where} field 'connection': a dataset that holds the subject must name "
+                    "a connection to erase them in, or an 'owner' who erases them there (a "
+                    "system this one cannot reach, such as the CRM the warehouse copies)"
                 )
             for ref in ds.references:
                 bare = ref.dataset.rpartition("/")[2]

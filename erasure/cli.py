@@ -170,6 +170,17 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true")
     check.set_defaults(handler=_suppression_check)
 
+    requests = sub.add_parser("requests", help="erasure requests").add_subparsers(metavar="WHAT")
+    confirm = requests.add_parser(
+        "confirm-deletion",
+        help="record that an artefact's owner deleted the person where erasure cannot reach",
+    )
+    confirm.add_argument("request_ref")
+    confirm.add_argument("dataset", help="the escalated artefact, as NAME or NAMESPACE/NAME")
+    confirm.add_argument("--by", required=True, help="who confirmed it (the owner)")
+    confirm.add_argument("--note", required=True, help="how it was done (ticket, change id)")
+    confirm.set_defaults(handler=_requests_confirm_deletion)
+
     command = next((word for word in argv if not word.startswith("-")), None)
     if command in sub.choices:
         return parser  # one of the commands above; help and the groups need the groups
@@ -485,6 +496,30 @@ def _lineage_purge(args: argparse.Namespace) -> int:
         f"purged lineage older than {report.cutoff:%Y-%m-%d} ({days} days): "
         f"{report.events:,} event(s), {report.runs:,} run(s), {report.edges:,} superseded "
         f"edge(s), {report.quarantined:,} quarantined"
+    )
+    return 0
+
+
+def _requests_confirm_deletion(args: argparse.Namespace) -> int:
+    from erasure import workflow
+    from erasure.config import Settings
+    from erasure.services import Services
+
+    with Services.open(Settings()) as svc:
+        plan = svc.plans.get(args.request_ref, 1)
+        named = [
+            i.dataset for i in plan.items if args.dataset in (i.dataset.name, i.dataset.qualified)
+        ]
+        if len(named) != 1:
+            raise ErasureError(
+                f"request {args.request_ref}'s plan has {len(named) or 'no'} artefact(s) named "
+                f"{args.dataset!r}: give it as NAMESPACE/NAME from the plan"
+            )
+        evidence = workflow.confirm_deletion(svc, args.request_ref, named[0], args.by, args.note)
+    deletion = evidence.deletion or {}
+    print(
+        f"{args.request_ref}: deletion of {named[0].name} confirmed by {deletion['confirmed_by']} "
+        f"at {deletion['confirmed_at']}; clear the request's verify task to complete it"
     )
     return 0
 

@@ -153,8 +153,9 @@ def _hits(
         columns = ds.holds_subject.get(identity.type)
         if not columns:
             continue
-        if ds.connection is not None:
-            require_exact_dialect(warehouse.url(ds.connection), f"dataset {ds.name!r}")
+        if ds.connection is None:
+            continue  # held outside reach: the plan asks its owner (rule 2c)
+        require_exact_dialect(warehouse.url(ds.connection), f"dataset {ds.name!r}")
         if catalog_drift(catalog, warehouse, ds) is not None:
             continue  # not as the catalog says: a blocking gap of the plan (erasure.drift)
         with warehouse.connect(ds) as conn:
@@ -216,7 +217,7 @@ def _search(catalog: Catalog, warehouse: Warehouse, identity: Identity) -> Subje
     misses: list[NearMissCount] = []
     for ds in catalog.datasets:
         columns = ds.holds_subject.get(identity.type)
-        if not columns or catalog_drift(catalog, warehouse, ds) is not None:
+        if not columns or ds.connection is None or catalog_drift(catalog, warehouse, ds):
             continue
         searched.append(SearchedColumns(dataset=ds.ref, columns=list(columns)))
         with warehouse.connect(ds) as conn:

@@ -213,6 +213,7 @@ REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
 REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 
 SHARED_ROW_RULE = "2a"
+OUTSIDE_REACH_RULE = "2c"  # holds people's rows in a system only its owner can reach
 UNKEYED_SHRED_RULE = "3a"  # written under per-subject keys, but the subject has none
 NOT_FOUND_RULE = "not_found"
 

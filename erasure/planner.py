@@ -23,6 +23,7 @@ from erasure.lineage.store import LineageStore
 from erasure.locate import Located, Location, delete_statement, locate, normalise_subject
 from erasure.model import (
     NOT_FOUND_RULE,
+    OUTSIDE_REACH_RULE,
     SHARED_ROW_RULE,
     UNKEYED_SHRED_RULE,
     Action,
@@ -186,8 +187,11 @@ def plan_erasure(
     for gap in gaps:
         if gap.dataset is not None:
             by_dataset.setdefault(gap.dataset, []).append(gap)
+    # A holder only its owner can reach (a system of record the warehouse copies) is asked
+    # about on every request: no lineage or search here can show it does not hold the person.
+    outside = [ds.ref for ds in catalog.datasets if _outside_reach(ds) and ds.ref not in in_plan]
     ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date())
-    items = [_decide(ctx, ref) for ref in walked + unseen]
+    items = [_decide(ctx, ref) for ref in walked + unseen + outside]
     if location.search is not None:
         items.append(_not_found_item(location.search))
     items = _order(items, closure, warehouse, catalog)
@@ -223,6 +227,21 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
             "1",
             "the lineage reaches this artefact but the catalog does not know it",
             {"gap": GapKind.UNCATALOGUED.value},
+            upstreams,
+        )
+    if _outside_reach(ds):
+        return _item(
+            ref,
+            ds.kind,
+            Action.ESCALATE,
+            OUTSIDE_REACH_RULE,
+            f"holds people's rows ({', '.join(sorted(ds.holds_subject))}) in a system this one "
+            f"cannot reach: {ds.owner} erases the person there, or confirms they are not held",
+            {
+                "owner": ds.owner,
+                "system": ds.namespace,
+                "identifier_types": sorted(ds.holds_subject),
+            },
             upstreams,
         )
     located = ctx.location.located.get(ds.ref)
@@ -283,6 +302,11 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
         {"kind": ds.kind.value, "owner": ds.owner},
         upstreams,
     )
+
+
+def _outside_reach(ds: DatasetSpec) -> bool:
+    """A mutable holder of people's rows with no connection: only its owner can erase there."""
+    return bool(ds.holds_subject) and ds.connection is None and ds.storage == "mutable"
 
 
 def _decide_root(

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from erasure.matching import NearMiss
 from erasure.model import (
     NOT_FOUND_RULE,
+    OUTSIDE_REACH_RULE,
     SHARED_ROW_RULE,
     UNKEYED_SHRED_RULE,
     PlanItem,
@@ -53,6 +54,13 @@ def escalation_prompt(item: PlanItem) -> Prompt:
         lines.append(
             "Other people's rows point at this row: retain it under an exemption, or delete "
             "this one row (they lose it too). The table itself is never deleted."
+        )
+    elif item.rule == OUTSIDE_REACH_RULE:
+        lines.append(
+            "This system cannot reach it. Have its owner erase the person there (the request "
+            "stays pending until their confirmation is recorded with `erasure requests "
+            "confirm-deletion`), confirm they are not held there, or retain it under an "
+            "exemption."
         )
     elif item.rule == UNKEYED_SHRED_RULE:
         lines.append(

@@ -9,7 +9,9 @@ depends on what escalated (`options_for`):
   exemption, or delete that one row (never the table);
 - a subject found nowhere: confirm the subject is not held;
 - per-subject-key storage where the subject has no key (rule 3a): confirm the subject's data
-  is not held there, or retain it under an exemption.
+  is not held there, or retain it under an exemption;
+- a system only its owner can reach (rule 2c, e.g. the CRM the warehouse copies): its owner
+  erases the person there (pending until the owner confirms it), not held, or retain.
 
 A ruling with `standing_until` is *standing*: later requests cite it for that dataset instead
 of asking the DPO again, until the date. The DPO's latest standing ruling on a dataset is the
@@ -39,6 +41,7 @@ from pydantic import (
 from erasure.errors import ErasureError
 from erasure.model import (
     NOT_FOUND_RULE,
+    OUTSIDE_REACH_RULE,
     SHARED_ROW_RULE,
     UNKEYED_SHRED_RULE,
     DatasetRef,
@@ -61,6 +64,7 @@ class RulingOption(StrEnum):
     NON_PERSONAL = "non_personal"
     DELETE_ROW = "delete_row"  # the one shared row of a root (rule 2a)
     NOT_HELD = "not_held"  # a subject found nowhere
+    OWNER_ERASES = "owner_erases"  # held outside reach (rule 2c): its owner erases them there
 
 
 OPTION_LABELS: dict[RulingOption, str] = {
@@ -70,6 +74,7 @@ OPTION_LABELS: dict[RulingOption, str] = {
     RulingOption.NON_PERSONAL: "Accept as non-personal",
     RulingOption.DELETE_ROW: "Delete this row",
     RulingOption.NOT_HELD: "Confirm the subject is not held",
+    RulingOption.OWNER_ERASES: "Its owner erases the person there",
 }
 
 # What an escalation offers, by what escalated (see the module docstring).
@@ -81,12 +86,23 @@ DERIVED_OPTIONS = (
 )
 SHARED_ROW_OPTIONS = (RulingOption.RETAIN_EXEMPTION, RulingOption.DELETE_ROW)
 NOT_FOUND_OPTIONS = (RulingOption.NOT_HELD,)
+# A system of record (or any holder) outside this system's reach (rule 2c).
+OUTSIDE_REACH_OPTIONS = (
+    RulingOption.OWNER_ERASES,
+    RulingOption.NOT_HELD,
+    RulingOption.RETAIN_EXEMPTION,
+)
 # Per-subject-key storage where the subject has no key (rule 3a): never written there, or
 # written under a key this system cannot name (then readable, and kept only under an exemption).
 UNKEYED_SHRED_OPTIONS = (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
 # Never standing: each deletion, and each "not held", is decided for its own request.
 NOT_STANDING = frozenset(
-    {RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW, RulingOption.NOT_HELD}
+    {
+        RulingOption.DELETE_ARTEFACT,
+        RulingOption.DELETE_ROW,
+        RulingOption.NOT_HELD,
+        RulingOption.OWNER_ERASES,
+    }
 )
 
 
@@ -187,6 +203,8 @@ def options_for(item: PlanItem) -> tuple[RulingOption, ...]:
         return NOT_FOUND_OPTIONS
     if item.rule == UNKEYED_SHRED_RULE:
         return UNKEYED_SHRED_OPTIONS
+    if item.rule == OUTSIDE_REACH_RULE:
+        return OUTSIDE_REACH_OPTIONS
     return DERIVED_OPTIONS
 
 

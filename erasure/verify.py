@@ -79,6 +79,7 @@ def second_look(
     pepper: Pepper,
     submissions_held: int,
     fresh_write: FreshWrite | None = None,
+    owner_deletions: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[Check], list[Recount]]:
     """Every check of the second look, and the recounts (which ones found the subject)."""
     recounts = recount(
@@ -98,6 +99,19 @@ def second_look(
             )
         )
     # A key left in place means copies of the subject are readable, shredded or not.
+    for name, deletion in sorted((owner_deletions or {}).items()):
+        checks.append(
+            Check(
+                target=name,
+                check="owner deleted",
+                result=f"awaiting {deletion['done_by']}'s confirmation, due {deletion['due_on']}: "
+                "record it with `erasure requests confirm-deletion`"
+                if deletion.get("pending")
+                else f"confirmed by {deletion['confirmed_by']} at {deletion['confirmed_at']}: "
+                f"{deletion['confirmation']}",
+                passed=not deletion.get("pending"),
+            )
+        )
     for key_hash in key_hashes:
         gone = not keystore.exists(key_hash)
         checks.append(

@@ -17,7 +17,13 @@ from pydantic import ValidationError
 
 from erasure.actions.aggregate import AggregateEvidence, confirm_k
 from erasure.actions.erase_rows import ErasureEvidence, erase_rows
-from erasure.actions.escalate import RulingEvidence, carry_out, cited_standing_ruling
+from erasure.actions.escalate import (
+    DeletionRefused,
+    RulingEvidence,
+    carry_out,
+    cited_standing_ruling,
+    confirm_owner_deletion,
+)
 from erasure.actions.rebuild import (
     AwaitingRun,
     RebuildEvidence,
@@ -476,8 +482,37 @@ def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> Rulin
             catalog=svc.catalog,
             warehouse=svc.warehouse,
             relocate=lambda: _relocate(svc, ref),
+            due_on=record.effective_due_on,
         ),
     )
+
+
+def confirm_deletion(
+    svc: Services, ref: str, dataset: DatasetRef, confirmed_by: str, note: str
+) -> RulingEvidence:
+    """Record that the owner of an artefact this system cannot reach deleted the person there
+    (`erasure requests confirm-deletion`): who confirmed it and how; verify then passes it."""
+    record = svc.requests.require(ref)
+    if record.closed:
+        raise StepError(f"request {ref} is {record.status.value}: nothing is pending any more")
+    plan = svc.plans.get(ref, 1)
+    item = next(
+        (i for i in plan.items if i.dataset == dataset and i.action is Action.ESCALATE), None
+    )
+    entry = done(svc.action_log, ref, item) if item is not None else None
+    if item is None or entry is None:
+        raise StepError(
+            f"request {ref} has no ruled escalation on {dataset.qualified!r}: see its plan "
+            "(`erasure audit show`) for what awaits an owner"
+        )
+    if record.secrets_destroyed_at is None:
+        refuse_if_named(svc.catalog, "note", note, _identities(svc, ref))
+    try:
+        confirmed = confirm_owner_deletion(entry.evidence, confirmed_by, note, datetime.now(UTC))
+    except DeletionRefused as exc:
+        raise StepError(f"request {ref}, {dataset.name}: {exc}") from None
+    svc.action_log.record(ref, dataset, Action.ESCALATE, ActionStatus.DONE, confirmed)
+    return RulingEvidence.model_validate(confirmed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,6 +544,14 @@ def verify(svc: Services, ref: str, *, now: datetime | None = None) -> Verificat
         pepper=svc.peppers.version(record.pepper_version),
         submissions_held=svc.submissions.held(ref),
         fresh_write=lambda item: _fresh_write(svc, ref, item, now),
+        owner_deletions={
+            a.dataset.name: a.evidence["deletion"]
+            for a in svc.action_log.list(ref)
+            if a.action == Action.ESCALATE.value
+            and a.status is ActionStatus.DONE
+            and "done_by" in (a.evidence.get("deletion") or {})
+            and a.evidence["deletion"]["done_by"] != "erasure"
+        },
     )
     found_again = {r.dataset: r.found for r in recounts if r.found}
     for item in plan.items:

@@ -54,10 +54,18 @@ def carry_out(
     catalog: Catalog,
     warehouse: Warehouse,
     relocate: Callable[[], Location],
+    due_on: date,
 ) -> RulingEvidence:
-    """Record `ruling` for `item`, do what it says, and sign the `decided` record."""
+    """Record `ruling` for `item`, do what it says, and sign the `decided` record.
+
+    A deletion only the artefact's owner can do (a table this system cannot reach, a system
+    of record outside it) is *pending* until the owner confirms it (`confirm_owner_deletion`),
+    due by `due_on`, the request's deadline; verify fails while it is pending."""
     recorded = _recorded(rulings, ref, ruling) or rulings.record(ruling)
     evidence = RulingEvidence(ruling=recorded)
+    if recorded.option is RulingOption.OWNER_ERASES:
+        owner = item.evidence.get("owner") or "the artefact's owner"
+        evidence = evidence.model_copy(update={"deletion": _by_owner(owner, due_on)})
     if recorded.option in (RulingOption.DELETE_ARTEFACT, RulingOption.DELETE_ROW):
         deletion = progress(actions, ref, item).get("deletion")
         if deletion is None:
@@ -73,6 +81,8 @@ def carry_out(
             )
             if noted and not deletion.get("rows_deleted"):
                 deletion = noted  # an earlier try deleted them and died before logging it
+            if deletion.get("done_by") != "erasure":
+                deletion = {**deletion, **_by_owner(str(deletion["done_by"]), due_on)}
             save_progress(actions, ref, item, deletion=deletion)
         evidence = evidence.model_copy(update={"deletion": deletion})
     if recorded.option is RulingOption.NOT_HELD:
@@ -85,6 +95,38 @@ def carry_out(
             {"dataset": item.dataset, "rule": item.rule, **evidence.model_dump(mode="json")},
         )
     return evidence
+
+
+def _by_owner(owner: str, due_on: date) -> dict[str, Any]:
+    return {"done_by": owner, "pending": True, "due_on": due_on.isoformat()}
+
+
+def pending_owner_deletion(evidence: dict[str, Any]) -> dict[str, Any] | None:
+    """The deletion of a carried-out ruling if it awaits its owner's confirmation."""
+    deletion = evidence.get("deletion") or {}
+    return deletion if deletion.get("pending") else None
+
+
+def confirm_owner_deletion(
+    evidence: dict[str, Any], confirmed_by: str, note: str, at: datetime
+) -> dict[str, Any]:
+    """The ruling's evidence with its owner's deletion confirmed: who said so, when, and how."""
+    deletion = pending_owner_deletion(evidence)
+    if deletion is None:
+        raise DeletionRefused("no deletion of this artefact awaits its owner's confirmation")
+    if not confirmed_by.strip() or not note.strip():
+        raise DeletionRefused(
+            "say who confirmed the deletion (--by) and how they did it (--note): the record "
+            "names both"
+        )
+    confirmed = {
+        **deletion,
+        "pending": False,
+        "confirmed_by": confirmed_by.strip(),
+        "confirmation": note.strip(),
+        "confirmed_at": at.isoformat(),
+    }
+    return {**evidence, "deletion": confirmed}
 
 
 def _signed(ledger: RecordLedger, ref: str, ruling: Ruling) -> bool:
@@ -143,7 +185,7 @@ def delete_artefact(
         )
     if ds is None or ds.connection is None or warehouse.table(ds) is None:
         return {
-            "done_by": "the artefact's owner",
+            "done_by": (ds.owner if ds is not None else None) or "the artefact's owner",
             "rows_deleted": None,
             "detail": "not a table this system can reach: the owner deletes it",
         }

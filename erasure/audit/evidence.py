@@ -136,6 +136,12 @@ class CompletionEvidence(BaseModel):
             for key in (SNAPSHOT_EXPIRY, RETENTION_EXPIRY):
                 if key in item.evidence and _as_date(item.evidence[key]) is None:
                     raise ValueError(f"artefact {item.dataset!r}: {key} is not an ISO date")
+            deletion = item.evidence.get("deletion") or {}
+            if deletion.get("pending"):
+                raise ValueError(
+                    f"the deletion of {item.dataset!r} awaits its owner's confirmation (due "
+                    f"{deletion.get('due_on')}): the request is not complete"
+                )
             if item.action is Action.CRYPTO_SHRED and SNAPSHOT_EXPIRY not in item.evidence:
                 raise ValueError(
                     f"the crypto-shred of {item.dataset!r} does not state {SNAPSHOT_EXPIRY}: "

@@ -137,3 +137,15 @@ def test_every_dataset_kind_is_accepted(tmp_path: Path) -> None:
     for kind in DatasetKind:
         text = GOOD.replace("kind: table\n    holds", f"kind: {kind.value}\n    holds", 1)
         assert load_catalog(write(tmp_path, text)).by_name("crm.customers").kind is kind
+
+
+def test_a_holder_without_a_connection_needs_an_owner_who_erases_there(tmp_path: Path) -> None:
+    crm = (
+        '  - {namespace: "postgres://crm-db:5432", name: crm.public.customers, kind: table,\n'
+        "     holds_subject: {email: [email]}OWNER}\n"
+    )
+    with pytest.raises(CatalogError, match="or an 'owner' who erases them there"):
+        load_catalog(write(tmp_path, GOOD + crm.replace("OWNER", "")))
+    catalog = load_catalog(write(tmp_path, GOOD + crm.replace("OWNER", ", owner: crm-team")))
+    held = catalog.dataset(DatasetRef("postgres://crm-db:5432", "crm.public.customers"))
+    assert held is not None and (held.connection, held.owner) == (None, "crm-team")

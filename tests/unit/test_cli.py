@@ -182,7 +182,7 @@ def test_the_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[st
         main(["--help"])
     lines = capsys.readouterr().out.splitlines()
     listed = [line.split()[0] for line in lines if line[:4] == "    " and line[4:5].isalpha()]
-    assert listed == ["demo", "plan", "lineage", "suppression", "audit", "keys", "store"]
+    assert listed == ["demo", "plan", "lineage", "suppression", "requests", "audit", "keys", "store"]
 
 
 def test_lineage_ingest_imports_only_what_it_uses(tmp_path: Path) -> None:
