@@ -114,8 +114,18 @@ def test_lineage_sql_completes_names_with_the_default_db_and_schema(
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps({"ANALYTICS.CRM.CUSTOMERS": ["id", "email"]}))
     code, out, err = run(
-        capsys, "lineage", "sql", "--dialect", "snowflake", "--schema", str(schema),
-        "--default-db", "analytics", "--default-schema", "crm", str(script),
+        capsys,
+        "lineage",
+        "sql",
+        "--dialect",
+        "snowflake",
+        "--schema",
+        str(schema),
+        "--default-db",
+        "analytics",
+        "--default-schema",
+        "crm",
+        str(script),
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -134,8 +144,16 @@ def test_lineage_sql_refuses_defaults_the_dialect_cannot_use(
     script = tmp_path / "report.sql"
     script.write_text("SELECT id FROM orders")
     code, out, err = run(
-        capsys, "lineage", "sql", "--dialect", "mysql", "--default-db", "shop",
-        "--default-schema", "crm", str(script),
+        capsys,
+        "lineage",
+        "sql",
+        "--dialect",
+        "mysql",
+        "--default-db",
+        "shop",
+        "--default-schema",
+        "crm",
+        str(script),
     )
     assert (code, out) == (2, "")
     assert "give one of them" in err
@@ -182,7 +200,16 @@ def test_the_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[st
         main(["--help"])
     lines = capsys.readouterr().out.splitlines()
     listed = [line.split()[0] for line in lines if line[:4] == "    " and line[4:5].isalpha()]
-    assert listed == ["demo", "plan", "lineage", "suppression", "requests", "audit", "keys", "store"]
+    assert listed == [
+        "demo",
+        "plan",
+        "lineage",
+        "suppression",
+        "requests",
+        "audit",
+        "keys",
+        "store",
+    ]
 
 
 def test_lineage_ingest_imports_only_what_it_uses(tmp_path: Path) -> None:
