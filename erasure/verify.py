@@ -10,7 +10,9 @@ located and erased the rows is caught here and the request fails instead of comp
 
 Columns looked at: the dataset's own `holds_subject` columns; for a rebuilt artefact, every
 column named like a root's identifier column (`customer_id`, `email`); for a dataset located
-through a reference, its key column against the parked key values.
+through a reference, its key column against the parked key values. A dataset with none of
+these is *not checkable* and passes only on a proof of a fresh write; one the catalog no
+longer describes (erasure.drift) fails. A check with nothing to look at never passes.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ _SCAN_BATCH = 10_000
 
 # Whether one stored value is the subject's.
 _Test = Callable[[object], bool]
+# What proves an artefact with nothing to search was written afresh from cleaned sources:
+# a description of the proof, or None when there is none.
+FreshWrite = Callable[[PlanItem], str | None]
 
 
 class Check(BaseModel):
@@ -98,7 +103,6 @@ def second_look(
                 passed=status is ActionStatus.DONE,
             )
         )
-    # A key left in place means copies of the subject are readable, shredded or not.
     for name, deletion in sorted((owner_deletions or {}).items()):
         checks.append(
             Check(
@@ -112,6 +116,7 @@ def second_look(
                 passed=not deletion.get("pending"),
             )
         )
+    # A key left in place means copies of the subject are readable, shredded or not.
     for key_hash in key_hashes:
         gone = not keystore.exists(key_hash)
         checks.append(
@@ -203,10 +208,6 @@ class Recount(BaseModel):
             )
         return f"{self.found} row(s) of the subject"
 
-
-# What proves an artefact with nothing to search was written afresh from cleaned sources:
-# a description of the proof, or None when there is none.
-FreshWrite = Callable[[PlanItem], "str | None"]
 
 
 def recount(
