@@ -23,6 +23,7 @@ from tests.unit.actions.support import (
     demo_subject,
     demo_trigger,
     erase_all,
+    proven_by,
     rebuild_all,
 )
 
@@ -97,7 +98,9 @@ def test_erase_rebuild_verify_on_postgres(estate: tuple[Catalog, Warehouse]) -> 
     ]
     assert [r.run_id for r in rebuilt if r.method == "dag"] == runs
 
-    recounts = recount(catalog, warehouse, *parked_location(location), plan)
+    recounts = recount(
+        catalog, warehouse, *parked_location(location), plan, fresh_write=proven_by(rebuilt)
+    )
     assert {r.dataset for r in recounts} == {
         i.dataset.name for i in plan.items if i.action in (Action.ERASE_ROWS, Action.REBUILD)
     }

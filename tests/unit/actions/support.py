@@ -14,6 +14,7 @@ from erasure.actions.rebuild import (
     RunOutcome,
     TriggerDag,
     empty_before_rebuild,
+    fresh_write_proof,
     rebuild,
 )
 from erasure.catalog import Catalog
@@ -30,6 +31,7 @@ from erasure.model import (
 )
 from erasure.planner import rebuild_order
 from erasure.sample.seed import DEMO_SUBJECT
+from erasure.verify import FreshWrite
 from erasure.warehouse import Warehouse
 
 # Everything that identifies the demo subject, in any form the estate stores or derives it.
@@ -76,7 +78,8 @@ def count(warehouse: Warehouse, table: str, where: str = "1 = 1", **params: Any)
 
 
 def demo_trigger(catalog: Catalog, warehouse: Warehouse, runs: list[str]) -> TriggerDag:
-    """A stand-in for the Airflow adapter: 'runs' a demo DAG by executing its declared SQL."""
+    """A stand-in for the Airflow adapter running a demo DAG in process (as under dag.test):
+    its declared SQL, executed here."""
 
     def trigger(dag_id: str, ready_at: datetime) -> RunOutcome:
         engine = warehouse.engine("warehouse")
@@ -90,9 +93,26 @@ def demo_trigger(catalog: Catalog, warehouse: Warehouse, runs: list[str]) -> Tri
                 conn.execute(sa.text(f"CREATE TABLE {name} AS {select}"))
         run_id = f"manual__{dag_id}__{len(runs)}"
         runs.append(run_id)
-        return RunOutcome(run_id=run_id, state="success")
+        return RunOutcome(run_id=run_id, state="success", in_process=True)
 
     return trigger
+
+
+def proven_by(rebuilt: list[RebuildEvidence]) -> FreshWrite:
+    """Verify's proof of a fresh write, from the evidence of the rebuilds just done (no
+    lineage store: what the rebuild did itself)."""
+    done = {e.dataset: e.model_dump(mode="json") for e in rebuilt}
+
+    def proof(item: PlanItem) -> str | None:
+        evidence = done.get(item.dataset.name)
+        now = datetime.now(UTC)
+        return None if evidence is None else fresh_write_proof(item, evidence, _none, now)
+
+    return proof
+
+
+def _none(dataset: DatasetRef, after: datetime, until: datetime) -> list[dict[str, Any]]:
+    return []
 
 
 def assert_no_subject_values(text: str, values: tuple[str, ...] = DEMO_VALUES) -> None:
