@@ -17,8 +17,19 @@ from erasure.errors import ErasureError
 from erasure.model import Gap, GapKind
 from erasure.warehouse import Warehouse
 
-# Column types an identifier can be stored in and matched as (text, or an integer key).
-_MATCHABLE = (sa.String, sa.Integer, sa.Numeric, sa.types.NullType)
+# Column types no identifier is stored in: a column of one of them was retyped, or the catalog
+# names the wrong column. Anything else (text, numbers, domains, types this SQLAlchemy does not
+# know) is matched, and refused there if its equality is not exact (erasure.matching).
+_UNMATCHABLE = (
+    sa.LargeBinary,
+    sa.Boolean,
+    sa.Date,
+    sa.DateTime,
+    sa.Time,
+    sa.Interval,
+    sa.JSON,
+    sa.ARRAY,
+)
 
 
 def catalog_drift(catalog: Catalog, warehouse: Warehouse, ds: DatasetSpec) -> str | None:
@@ -49,7 +60,7 @@ def catalog_drift(catalog: Catalog, warehouse: Warehouse, ds: DatasetSpec) -> st
         f"{name} ({table.c[name].type})"
         for columns in ds.holds_subject.values()
         for name in columns
-        if not isinstance(table.c[name].type, _MATCHABLE)
+        if isinstance(table.c[name].type, _UNMATCHABLE)
     )
     if unmatchable:
         return (
