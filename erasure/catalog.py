@@ -70,6 +70,9 @@ UNMATERIALISED_KINDS = frozenset({DatasetKind.VIEW})
 class IdentifierSpec(_Strict):
     normalise: Literal["email", "strip", "e164", "lower"]
     default_region: str | None = None  # for e164: region of numbers written without +
+    # A key naming one person (a customer id): the subject has one value of it, and a value
+    # of it names the same person wherever it is held (locate, rule 2b).
+    one_per_person: bool = False
 
 
 class ConnectionConfig(KindConfig):

@@ -1,6 +1,11 @@
 """Find the subject: every dataset holding their rows, by normalised value, with identity
 expansion through datasets that carry several identifier types, and one-way references.
 
+Identities belong to one person (rule 2b): an expanded value is searched by only when it
+is the subject's alone. A value that rows of other people also hold (a household phone), a
+row other people's rows point at, or a second value of a one-per-person type (two customer
+ids) is held back: the rows reached only through it are counted (`Withheld`), never located.
+
 Whether a stored value is the subject's is decided by `erasure.matching`, the same decision
 erase, verify and the CRM ingest filter use. Values found along the way live in memory only;
 what leaves this module (RootHit, SubjectSearch) carries types, column names and counts.
@@ -62,12 +67,37 @@ class Located:
 
 
 @dataclass
+class HeldBack:
+    """Why the expanded values of one identifier type were not searched by, in counts."""
+
+    identifier_type: str
+    values: int  # distinct values held back
+    one_per_person: bool  # a type naming one person each, reached with several values
+    other_rows: dict[DatasetRef, int] = field(default_factory=dict)  # other people's rows
+    other_persons: int | None = None  # distinct one-per-person values on those rows
+    other_referrers: int = 0  # other people's rows pointing at rows holding the values
+
+
+@dataclass
+class Withheld:
+    """Rows of one dataset reached only through held-back values (rule 2b): not the
+    subject's on locate's authority, so the DPO decides; counted, never erased."""
+
+    dataset: DatasetSpec
+    rows: int
+    columns: list[str]
+    identifier_types: list[str]
+
+
+@dataclass
 class Location:
     """Everything found for one subject; for a subject found nowhere, where it was looked for."""
 
     identities: set[Identity] = field(default_factory=set)
     located: dict[DatasetRef, Located] = field(default_factory=dict)
     search: SubjectSearch | None = None  # set by locate() when nothing was found
+    held_back: dict[str, HeldBack] = field(default_factory=dict)  # by identifier type
+    withheld: dict[DatasetRef, Withheld] = field(default_factory=dict)
 
     def roots(self) -> list[RootHit]:
         return [self.located[ref].hit() for ref in sorted(self.located)]
@@ -97,21 +127,243 @@ def normalise_subject(catalog: Catalog, subject: SubjectRef) -> Identity:
 def locate(catalog: Catalog, warehouse: Warehouse, subject: SubjectRef) -> Location:
     """Find every row of the subject, expanding identity until nothing new appears."""
     start = normalise_subject(catalog, subject)
-    location = Location(identities={start})
-    pending = [(start, "request")]
-    while pending:
-        identity, via = pending.pop()
-        for hit, conn, table in _hits(catalog, warehouse, identity, via):
-            _add(location, hit)
-            for found in _other_identities(conn, catalog, table, hit):
-                if found not in location.identities:
-                    location.identities.add(found)
-                    pending.append((found, f"identity:{hit.dataset.name}.{found.type}"))
+    ambiguous: set[str] = set()
+    while True:  # again when a one-per-person type turns out to have several values
+        location, held, more = _expand(catalog, warehouse, start, ambiguous)
+        if not more:
+            break
+        ambiguous |= more
     _follow_references(catalog, warehouse, location)
     _consolidate(catalog, warehouse, location)
+    _withhold(catalog, warehouse, location, held)
     if not location.located:
         location.search = _search(catalog, warehouse, start)
     return location
+
+
+def _expand(
+    catalog: Catalog, warehouse: Warehouse, start: Identity, ambiguous: set[str]
+) -> tuple[Location, set[Identity], set[str]]:
+    """Search by the request, then by every expanded value that is the subject's alone.
+
+    Returns the location, the values held back, and the one-per-person types found to have
+    several values after one of them was already searched by (the caller starts again)."""
+    location = Location(identities={start})
+    vias = {start: "request"}
+    searched: set[Identity] = set()
+    candidates: set[Identity] = set()
+    while True:
+        for identity in sorted(location.identities - searched, key=_order_key):
+            searched.add(identity)
+            for hit, conn, table in _hits(catalog, warehouse, identity, vias[identity]):
+                _add(location, hit)
+                for found in _other_identities(conn, catalog, table, hit):
+                    if found not in location.identities and found not in candidates:
+                        candidates.add(found)
+                        vias[found] = f"identity:{hit.dataset.name}.{found.type}"
+        pending = candidates - location.identities
+        accept, restart = _one_per_person(catalog, location, pending, start, ambiguous)
+        if restart:
+            return location, pending, restart
+        if not accept:  # the person's own keys first: the rows they claim are not others'
+            accept = {
+                i
+                for i in pending
+                if not _is_one_per_person(catalog, i.type)
+                and not _others(catalog, warehouse, location, i).shared
+            }
+        if not accept:
+            return location, pending, set()
+        location.identities |= accept
+
+
+def _order_key(identity: Identity) -> tuple[str, str]:
+    return identity.type, identity.value
+
+
+def _is_one_per_person(catalog: Catalog, id_type: str) -> bool:
+    spec = catalog.identifiers.get(id_type)
+    return spec is not None and spec.one_per_person
+
+
+def _one_per_person(
+    catalog: Catalog,
+    location: Location,
+    pending: set[Identity],
+    start: Identity,
+    ambiguous: set[str],
+) -> tuple[set[Identity], set[str]]:
+    """(values to accept, types to start again without): a one-per-person type is accepted
+    when the subject's rows carry exactly one value of it, and none of it otherwise."""
+    accept: set[Identity] = set()
+    restart: set[str] = set()
+    for id_type in sorted({i.type for i in pending}):
+        if not _is_one_per_person(catalog, id_type):
+            continue
+        mine = {i for i in location.identities if i.type == id_type}
+        values = mine | {i for i in pending if i.type == id_type}
+        if id_type not in ambiguous and len(values) == 1:
+            accept |= values
+        elif mine - {start} and id_type not in ambiguous:
+            restart.add(id_type)  # one was searched by already: undo it
+    return accept, restart
+
+
+@dataclass
+class _Others:
+    """Other people's rows holding one expanded value, counted (values stay in memory)."""
+
+    rows: dict[DatasetRef, int] = field(default_factory=dict)
+    persons: set[Identity] = field(default_factory=set)
+    referrers: int = 0
+
+    @property
+    def shared(self) -> bool:
+        return bool(self.rows) or self.referrers > 0
+
+
+def _others(
+    catalog: Catalog, warehouse: Warehouse, location: Location, identity: Identity
+) -> _Others:
+    """Who else holds `identity`: rows of datasets naming people by several identifier
+    types that none of the subject's identities match, and rows of others pointing at rows
+    holding it."""
+    others = _Others()
+    for ds in catalog.datasets:
+        columns = ds.holds_subject.get(identity.type)
+        if not columns or not _reachable(catalog, warehouse, ds):
+            continue
+        referred = [(d, r) for d, r in catalog.referrers(ds) if _reachable(catalog, warehouse, d)]
+        if len(ds.holds_subject) < 2 and not referred:
+            continue  # one identifier type, nobody points here: the rows cannot tell people apart
+        with warehouse.connect(ds) as conn:
+            table = _table(warehouse, ds)
+            holding = match_identity(conn, catalog, table, columns, identity)
+            if len(ds.holds_subject) > 1:
+                theirs = sa.and_(holding, _not_subjects(conn, catalog, table, ds, location))
+                rows = _count(conn, table, theirs, ds)
+                if rows:
+                    others.rows[ds.ref] = rows
+                    others.persons |= set(_keys_of(conn, catalog, table, ds, theirs))
+            keys = {
+                r.key: [
+                    k
+                    for k in conn.execute(
+                        sa.select(_column(table, ds, r.key)).where(holding).distinct()
+                    ).scalars()
+                    if k is not None
+                ]
+                for _, r in referred
+            }
+        for referrer, ref in referred:
+            if not keys[ref.key]:
+                continue
+            with warehouse.connect(referrer) as conn:
+                table = _table(warehouse, referrer)
+                pointing = sa.and_(
+                    _column(table, referrer, ref.column).in_(keys[ref.key]),
+                    _not_subjects(conn, catalog, table, referrer, location),
+                )
+                others.referrers += _count(conn, table, pointing, referrer)
+    return others
+
+
+def _reachable(catalog: Catalog, warehouse: Warehouse, ds: DatasetSpec) -> bool:
+    """Whether locate can count in `ds`: connected, and as the catalog describes it (what is
+    not is a question of its own: rule 2c, or a drift gap)."""
+    return ds.connection is not None and catalog_drift(catalog, warehouse, ds) is None
+
+
+def _not_subjects(
+    conn: Connection, catalog: Catalog, table: sa.Table, ds: DatasetSpec, location: Location
+) -> sa.ColumnElement[bool]:
+    """Rows none of the subject's identities match (NULL-safe: a NULL names nobody)."""
+    by_type: dict[str, set[str]] = {}
+    for identity in location.identities:
+        by_type.setdefault(identity.type, set()).add(identity.value)
+    parts = [
+        _match(conn, catalog, table, t, cols, by_type[t])
+        for t, cols in sorted(ds.holds_subject.items())
+        if by_type.get(t)
+    ]
+    if not parts:
+        return sa.true()
+    return sa.not_(sa.func.coalesce(sa.or_(*parts), sa.false()))
+
+
+def _keys_of(
+    conn: Connection,
+    catalog: Catalog,
+    table: sa.Table,
+    ds: DatasetSpec,
+    where: sa.ColumnElement[bool],
+) -> Iterator[Identity]:
+    """The one-per-person values on the rows `where` selects: who those rows are."""
+    for id_type, columns in sorted(ds.holds_subject.items()):
+        if not _is_one_per_person(catalog, id_type):
+            continue
+        matcher = Matcher.of(catalog, id_type)
+        for name in columns:
+            query = sa.select(_column(table, ds, name)).where(where).distinct()
+            for value in conn.execute(query).scalars():
+                canonical = matcher.canonical(value)
+                if canonical is not None:
+                    yield Identity(id_type, canonical)
+
+
+def _withhold(
+    catalog: Catalog,
+    warehouse: Warehouse,
+    location: Location,
+    held: set[Identity],
+) -> None:
+    """Count, per type, why the held-back values were not searched by, and per dataset the
+    rows reached only through them (rows the subject's identities or references select are
+    the subject's, and stay located)."""
+    by_type: dict[str, set[str]] = {}
+    for identity in held:
+        by_type.setdefault(identity.type, set()).add(identity.value)
+    for id_type, values in sorted(by_type.items()):
+        counted = HeldBack(
+            identifier_type=id_type,
+            values=len(values),
+            one_per_person=_is_one_per_person(catalog, id_type),
+        )
+        persons: set[Identity] = set()
+        for value in sorted(values):
+            others = _others(catalog, warehouse, location, Identity(id_type, value))
+            for ref, rows in others.rows.items():
+                counted.other_rows[ref] = counted.other_rows.get(ref, 0) + rows
+            persons |= others.persons
+            counted.other_referrers += others.referrers
+        if any(_is_one_per_person(catalog, t) for t in catalog.identifiers):
+            counted.other_persons = len(persons)
+        location.held_back[id_type] = counted
+    if not by_type:
+        return
+    for ds in catalog.datasets:
+        held_types = sorted(t for t in ds.holds_subject if t in by_type)
+        if not held_types or not _reachable(catalog, warehouse, ds):
+            continue
+        with warehouse.connect(ds) as conn:
+            table = _table(warehouse, ds)
+            reached = sa.or_(
+                *(
+                    _match(conn, catalog, table, t, ds.holds_subject[t], by_type[t])
+                    for t in held_types
+                )
+            )
+            located = location.located.get(ds.ref)
+            if located is not None:
+                reached = sa.and_(reached, sa.not_(sa.func.coalesce(located.predicate, sa.false())))
+            rows = _count(conn, table, reached, ds)
+        if rows:
+            location.withheld[ds.ref] = Withheld(
+                dataset=ds,
+                rows=rows,
+                columns=sorted({c for t in held_types for c in ds.holds_subject[t]}),
+                identifier_types=held_types,
+            )
 
 
 def match_identity(

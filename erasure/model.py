@@ -213,6 +213,9 @@ REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
 REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 
 SHARED_ROW_RULE = "2a"
+# Rows reached only through an identifier value held back from the expansion: one the subject
+# shares with other people, or a second value of a one-per-person type (erasure.locate).
+SHARED_IDENTITY_RULE = "2b"
 OUTSIDE_REACH_RULE = "2c"  # holds people's rows in a system only its owner can reach
 UNKEYED_SHRED_RULE = "3a"  # written under per-subject keys, but the subject has none
 NOT_FOUND_RULE = "not_found"

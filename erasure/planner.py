@@ -20,10 +20,18 @@ from erasure.lineage.graph import Closure, coverage
 from erasure.lineage.openlineage import RunEvent
 from erasure.lineage.sources import CatalogLineage, build_lineage
 from erasure.lineage.store import LineageStore
-from erasure.locate import Located, Location, delete_statement, locate, normalise_subject
+from erasure.locate import (
+    Located,
+    Location,
+    Withheld,
+    delete_statement,
+    locate,
+    normalise_subject,
+)
 from erasure.model import (
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
+    SHARED_IDENTITY_RULE,
     SHARED_ROW_RULE,
     UNKEYED_SHRED_RULE,
     Action,
@@ -192,6 +200,7 @@ def plan_erasure(
     outside = [ds.ref for ds in catalog.datasets if _outside_reach(ds) and ds.ref not in in_plan]
     ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date())
     items = [_decide(ctx, ref) for ref in walked + unseen + outside]
+    items = _with_withheld(items, location)
     if location.search is not None:
         items.append(_not_found_item(location.search))
     items = _order(items, closure, warehouse, catalog)
@@ -343,6 +352,90 @@ def _decide_root(
         },
         upstreams,
     )
+
+
+def _with_withheld(items: list[PlanItem], location: Location) -> list[PlanItem]:
+    """One 2b question per dataset with rows reached only through held-back identifier
+    values; where the dataset escalates already, its question carries those counts too."""
+    out = list(items)
+    for ref in sorted(location.withheld):
+        evidence = _withheld_evidence(location, location.withheld[ref])
+        escalated = next(
+            (n for n, i in enumerate(out) if i.dataset == ref and i.action is Action.ESCALATE),
+            None,
+        )
+        if escalated is not None:
+            item = out[escalated]
+            out[escalated] = item.model_copy(
+                update={"evidence": {**item.evidence, "shared_identity": evidence}}
+            )
+            continue
+        withheld = location.withheld[ref]
+        out.append(
+            _item(
+                ref,
+                withheld.dataset.kind,
+                Action.ESCALATE,
+                SHARED_IDENTITY_RULE,
+                _withheld_reason(location, withheld),
+                evidence,
+                [],
+            )
+        )
+    return out
+
+
+def _withheld_reason(location: Location, withheld: Withheld) -> str:
+    why = []
+    for id_type in withheld.identifier_types:
+        held = location.held_back[id_type]
+        if held.one_per_person:
+            why.append(
+                f"the subject's rows carry {held.values + _own(location, id_type)} different "
+                f"{id_type} values, and the catalog says one names one person"
+            )
+        else:
+            rows = sum(held.other_rows.values())
+            persons = "" if held.other_persons is None else f" of {held.other_persons} person(s)"
+            pointed = (
+                f", and rows holding it are pointed at by {held.other_referrers} row(s) of others"
+                if held.other_referrers
+                else ""
+            )
+            why.append(
+                f"{held.values} {id_type} value(s) on the subject's rows are also held by "
+                f"{rows} row(s){persons} the request did not match{pointed}"
+            )
+    return (
+        f"{withheld.rows} row(s) reached only through identifier values the subject may not "
+        f"own alone ({'; '.join(why)}): not deleted; the DPO decides whose they are"
+    )
+
+
+def _own(location: Location, id_type: str) -> int:
+    return sum(1 for i in location.identities if i.type == id_type)
+
+
+def _withheld_evidence(location: Location, withheld: Withheld) -> dict[str, Any]:
+    """Counts, dataset names and columns: the held-back values never leave locate."""
+    return {
+        "rows": withheld.rows,
+        "columns": withheld.columns,
+        "identifier_types": withheld.identifier_types,
+        "held_back": [
+            {
+                "identifier_type": held.identifier_type,
+                "values": held.values,
+                "subject_values": _own(location, held.identifier_type),
+                "one_per_person": held.one_per_person,
+                "other_rows": {ref.name: n for ref, n in sorted(held.other_rows.items())},
+                "other_persons": held.other_persons,
+                "other_referrers": held.other_referrers,
+            }
+            for id_type in withheld.identifier_types
+            if (held := location.held_back[id_type])
+        ],
+    }
 
 
 def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[DatasetRef]) -> PlanItem:
