@@ -12,6 +12,7 @@ from erasure.matching import NearMiss
 from erasure.model import (
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
+    SHARED_IDENTITY_RULE,
     SHARED_ROW_RULE,
     UNKEYED_SHRED_RULE,
     PlanItem,
@@ -67,6 +68,14 @@ def escalation_prompt(item: PlanItem) -> Prompt:
             "No key of this subject exists, so destroying keys cannot make this storage "
             "unreadable for them. Ask its owner whether the subject was ever written here: "
             "confirm it is not held, or retain it under an exemption (it stays readable)."
+        )
+    elif item.rule == SHARED_IDENTITY_RULE:
+        lines.append(
+            "These rows were reached only through an identifier on the subject's rows that "
+            "other people's rows also hold (or through a second value of an identifier that "
+            "names one person each); the values are not shown. They were not deleted. If they "
+            "are not the subject's, confirm the subject is not held in them: they stay as "
+            "they are. To keep them under an Art. 17(3) exemption, retain them."
         )
     else:
         lines.append(

@@ -12,6 +12,9 @@ depends on what escalated (`options_for`):
   is not held there, or retain it under an exemption;
 - a system only its owner can reach (rule 2c, e.g. the CRM the warehouse copies): its owner
   erases the person there (pending until the owner confirms it), not held, or retain.
+- rows reached only through an identifier value the subject shares with others (rule 2b):
+  confirm the subject is not held in them (they are left as they are), or retain them under
+  an exemption. Neither deletes: locate never hands over the values that reached them.
 
 A ruling with `standing_until` is *standing*: later requests cite it for that dataset instead
 of asking the DPO again, until the date. The DPO's latest standing ruling on a dataset is the
@@ -42,6 +45,7 @@ from erasure.errors import ErasureError
 from erasure.model import (
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
+    SHARED_IDENTITY_RULE,
     SHARED_ROW_RULE,
     UNKEYED_SHRED_RULE,
     DatasetRef,
@@ -95,6 +99,7 @@ OUTSIDE_REACH_OPTIONS = (
 # Per-subject-key storage where the subject has no key (rule 3a): never written there, or
 # written under a key this system cannot name (then readable, and kept only under an exemption).
 UNKEYED_SHRED_OPTIONS = (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
+SHARED_IDENTITY_OPTIONS = (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
 # Never standing: each deletion, and each "not held", is decided for its own request.
 NOT_STANDING = frozenset(
     {
@@ -205,6 +210,8 @@ def options_for(item: PlanItem) -> tuple[RulingOption, ...]:
         return UNKEYED_SHRED_OPTIONS
     if item.rule == OUTSIDE_REACH_RULE:
         return OUTSIDE_REACH_OPTIONS
+    if item.rule == SHARED_IDENTITY_RULE:
+        return SHARED_IDENTITY_OPTIONS
     return DERIVED_OPTIONS
 
 
