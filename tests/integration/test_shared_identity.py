@@ -98,11 +98,18 @@ def test_a_household_phone_does_not_erase_the_other_customer(svc: Services) -> N
     assert held["other_rows"] == {"crm.customers": 1}
     assert options_for(shared) == (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
 
-    # Counts, never values: not in the plan, the prompt, nor the signed records.
+    # Counts, never values: not in the plan's items, the prompt, nor the signed records
+    # (whose hashes and signatures are random text: only long values are looked for there).
     prompt = escalation_prompt(shared)
-    shown = " ".join(
-        [plan.model_dump_json(), prompt.model_dump_json(), record.model_dump_json()]
+    decided = " ".join(
+        [i.model_dump_json() for i in plan.items] + [prompt.model_dump_json()]
+    ).lower()
+    signed = " ".join(
+        [plan.model_dump_json(), record.model_dump_json()]
         + [r.model_dump_json() for r in svc.ledger.show(CONF["request_ref"])]
     ).lower()
-    for secret in (CANARY.lower(), "7946", "447946", "c0002", "bob"):
-        assert secret not in shown, secret
+    phones = ("020 7946 0958", "+442079460958", "2079460958")
+    for secret in (CANARY.lower(), *phones, "c0002", "bob.smith"):
+        assert secret not in decided, secret
+    for secret in (CANARY.lower(), *phones, "bob.smith"):
+        assert secret not in signed, secret
