@@ -6,6 +6,8 @@ nowhere gets a question of its own: where it was looked for, and how many rows n
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from erasure.matching import NearMiss
@@ -49,8 +51,9 @@ def escalation_prompt(item: PlanItem) -> Prompt:
     if item.upstreams:
         lines.append("**Derived from**: " + ", ".join(f"`{u}`" for u in item.upstreams))
     for key, value in sorted(item.evidence.items()):
-        if key != "gaps":
+        if key not in ("gaps", "held_back"):
             lines.append(f"- {key}: {value}")
+    lines.extend(_held_back(item.evidence.get("held_back") or []))
     if item.rule == SHARED_ROW_RULE:
         lines.append(
             "Other people's rows point at this row: retain it under an exemption, or delete "
@@ -88,6 +91,28 @@ def escalation_prompt(item: PlanItem) -> Prompt:
         body="\n\n".join(lines),
         options=[OPTION_LABELS[o] for o in options_for(item)],
     )
+
+
+def _held_back(held_back: list[dict[str, Any]]) -> list[str]:
+    """Rule 2b's counts, one line per identifier type held back (counts, never values)."""
+    lines = []
+    for held in held_back:
+        if held.get("one_per_person"):
+            found = held.get("values", 0) + held.get("subject_values", 0)
+            lines.append(
+                f"- {held.get('identifier_type')}: {found} different values found, "
+                "and each names one person"
+            )
+            continue
+        where = ", ".join(f"`{name}`: {n}" for name, n in (held.get("other_rows") or {}).items())
+        persons = held.get("other_persons")
+        lines.append(
+            f"- {held.get('identifier_type')}: {held.get('values')} value(s) also held by "
+            f"other people's rows ({where or 'none'})"
+            + (f", {persons} other person(s)" if persons is not None else "")
+            + f"; rows of others pointing at rows holding it: {held.get('other_referrers', 0)}"
+        )
+    return lines
 
 
 def _not_found_prompt(item: PlanItem) -> Prompt:

@@ -134,7 +134,13 @@ def test_a_household_phone_on_another_customer_reaches_nothing_of_theirs(tmp_pat
     assert ask.evidence["held_back"][0]["other_rows"] == {"crm.customers": 1}
     assert question(plan, SMS).evidence["rows"] == 1
     assert options_for(ask) == (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
-    shown = plan.model_dump_json() + escalation_prompt(ask).model_dump_json()
+    prompt = escalation_prompt(ask)
+    assert prompt.options == [
+        "Confirm the subject is not held",
+        "Retain under an Art. 17(3) exemption",
+    ]
+    assert "phone: 1 value(s) also held by other people's rows (`crm.customers`: 1)" in prompt.body
+    shown = plan.model_dump_json() + prompt.model_dump_json()
     assert "7946" not in shown and "ann@" not in shown and "C2" not in shown
 
 
