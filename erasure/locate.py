@@ -170,7 +170,7 @@ def _expand(
                 i
                 for i in pending
                 if not _is_one_per_person(catalog, i.type)
-                and not _others(catalog, warehouse, location, i).shared
+                and not _others(catalog, warehouse, location, i.type, {i.value}).shared
             }
         if not accept:
             return location, pending, set()
@@ -223,14 +223,18 @@ class _Others:
 
 
 def _others(
-    catalog: Catalog, warehouse: Warehouse, location: Location, identity: Identity
+    catalog: Catalog,
+    warehouse: Warehouse,
+    location: Location,
+    id_type: str,
+    values: set[str],
 ) -> _Others:
-    """Who else holds `identity`: rows of datasets naming people by several identifier
+    """Who else holds any of `values`: rows of datasets naming people by several identifier
     types that none of the subject's identities match, and rows of others pointing at rows
-    holding it."""
+    holding one."""
     others = _Others()
     for ds in catalog.datasets:
-        columns = ds.holds_subject.get(identity.type)
+        columns = ds.holds_subject.get(id_type)
         if not columns or not _reachable(catalog, warehouse, ds):
             continue
         referred = [(d, r) for d, r in catalog.referrers(ds) if _reachable(catalog, warehouse, d)]
@@ -238,7 +242,7 @@ def _others(
             continue  # one identifier type, nobody points here: the rows cannot tell people apart
         with warehouse.connect(ds) as conn:
             table = _table(warehouse, ds)
-            holding = match_identity(conn, catalog, table, columns, identity)
+            holding = _match(conn, catalog, table, id_type, columns, values)
             if len(ds.holds_subject) > 1:
                 theirs = sa.and_(holding, _not_subjects(conn, catalog, table, ds, location))
                 rows = _count(conn, table, theirs, ds)
@@ -324,21 +328,16 @@ def _withhold(
     for identity in held:
         by_type.setdefault(identity.type, set()).add(identity.value)
     for id_type, values in sorted(by_type.items()):
-        counted = HeldBack(
+        others = _others(catalog, warehouse, location, id_type, values)
+        countable = any(_is_one_per_person(catalog, t) for t in catalog.identifiers)
+        location.held_back[id_type] = HeldBack(
             identifier_type=id_type,
             values=len(values),
             one_per_person=_is_one_per_person(catalog, id_type),
+            other_rows=dict(others.rows),
+            other_persons=len(others.persons) if countable else None,
+            other_referrers=others.referrers,
         )
-        persons: set[Identity] = set()
-        for value in sorted(values):
-            others = _others(catalog, warehouse, location, Identity(id_type, value))
-            for ref, rows in others.rows.items():
-                counted.other_rows[ref] = counted.other_rows.get(ref, 0) + rows
-            persons |= others.persons
-            counted.other_referrers += others.referrers
-        if any(_is_one_per_person(catalog, t) for t in catalog.identifiers):
-            counted.other_persons = len(persons)
-        location.held_back[id_type] = counted
     if not by_type:
         return
     for ds in catalog.datasets:
