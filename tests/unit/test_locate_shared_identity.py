@@ -209,3 +209,17 @@ def test_a_phone_on_an_address_other_customers_point_at_is_held_back(tmp_path: P
     assert erasures(plan)["crm.addresses"] == 1
     ask = question(plan, ADDRESSES)
     assert ask.evidence["held_back"][0]["other_referrers"] == 1
+
+
+def test_without_a_one_per_person_type_a_shared_value_is_still_held_back(tmp_path: Path) -> None:
+    catalog, warehouse = estate(
+        tmp_path,
+        "UPDATE crm.customers SET phone = '02079460958' WHERE id = 'C2'",
+        catalog=NO_ONE_PER_PERSON,
+    )
+    found = locate(catalog, warehouse, ANN)
+    # Her customer id is on her row alone, so it is followed; the phone is Ben's too.
+    assert rows(found) == {"crm.addresses": 1, "crm.customers": 1, "crm.orders": 2}
+    held = found.held_back["phone"]
+    assert (held.other_rows, held.other_persons) == ({CUSTOMERS: 1}, None)  # rows, not persons
+    assert erased_after(catalog, warehouse, found) == {"C2", "C3"}
