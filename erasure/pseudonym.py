@@ -8,7 +8,7 @@ real systems store identifiers:
 - every normaliser drops default-ignorable and format characters (zero-width space and
   joiners, soft hyphen, bidi marks, byte-order mark) anywhere in the value and Unicode
   whitespace around it, and composes it by compatibility (NFKC), so a decomposed accent is
-  the precomposed letter and a fullwidth `Ａ` is `A`;
+  the precomposed letter and a fullwidth letter is the plain one;
 - `lower` and `email` fold case the Unicode way (casefold: `Ä` is `ä`, `ß` is `ss`), not
   only ASCII; `email` reads the address out of its RFC 5322 forms (`"Name" <a@b>`, comments,
   a quoted local part that needs no quotes, the domain's root dot, punycode labels) and
@@ -160,7 +160,9 @@ def _addr_spec(text: str) -> str:
     domain = "".join(ch for i, ch in plain if i > at).strip()
     if local.startswith('"') and local.endswith('"') and len(local) >= 2:
         inner = re.sub(r"\\(.)", r"\1", local[1:-1])
-        local = inner if _DOT_ATOM.fullmatch(inner) else '"' + re.sub(r'(["\\])', r"\\\1", inner) + '"'
+        local = (
+            inner if _DOT_ATOM.fullmatch(inner) else '"' + re.sub(r'(["\\])', r"\\\1", inner) + '"'
+        )
     domain = domain.replace("\u3002", ".")
     if domain.endswith(".") and not domain.endswith(".."):
         domain = domain[:-1]  # the root: `example.com.` is `example.com`
