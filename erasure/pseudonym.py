@@ -223,7 +223,11 @@ _PHONE_PARSE_ERROR = (
 
 
 def _e164(value: str, *, default_region: str | None) -> str:
-    text = canonical_text(value)
+    # An annotation in brackets ("(home)") is no part of the number, and would hide an
+    # extension written after it from the parser.
+    text = _ANNOTATION.sub("", canonical_text(value)).strip()
+    if not text.isascii():
+        text = _ascii_digits(text)  # the parser reads other scripts' digits, not in `;ext=`
     number = _parse_phone(text, default_region)
     if number is None or _has_letters(text):
         # Letters: an annotation ("(home)", "mobile") or a vanity number ("0800-FLOWERS").
@@ -237,9 +241,13 @@ def _e164(value: str, *, default_region: str | None) -> str:
         if len(found) > 1:
             raise SubjectError("the phone identifier holds more than one phone number")
         if found and (number is None or phonenumbers.is_valid_number(found[0])):
-            number = found[0]
+            if not (number is not None and number.extension and _same_number(number, found[0])):
+                number = found[0]  # else: the letters were the extension's marker (`;ext=`)
     if number is None:
         raise SubjectError(_PHONE_PARSE_ERROR)
+    if not number.extension and _EXTENSION.search(text):
+        # An extension the parser did not read: never the number without it (the switchboard).
+        raise SubjectError("the phone identifier has an extension that cannot be read")
     e164 = str(phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164))
     if number.extension:
         # The extension is part of the number (RFC 3966 `;ext=`): a switchboard and each
@@ -248,8 +256,17 @@ def _e164(value: str, *, default_region: str | None) -> str:
     return e164
 
 
-def _ascii_digits(digits: str) -> str:
-    return "".join(str(unicodedata.digit(ch, ch)) for ch in digits)
+_ANNOTATION = re.compile(r"\([^()]*[^\W\d_][^()]*\)")
+_EXTENSION = re.compile(r"(?:\bext\b\.?|\bextension\b|\bx|#|;ext=)\s*\d", re.IGNORECASE)
+
+
+def _ascii_digits(text: str) -> str:
+    """`text` with the decimal digits of every script as ASCII digits."""
+    return "".join(str(unicodedata.digit(ch)) if ch.isdecimal() else ch for ch in text)
+
+
+def _same_number(a: phonenumbers.PhoneNumber, b: phonenumbers.PhoneNumber) -> bool:
+    return a.country_code == b.country_code and a.national_number == b.national_number
 
 
 def _parse_phone(text: str, region: str | None) -> phonenumbers.PhoneNumber | None:

@@ -1,0 +1,158 @@
+"""The generated stored-form families (`matching_families.py`) on Python's decision and on
+SQLite, through locate, relocate, erase, verify, the ingest filter and the near-miss report;
+and columns that declare their own stored form (catalog `stored_forms`).
+`tests/integration/test_matching_postgres.py` runs the same on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from erasure.catalog import Catalog, load_catalog
+from erasure.errors import CatalogError
+from erasure.matching import Matcher
+from erasure.warehouse import Warehouse
+from tests.unit.estate import make_estate
+from tests.unit.matching_corpus import catalog_yaml, corpus_tables, create_tables, fill_tables
+from tests.unit.matching_families import (
+    EXACT,
+    NEAR,
+    OTHER,
+    STORED_FORMS_CATALOG,
+    as_corpus,
+    check_family_target,
+    check_stored_forms,
+    families,
+    python_disagreements,
+    stored_forms_statements,
+)
+
+FAMILIES = families()
+CORPORA = {name: as_corpus(fam) for name, fam in FAMILIES.items()}
+TARGETS = [(name, t) for name, c in CORPORA.items() for t in c.targets.values()]
+SCHEMA = "families"
+TABLES = corpus_tables(CORPORA)
+
+
+@pytest.mark.parametrize("id_type", sorted(FAMILIES))
+def test_each_type_has_several_hundred_forms_of_every_label(id_type: str) -> None:
+    fam = FAMILIES[id_type]
+    assert len(fam.forms) >= 250, id_type
+    for t in fam.targets:
+        labels = [form.label(t.name) for form in fam.forms]
+        assert labels.count(EXACT) >= 40, t.name
+        assert labels.count(NEAR) >= 10, t.name
+        assert labels.count(OTHER) >= 10, t.name
+
+
+@pytest.mark.parametrize("id_type", sorted(FAMILIES))
+def test_python_decides_every_label(id_type: str) -> None:
+    wrong = python_disagreements(FAMILIES[id_type])
+    assert not wrong, f"{len(wrong)} form(s):\n" + "\n".join(wrong[:40])
+
+
+@pytest.fixture(scope="module")
+def sqlite_estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Catalog, Warehouse]]:
+    root: Path = tmp_path_factory.mktemp("matching-families")
+    (root / "catalog.yaml").write_text(catalog_yaml("sqlite:///wh.db", SCHEMA, CORPORA, TABLES))
+    catalog = load_catalog(root / "catalog.yaml")
+    warehouse = Warehouse(catalog)
+    create_tables(warehouse.engine("warehouse"), SCHEMA, TABLES)
+    yield catalog, warehouse
+    warehouse.dispose()
+
+
+@pytest.mark.parametrize(("id_type", "target"), TARGETS, ids=[t.id for _, t in TARGETS])
+def test_sqlite_matches_exact_forms_and_reports_near_ones(
+    sqlite_estate: tuple[Catalog, Warehouse], id_type: str, target: object
+) -> None:
+    catalog, warehouse = sqlite_estate
+    fill_tables(warehouse.engine("warehouse"), SCHEMA, CORPORA, TABLES)
+    warehouse.forget_tables()
+    check_family_target(
+        catalog,
+        warehouse,
+        SCHEMA,
+        FAMILIES[id_type],
+        CORPORA[id_type],
+        target,
+        TABLES,  # type: ignore[arg-type]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Family 4: stored_forms
+
+
+def test_sqlite_matches_each_column_by_its_declared_stored_form(tmp_path: Path) -> None:
+    catalog, warehouse = make_estate(
+        tmp_path,
+        STORED_FORMS_CATALOG.format(url="sqlite:///wh.db", s="crm"),
+        stored_forms_statements("crm"),
+    )
+    check_stored_forms(catalog, warehouse, "crm")
+
+
+def test_a_column_without_a_stored_form_keeps_the_types_normaliser(tmp_path: Path) -> None:
+    catalog, _ = make_estate(
+        tmp_path, STORED_FORMS_CATALOG.format(url="sqlite:///wh.db", s="crm"), []
+    )
+    tickets = catalog.by_name("crm.tickets")
+    orders = catalog.by_name("crm.orders")
+    assert Matcher.for_column(catalog, tickets, "customer", "customer_id") == Matcher.of(
+        catalog, "customer_id"
+    )
+    lower = Matcher.for_column(catalog, orders, "customer_id", "customer_id")
+    assert lower.matches({"C0001"})("c0001") and not lower.matches({"C0001"})("c0002")
+    legacy = Matcher.for_column(catalog, orders, "legacy_no", "customer_id")
+    assert legacy.matches({"C0001"})(1) and legacy.matches({"C0001"})("0001")
+    assert not legacy.matches({"D0001"})(1)  # another prefix: not this column's customers
+    assert legacy.canonical(1) is None  # lossy: never expands the identity
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ("{case: lowr}", "Input should be 'as_is', 'upper' or 'lower'"),
+        ("{integer: yes please}", "valid boolean"),
+        ("{prefix: ''}", "at least 1 character"),
+        ("{colour: red}", "unknown field"),
+        ("{normaliser: e164, integer: true}", "cannot also declare integer, case or drop_prefix"),
+    ],
+)
+def test_a_bad_stored_form_is_refused_saying_what_to_fix(
+    tmp_path: Path, form: str, message: str
+) -> None:
+    text = STORED_FORMS_CATALOG.format(url="sqlite:///wh.db", s="crm").replace(
+        "shouted: {case: upper}", f"shouted: {form}"
+    )
+    (tmp_path / "catalog.yaml").write_text(text)
+    with pytest.raises(CatalogError, match="stored_forms") as err:
+        load_catalog(tmp_path / "catalog.yaml")
+    assert message in str(err.value)
+
+
+def test_a_stored_form_must_name_a_subject_column(tmp_path: Path) -> None:
+    text = STORED_FORMS_CATALOG.format(url="sqlite:///wh.db", s="crm").replace(
+        "shouted: {case: upper}", "shouted: {case: upper}\n      notes: {case: lower}"
+    )
+    (tmp_path / "catalog.yaml").write_text(text)
+    with pytest.raises(CatalogError, match="'notes', which holds_subject does not list"):
+        load_catalog(tmp_path / "catalog.yaml")
+
+
+def test_an_email_column_cannot_declare_a_case_it_already_folds(tmp_path: Path) -> None:
+    text = """\
+version: 1
+identifiers: {email: {normalise: email}}
+connections: {warehouse: {url: "sqlite:///wh.db"}}
+datasets:
+  - {namespace: w, name: crm.people, connection: warehouse, kind: table,
+     holds_subject: {email: mail}, stored_forms: {mail: {case: upper}}}
+"""
+    (tmp_path / "catalog.yaml").write_text(text)
+    with pytest.raises(CatalogError, match=r"stored_forms\.mail': email values are read"):
+        load_catalog(tmp_path / "catalog.yaml")
