@@ -240,9 +240,12 @@ def _e164(value: str, *, default_region: str | None) -> str:
         ]
         if len(found) > 1:
             raise SubjectError("the phone identifier holds more than one phone number")
-        if found and (number is None or phonenumbers.is_valid_number(found[0])):
-            if not (number is not None and number.extension and _same_number(number, found[0])):
-                number = found[0]  # else: the letters were the extension's marker (`;ext=`)
+        # Letters that were an extension's marker (`;ext=`) leave the parsed number as it is.
+        marker = bool(
+            found and number is not None and number.extension and _same_number(number, found[0])
+        )
+        if found and not marker and (number is None or phonenumbers.is_valid_number(found[0])):
+            number = found[0]
     if number is None:
         raise SubjectError(_PHONE_PARSE_ERROR)
     if not number.extension and _EXTENSION.search(text):
