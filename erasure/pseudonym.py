@@ -122,7 +122,12 @@ def _lower(value: str) -> str:
 def _email(value: str) -> str:
     # Ingest runs this per row and column: a plain `local@domain` takes one pass of cheap checks.
     out = canonical_text(value)
-    if not out.isascii() or _NOT_PLAIN_EMAIL.search(out) or "xn--" in out.lower():
+    if (
+        not _NOT_PLAIN_EMAIL.isdisjoint(out)
+        or out.endswith(".")
+        or ".@" in out
+        or ("-" in out and _PUNYCODE.search(out))
+    ):
         out = _addr_spec(out)
     out = fold_case(out)
     if out.count("@") != 1 or out[0] == "@" or out[-1] == "@":
@@ -132,9 +137,12 @@ def _email(value: str) -> str:
     return out
 
 
-# A character that makes an address more than `local@domain`: display forms, comments,
-# quoting, a trailing dot, a `mailto:`.
-_NOT_PLAIN_EMAIL = re.compile(r'[\s"<>()\[\]\\,;:]|\.$|\.@')
+# What makes an address more than `local@domain`: display forms, comments, quoting, a
+# trailing dot, a `mailto:`, an ideographic full stop, a punycode label.
+_NOT_PLAIN_EMAIL = frozenset(
+    '"<>()[]\\,;:\u3002' + "".join(c for c in EDGE_CHARACTERS if c.isspace())
+)
+_PUNYCODE = re.compile(r"(?i:xn--)")
 _DOT_ATOM = re.compile(r"[^\s\"(),.:;<>@\[\\\]]+(?:\.[^\s\"(),.:;<>@\[\\\]]+)*")
 _MALFORMED = "the email identifier is not of the form local@domain"
 
