@@ -15,6 +15,11 @@ Any other dialect is refused: its equality may ignore case, accents or trailing 
 
 Verification does not reuse either predicate: `count_by_scan` reads every distinct value of
 the column and decides in Python, so a defect in the SQL side is caught there.
+
+A column may store the identifier its own way (catalog `stored_forms`: its own normaliser, a
+prefix, a case, an integer): `Matcher.for_column` compares by that column's key on both sides.
+Near misses (`NearMiss`) are decided by a looser reading that exact matching never uses: a
+look-alike (UTS #39 skeleton), another extension or subaddress may be somebody else.
 """
 
 from __future__ import annotations

@@ -200,7 +200,8 @@ def test_the_candidate_predicate_never_misses_a_stored_form_python_decides_is_th
                     )
                     missed = wanted[i] - set(conn.execute(query).scalars())
                     misses += [
-                        f"{collation or 'default'}: {probe.target!a} stored as {rows[m]['value']!a}"
+                        f"{collation or 'default'}: {probe.target!a} stored as "
+                        f"{rows[m]['value']!a}"
                         for m in sorted(missed)
                     ]
     finally:
