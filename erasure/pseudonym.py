@@ -268,7 +268,7 @@ def _e164(value: str, *, default_region: str | None) -> str:
 
 
 _ANNOTATION = re.compile(r"\([^()]*[^\W\d_][^()]*\)")
-_EXTENSION = re.compile(r"(?:\bext\b\.?|\bextension\b|\bx|#|;ext=)\s*\d", re.IGNORECASE)
+_EXTENSION = re.compile(r"\bext\b|\bextension\b|;ext=|(?:\bx|#)\s*\d", re.IGNORECASE)
 
 
 def _ascii_digits(text: str) -> str:

@@ -10,10 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
-from erasure.catalog import Catalog, load_catalog
-from erasure.errors import CatalogError
-from erasure.matching import Matcher
+from erasure.catalog import Catalog, StoredForm, load_catalog
+from erasure.errors import CatalogError, SubjectError
+from erasure.matching import Matcher, candidate_predicate
+from erasure.pseudonym import normalise
 from erasure.warehouse import Warehouse
 from tests.unit.estate import make_estate
 from tests.unit.matching_corpus import catalog_yaml, corpus_tables, create_tables, fill_tables
@@ -156,3 +159,41 @@ datasets:
     (tmp_path / "catalog.yaml").write_text(text)
     with pytest.raises(CatalogError, match=r"stored_forms\.mail': email values are read"):
         load_catalog(tmp_path / "catalog.yaml")
+
+
+# ---------------------------------------------------------------------------------------------
+# Security: no raw identifier in errors or in SQL text
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [
+        ("e164", "+44 20 7946 0958 ext. (ask for 4471)"),
+        ("email", "ann.7f3a@example.com, bob.7f3a@example.com"),
+        ("email", '"Ann 7f3a" <ann.7f3a@example.com> <bob.7f3a@example.com>'),
+    ],
+)
+def test_a_value_that_cannot_be_read_is_refused_without_echoing_it(kind: str, value: str) -> None:
+    with pytest.raises(SubjectError) as err:
+        normalise(kind, value, default_region="GB")
+    assert "7f3a" not in str(err.value) and "4471" not in str(err.value)
+    assert "0958" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "target"),
+    [
+        ("email", "zoë.7f3a@bücher.example"),
+        ("strip", "C-7F3A-0001"),
+        ("e164", "+442079467731;ext=99"),
+    ],
+)
+def test_the_candidate_predicate_binds_every_subject_value(kind: str, target: str) -> None:
+    table = sa.Table("t", sa.MetaData(), sa.Column("v", sa.Text))
+    form = StoredForm(prefix="CUST-", case="lower") if kind == "strip" else None
+    matcher = Matcher("x", kind, "GB" if kind == "e164" else None, form)
+    sql = str(
+        candidate_predicate(table.c.v, matcher, {target}).compile(dialect=postgresql.dialect())
+    )
+    for fragment in ("7f3a", "7F3A", "7731", "b\u00fccher", "'%"):
+        assert fragment not in sql, fragment
