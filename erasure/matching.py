@@ -522,7 +522,7 @@ class NearMiss:
     SAME_LOCAL_PART = "same_local_part_other_domain"
     CASE = "differs_in_case_only"
     TURKISH_I = "differs_in_dotted_or_dotless_i"
-    LOOKS_ALIKE = "looks_alike"  # confusable letters or digits, accents, separators
+    LOOKS_ALIKE = "looks_alike"  # confusables, accents, separators, padding zeros
     ONE_EDIT = "one_character_different"
     UNREADABLE = "unreadable_but_similar"  # the normaliser rejects it; its text looks alike
     CONTAINS = "holds_it_among_other_text"  # e.g. two addresses or numbers in one field
@@ -628,15 +628,15 @@ def _deobfuscated(text: str) -> str:
 
 def _loose(text: str, *, phone: bool = False) -> str:
     """A skeleton two look-alike values share (after UTS #39's): case folded, accents,
-    format characters and separators dropped, confusable letters and digits read as the
-    Latin letter they imitate; for phones the digits alone (every script's)."""
+    format characters, separators and padding zeros dropped, confusable letters and digits
+    read as the Latin letter they imitate; for phones the digits alone (every script's)."""
     text = canonical_text(text)
     if phone:
         return "".join(
             str(unicodedata.digit(ch)) for ch in text.partition(";ext=")[0] if ch.isdigit()
         )
     decomposed = unicodedata.normalize("NFKD", _turkish(text))
-    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    bare = _LEADING_ZEROS.sub("", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
     skeleton = bare.translate(_CONFUSABLES)
     for many, one in _CONFUSABLE_SEQUENCES:
         skeleton = skeleton.replace(many, one)
@@ -674,6 +674,8 @@ _CONFUSABLES = str.maketrans(
         **dict.fromkeys("\u1d22", "z"),
     }
 )
+# Zeros that pad a number (`C0001` and `C1`), as a system that kept it as an integer drops them.
+_LEADING_ZEROS = re.compile(r"(?<![0-9])0+(?=[0-9])")
 _CONFUSABLE_SEQUENCES = (("rn", "m"), ("vv", "w"), ("cl", "d"))
 
 

@@ -405,6 +405,10 @@ def customer_id_family() -> Family:
                 )
         for edited, why in _edited(t.request):
             fam.add(edited, why, **{t.name: NEAR})
+        if "00" in t.request:
+            unpadded = t.request.replace("000", "")
+            fam.add(unpadded, "padding zeros dropped", **{t.name: NEAR})
+            fam.add(unpadded.lower(), "padding zeros dropped, lower case", **{t.name: NEAR})
     for other in ("C0107", "C9999", "D4017", "AB-1234-Y", "XY-7731-Q", "ID-9191"):
         fam.add(other, "another customer")
         fam.add(_fullwidth(other), "another customer, fullwidth")
