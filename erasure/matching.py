@@ -126,15 +126,15 @@ class Matcher:
         form = self.form
         if form is None:
             return identity
+        if form.drop_prefix:
+            if not identity.startswith(form.drop_prefix):
+                return None
+            identity = identity[len(form.drop_prefix) :]
         if form.normaliser is not None and form.normaliser != self.normalise:
             written = _canonical(form.normaliser, self.default_region)(identity)
             if written is None:
                 return None
             identity = written
-        if form.drop_prefix:
-            if not identity.startswith(form.drop_prefix):
-                return None
-            identity = identity[len(form.drop_prefix) :]
         return _cased_number(identity, form)
 
     def target_keys(self, identities: Collection[str]) -> set[str]:

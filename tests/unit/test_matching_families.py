@@ -114,6 +114,11 @@ def test_a_column_without_a_stored_form_keeps_the_types_normaliser(tmp_path: Pat
     assert legacy.matches({"C0001"})(1) and legacy.matches({"C0001"})("0001")
     assert not legacy.matches({"D0001"})(1)  # another prefix: not this column's customers
     assert legacy.canonical(1) is None  # lossy: never expands the identity
+    both = Matcher(
+        "customer_id", "strip", form=StoredForm(normaliser="lower", drop_prefix="C", prefix="X-")
+    )
+    assert both.matches({"C0001"})("x-0001") and not both.matches({"C0001"})("x-0002")
+    assert both.target_key("D0001") is None
 
 
 @pytest.mark.parametrize(
