@@ -86,6 +86,25 @@ class Matcher:
             form = None
         return cls(id_type, spec.normalise, spec.default_region, form)
 
+    @staticmethod
+    def any_form_of(
+        catalog: Catalog, column: str, id_type: str
+    ) -> Callable[[Collection[str]], Callable[[object], bool]]:
+        """Whether a value of a column named `column` in a derived artefact is one of the
+        identities, in the type's form or any form a catalog column of that name stores it in
+        (a copy keeps its source's form)."""
+        matchers = {Matcher.of(catalog, id_type)} | {
+            Matcher.for_column(catalog, ds, column, id_type)
+            for ds in catalog.datasets
+            if column in ds.holds_subject.get(id_type, ())
+        }
+
+        def of(identities: Collection[str]) -> Callable[[object], bool]:
+            tests = [m.matches(identities) for m in matchers]
+            return lambda stored: any(test(stored) for test in tests)
+
+        return of
+
     @property
     def reads_with(self) -> str:
         """The normaliser stored values of this column are read with."""

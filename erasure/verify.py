@@ -293,7 +293,7 @@ def _recount_one(
         for column in table.columns:
             for id_type in sorted(by_column.get(column.name, set())):
                 if by_type.get(id_type):
-                    matches = _is_one_of(catalog, id_type, by_type[id_type])
+                    matches = _is_one_of(catalog, id_type, by_type[id_type], column=column.name)
                     tests.setdefault(column.name, []).append(matches)
                     searched.append(f"identifier column: {column.name}")
     key = _reference_key(catalog, ds)
@@ -329,8 +329,10 @@ def _is_one_of(
     ds: DatasetSpec | None = None,
     column: str | None = None,
 ) -> _Test:
-    if ds is None or column is None:
+    if column is None:
         return Matcher.of(catalog, id_type).matches(values)
+    if ds is None:  # a derived copy: the column may keep any form a source stored it in
+        return Matcher.any_form_of(catalog, column, id_type)(values)
     return Matcher.for_column(catalog, ds, column, id_type).matches(values)
 
 

@@ -202,3 +202,15 @@ def test_the_candidate_predicate_binds_every_subject_value(kind: str, target: st
     )
     for fragment in ("7f3a", "7F3A", "7731", "b\u00fccher", "'%"):
         assert fragment not in sql, fragment
+
+
+def test_a_derived_copy_is_recounted_in_every_form_its_sources_store(tmp_path: Path) -> None:
+    """Verify's recount of a rebuilt artefact: its `customer_id` may be a copy of the orders'
+    lower-cased column, so c0001 counts as the subject there, as C0001 does."""
+    catalog, _ = make_estate(
+        tmp_path, STORED_FORMS_CATALOG.format(url="sqlite:///wh.db", s="crm"), []
+    )
+    copied = Matcher.any_form_of(catalog, "customer_id", "customer_id")({"C0001"})
+    assert copied("C0001") and copied("c0001") and not copied("c0002")
+    legacy = Matcher.any_form_of(catalog, "legacy_no", "customer_id")({"C0001"})
+    assert legacy(1) and not legacy(2)
