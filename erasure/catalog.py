@@ -75,6 +75,28 @@ class IdentifierSpec(_Strict):
     one_per_person: bool = False
 
 
+class StoredForm(_Strict):
+    """How one column stores an identifier when it differs from the identifier type's form:
+    `CUST-C0001` (prefix), `c0001` (case), `1` for `C0001` (drop_prefix and integer)."""
+
+    normaliser: Literal["email", "strip", "e164", "lower"] | None = None  # default: the type's
+    prefix: str | None = Field(default=None, min_length=1)  # written before the identifier
+    drop_prefix: str | None = Field(default=None, min_length=1)  # of the identifier, left out
+    case: Literal["as_is", "upper", "lower"] = "as_is"  # the column changed the case
+    integer: bool = False  # what remains is kept as a number (leading zeros lost)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> StoredForm:
+        if self.normaliser in ("email", "e164") and (
+            self.integer or self.case != "as_is" or self.drop_prefix
+        ):
+            raise ValueError(
+                f"a column read with the {self.normaliser} normaliser cannot also declare "
+                "integer, case or drop_prefix; declare those for strip or lower identifiers"
+            )
+        return self
+
+
 class ConnectionConfig(KindConfig):
     """A catalog connection: how to reach one warehouse. Kinds: erasure.warehouse."""
 
@@ -161,6 +183,8 @@ class DatasetSpec(_Strict):
     kind: DatasetKind
     storage: Literal["mutable", "immutable"] = "mutable"
     holds_subject: dict[str, list[str]] = Field(default_factory=dict)
+    # column -> how it stores its identifier, where that differs from the identifier type
+    stored_forms: dict[str, StoredForm] = Field(default_factory=dict)
     references: list[ReferenceSpec] = Field(default_factory=list)
     pii_columns: list[str] = Field(default_factory=list)
     columns: list[str] | None = None  # schema for SQL lineage; else read from the warehouse
@@ -194,6 +218,18 @@ class DatasetSpec(_Strict):
         if isinstance(value, dict):
             return {k: [v] if isinstance(v, str) else v for k, v in value.items()}
         return value
+
+    @model_validator(mode="after")
+    def _stored_forms_name_subject_columns(self) -> DatasetSpec:
+        held = {c for columns in self.holds_subject.values() for c in columns}
+        for column in self.stored_forms:
+            if column not in held:
+                raise ValueError(
+                    f"stored_forms names column {column!r}, which holds_subject does not list; "
+                    f"declare it under holds_subject or remove it (subject columns: "
+                    f"{sorted(held)})"
+                )
+        return self
 
     @property
     def ref(self) -> DatasetRef:
@@ -256,6 +292,20 @@ class Catalog(_Strict):
                         f"{where} field 'holds_subject': identifier type {id_type!r} is not "
                         f"declared under 'identifiers'; allowed: {sorted(self.identifiers)}"
                     )
+            for id_type, columns in ds.holds_subject.items():
+                for column in columns:
+                    form = ds.stored_forms.get(column)
+                    spec = self.identifiers.get(id_type)
+                    if form is None or spec is None or form.normaliser is not None:
+                        continue
+                    if spec.normalise in ("email", "e164") and (
+                        form.integer or form.case != "as_is" or form.drop_prefix
+                    ):
+                        raise ValueError(
+                            f"{where} field 'stored_forms.{column}': {id_type} values are read "
+                            f"with the {spec.normalise} normaliser, which allows no integer, "
+                            "case or drop_prefix; declare those for strip or lower identifiers"
+                        )
             if ds.references and ds.connection is None:
                 raise ValueError(
                     f"{where} field 'connection': a dataset that references rows must name "

@@ -371,9 +371,10 @@ def match_identity(
     table: sa.Table,
     columns: list[str],
     identity: Identity,
+    dataset: DatasetSpec | None = None,
 ) -> sa.ColumnElement[bool]:
     """A parameterised predicate selecting the rows whose columns hold the identity."""
-    return _match(conn, catalog, table, identity.type, columns, {identity.value})
+    return _match(conn, catalog, table, identity.type, columns, {identity.value}, dataset)
 
 
 def _match(
@@ -383,8 +384,8 @@ def _match(
     id_type: str,
     columns: list[str],
     values: set[str],
+    dataset: DatasetSpec | None = None,
 ) -> sa.ColumnElement[bool]:
-    matcher = Matcher.of(catalog, id_type)
     clauses = []
     for name in columns:
         col = table.c.get(name)
@@ -392,8 +393,15 @@ def _match(
             raise WarehouseError(
                 f"table {table.fullname!r}: column {name!r} from the catalog is missing"
             )
+        matcher = _matcher(catalog, dataset, name, id_type)
         clauses.append(exact_predicate(conn, table, col, matcher, values))
     return sa.or_(*clauses)
+
+
+def _matcher(catalog: Catalog, ds: DatasetSpec | None, column: str, id_type: str) -> Matcher:
+    if ds is None:
+        return Matcher.of(catalog, id_type)
+    return Matcher.for_column(catalog, ds, column, id_type)
 
 
 def _hits(
@@ -411,7 +419,7 @@ def _hits(
             continue  # not as the catalog says: a blocking gap of the plan (erasure.drift)
         with warehouse.connect(ds) as conn:
             table = _table(warehouse, ds)
-            predicate = match_identity(conn, catalog, table, columns, identity)
+            predicate = match_identity(conn, catalog, table, columns, identity, ds)
             rows = _count(conn, table, predicate, ds)
             if rows:
                 yield Located(ds, identity.type, list(columns), predicate, rows, via), conn, table
@@ -454,7 +462,9 @@ def _consolidate(catalog: Catalog, warehouse: Warehouse, location: Location) -> 
             continue  # found by one reference only: its predicate is already that
         with warehouse.connect(hit.dataset) as conn:
             table = _table(warehouse, hit.dataset)
-            parts = [_match(conn, catalog, table, t, cols, by_type[t]) for t, cols in held]
+            parts = [
+                _match(conn, catalog, table, t, cols, by_type[t], hit.dataset) for t, cols in held
+            ]
             if hit.reference is not None:
                 parts.append(hit.reference)
             hit.predicate = sa.or_(*parts)
@@ -463,7 +473,6 @@ def _consolidate(catalog: Catalog, warehouse: Warehouse, location: Location) -> 
 
 def _search(catalog: Catalog, warehouse: Warehouse, identity: Identity) -> SubjectSearch:
     """Where an identifier found nowhere was looked for, and how many rows nearly match it."""
-    matcher = Matcher.of(catalog, identity.type)
     searched: list[SearchedColumns] = []
     misses: list[NearMissCount] = []
     for ds in catalog.datasets:
@@ -474,6 +483,7 @@ def _search(catalog: Catalog, warehouse: Warehouse, identity: Identity) -> Subje
         with warehouse.connect(ds) as conn:
             table = _table(warehouse, ds)
             for name in columns:
+                matcher = Matcher.for_column(catalog, ds, name, identity.type)
                 counts = near_misses(conn, _column(table, ds, name), matcher, identity.value)
                 misses.extend(
                     NearMissCount(dataset=ds.ref, column=name, kind=kind, rows=rows)
@@ -515,8 +525,8 @@ def _other_identities(
 ) -> Iterable[Identity]:
     """Values of the dataset's other identifier columns on the subject's rows."""
     for id_type, columns in hit.dataset.holds_subject.items():
-        matcher = Matcher.of(catalog, id_type)
         for name in columns:
+            matcher = Matcher.for_column(catalog, hit.dataset, name, id_type)
             col = _column(table, hit.dataset, name)
             for value in conn.execute(sa.select(col).where(hit.predicate).distinct()).scalars():
                 canonical = matcher.canonical(value)

@@ -286,13 +286,14 @@ def _recount_one(
     for id_type, columns in ds.holds_subject.items():
         for name in columns:
             if by_type.get(id_type):
-                tests.setdefault(name, []).append(_is_one_of(catalog, id_type, by_type[id_type]))
+                matches = _is_one_of(catalog, id_type, by_type[id_type], ds, name)
+                tests.setdefault(name, []).append(matches)
                 searched.append(f"{id_type}: {name}")
     if action is Action.REBUILD:
         for column in table.columns:
             for id_type in sorted(by_column.get(column.name, set())):
                 if by_type.get(id_type):
-                    matches = _is_one_of(catalog, id_type, by_type[id_type])
+                    matches = _is_one_of(catalog, id_type, by_type[id_type], column=column.name)
                     tests.setdefault(column.name, []).append(matches)
                     searched.append(f"identifier column: {column.name}")
     key = _reference_key(catalog, ds)
@@ -321,9 +322,18 @@ def _count_rows(conn: Connection, table: sa.Table, tests: Mapping[str, list[_Tes
     return found
 
 
-def _is_one_of(catalog: Catalog, id_type: str, values: set[str]) -> _Test:
-    matcher = Matcher.of(catalog, id_type)
-    return lambda stored: matcher.canonical(stored) in values
+def _is_one_of(
+    catalog: Catalog,
+    id_type: str,
+    values: set[str],
+    ds: DatasetSpec | None = None,
+    column: str | None = None,
+) -> _Test:
+    if column is None:
+        return Matcher.of(catalog, id_type).matches(values)
+    if ds is None:  # a derived copy: the column may keep any form a source stored it in
+        return Matcher.any_form_of(catalog, column, id_type)(values)
+    return Matcher.for_column(catalog, ds, column, id_type).matches(values)
 
 
 def _reference_key(catalog: Catalog, ds: DatasetSpec) -> str | None:

@@ -28,6 +28,7 @@ from erasure.locate import locate
 from erasure.matching import Matcher, candidate_predicate
 from erasure.model import SubjectRef
 from erasure.warehouse import Warehouse
+from tests.unit.estate import make_estate
 from tests.unit.matching_corpus import (
     CorpusTable,
     Target,
@@ -37,6 +38,14 @@ from tests.unit.matching_corpus import (
     create_tables,
     fill_tables,
     load_corpus,
+)
+from tests.unit.matching_families import (
+    STORED_FORMS_CATALOG,
+    as_corpus,
+    check_family_target,
+    check_stored_forms,
+    families,
+    stored_forms_statements,
 )
 from tests.unit.matching_variants import Probe, phone_probes, text_probes
 
@@ -293,3 +302,81 @@ def test_a_column_whose_equality_ignores_case_or_accents_is_refused(
         warehouse.dispose()
     assert f"{refusal_schema}.people" in str(err.value) and "'email'" in str(err.value)
     assert "refused.person" not in str(err.value).lower()
+
+
+# ---------------------------------------------------------------------------------------------
+# The generated families (tests/unit/matching_families.py) and declared stored forms
+
+FAMILIES = families()
+FAMILY_CORPORA = {name: as_corpus(fam) for name, fam in FAMILIES.items()}
+FAMILY_TARGETS = [(name, t) for name, c in FAMILY_CORPORA.items() for t in c.targets.values()]
+
+
+@pytest.fixture(scope="module")
+def family_estate(
+    tmp_path_factory: pytest.TempPathFactory, postgres_url: str, icu: bool
+) -> Iterator[Estate]:
+    schema = f"families_{uuid.uuid4().hex[:10]}"
+    extra = [("c", 'TEXT COLLATE "C"', "text"), ("varchar", "VARCHAR(300)", "text")]
+    if icu:
+        extra.append(("turkish", f'TEXT COLLATE "{TURKISH}"', "text"))
+    tables = corpus_tables(FAMILY_CORPORA, extra)
+    root: Path = tmp_path_factory.mktemp("matching-families-pg")
+    (root / "catalog.yaml").write_text(catalog_yaml(postgres_url, schema, FAMILY_CORPORA, tables))
+    catalog = load_catalog(root / "catalog.yaml")
+    warehouse = Warehouse(catalog)
+    engine = warehouse.engine("warehouse")
+    with engine.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    create_tables(engine, schema, tables)
+    yield Estate(catalog, warehouse, schema, tables)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+    warehouse.dispose()
+
+
+@pytest.mark.parametrize(
+    ("id_type", "target"), FAMILY_TARGETS, ids=[t.id for _, t in FAMILY_TARGETS]
+)
+def test_postgres_matches_exact_family_forms_and_reports_near_ones(
+    family_estate: Estate, id_type: str, target: Target
+) -> None:
+    fill_tables(
+        family_estate.warehouse.engine("warehouse"),
+        family_estate.schema,
+        FAMILY_CORPORA,
+        family_estate.tables,
+    )
+    family_estate.warehouse.forget_tables()
+    check_family_target(
+        family_estate.catalog,
+        family_estate.warehouse,
+        family_estate.schema,
+        FAMILIES[id_type],
+        FAMILY_CORPORA[id_type],
+        target,
+        family_estate.tables,
+    )
+
+
+def test_postgres_matches_each_column_by_its_declared_stored_form(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    schema = f"forms_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        catalog, warehouse = make_estate(
+            tmp_path,
+            STORED_FORMS_CATALOG.format(url=postgres_url, s=schema),
+            stored_forms_statements(schema, integer_type="BIGINT"),
+        )
+        try:
+            check_stored_forms(catalog, warehouse, schema)
+        finally:
+            warehouse.dispose()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()

@@ -72,8 +72,8 @@ def _preimages(case_folded: bool) -> dict[str, tuple[str, ...]]:
     """Canonical text -> single characters that canonicalise to it (fold or compose)."""
     found: dict[str, list[str]] = {}
     for ch in _codepoints():
-        if ch in EDGE_CHARACTERS:
-            continue
+        if ch in EDGE_CHARACTERS or any(c.isspace() for c in unicodedata.normalize("NFKC", ch)):
+            continue  # NFKC makes a space of it (spacing accents): only its edges are stripped
         out = canonical_text(ch)
         if case_folded:
             out = fold_case(out)

@@ -96,9 +96,13 @@ def test_unicode_case_folding_and_composition_make_one_subject() -> None:
     )
 
 
-def test_what_nfc_and_casefold_do_not_unify_stays_apart() -> None:
-    # Compatibility forms are not folded (NFC, not NFKC): full-width letters are other text.
-    assert hashed("email", "\uff41\uff4c\uff49.canary.3f8a61c0@example.org") != hashed(
+def test_what_nfkc_and_casefold_do_not_unify_stays_apart() -> None:
+    # Compatibility forms are folded (NFKC): full-width letters typed by an IME are the text.
+    assert hashed("email", "\uff41\uff4c\uff49.canary.3f8a61c0@example.org") == hashed(
+        "email", "ali.canary.3f8a61c0@example.org"
+    )
+    # A look-alike of another script is not (it may be somebody else): Cyrillic a.
+    assert hashed("email", "\u0430li.canary.3f8a61c0@example.org") != hashed(
         "email", "ali.canary.3f8a61c0@example.org"
     )
     # Capital I with dot folds to i + combining dot, never to the plain i of "istanbul".
