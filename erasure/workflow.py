@@ -734,8 +734,8 @@ def _verification(svc: Services, ref: str, record: RegisteredRequest) -> Verific
     restored, a ruling given or a failure since the verify step all leave the record true.
 
     Once the identifier is destroyed (a retry of a complete that died after destroying it,
-    recorded or not) nothing can be looked at again: the verification on record is signed only if it passed
-    and nothing of the request changed after it."""
+    recorded or not) nothing can be looked at again: the verification on record is signed
+    only if it passed and nothing of the request changed after it."""
     entry = svc.action_log.get(ref, VERIFICATION, _VERIFY)
     if entry is None or entry.status is not ActionStatus.DONE:
         raise StepError(
