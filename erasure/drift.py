@@ -34,13 +34,11 @@ _UNMATCHABLE = (
 
 def catalog_drift(catalog: Catalog, warehouse: Warehouse, ds: DatasetSpec) -> str | None:
     """What of `ds`, as the catalog describes it, the warehouse lacks; None: all there, or
-    nothing to compare (a dataset without a connection)."""
+    nothing to compare (a dataset without a connection). WarehouseError when the warehouse
+    cannot be read: a fault a retry may mend is never taken for drift."""
     if ds.connection is None:
         return None
-    try:
-        table = warehouse.table(ds)
-    except ErasureError as exc:
-        return f"{exc}: check the connection {ds.connection!r} in the catalog"
+    table = warehouse.table(ds)  # a warehouse that cannot answer fails the step: not drift
     if table is None:
         return (
             f"the catalog names table {ds.name!r} on connection {ds.connection!r}, which has "

@@ -733,15 +733,16 @@ def _verification(svc: Services, ref: str, record: RegisteredRequest) -> Verific
     """The verification `complete` signs, taken again now while the identifier is held: rows
     restored, a ruling given or a failure since the verify step all leave the record true.
 
-    Once the identifier is destroyed (a retry of a complete that died after destroying it)
-    nothing can be looked at again: the verification on record is signed only if it passed
-    and nothing of the request changed after it."""
+    Once the identifier is destroyed (a retry of a complete that died after destroying it,
+    recorded or not) nothing can be looked at again: the verification on record is signed
+    only if it passed and nothing of the request changed after it."""
     entry = svc.action_log.get(ref, VERIFICATION, _VERIFY)
     if entry is None or entry.status is not ActionStatus.DONE:
         raise StepError(
             f"request {ref}: not verified; nothing is reported complete before verify passes"
         )
-    if record.secrets_destroyed_at is None:
+    request_key = svc.secrets.key_hash(ref, record.pepper_version)
+    if record.secrets_destroyed_at is None and svc.keystore.exists(request_key):
         return verify(svc, ref)
     later = [
         a

@@ -14,6 +14,7 @@ differs from what this run produced.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -113,7 +114,7 @@ def trigger_for(run: Run, svc: Services) -> workflow.TriggerDag:
         if dag_id in run.failing_dags:
             return RunOutcome(run_id=f"manual__{dag_id}", state="failed")
         rematerialise(svc.catalog, svc.warehouse, dag_id)
-        return RunOutcome(run_id=f"manual__{dag_id}", state="success")
+        return RunOutcome(run_id=f"manual__{dag_id}", state="success", in_process=True)
 
     return trigger
 
@@ -482,9 +483,12 @@ def stable(value: Any, ref: str) -> Any:
         }
     if isinstance(value, list):
         return [stable(v, ref) for v in value]
-    if isinstance(value, str):
-        return value.replace(ref, "<ref>")
+    if isinstance(value, str):  # a check's result text may name an instant
+        return _INSTANT.sub("<instant>", value.replace(ref, "<ref>"))
     return value
+
+
+_INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
 
 
 def _row(row: sa.Row[Any]) -> str:
