@@ -26,8 +26,16 @@ from erasure.rulings import OPTION_LABELS, options_for
 PROMPT_PREFIX = "Erasure: decide on "
 NOT_FOUND_PROMPT = "Erasure: subject found nowhere"
 _NEAR_MISS_TEXT = {
+    NearMiss.OTHER_EXTENSION: "the same phone number with another extension (or none)",
+    NearMiss.SUBADDRESS: "the same address with another +tag (subaddress)",
     NearMiss.SAME_LOCAL_PART: "same local part at another domain",
+    NearMiss.CASE: "differs in letter case only, where the column keeps case",
+    NearMiss.TURKISH_I: "differs only in a dotted or dotless i (Turkish spelling)",
+    NearMiss.LOOKS_ALIKE: "looks alike: letters from another script, accents, separators or "
+    "padding zeros differ",
     NearMiss.ONE_EDIT: "one character different",
+    NearMiss.UNREADABLE: "not a readable value of this type, but its text looks alike",
+    NearMiss.CONTAINS: "holds it among other text (several values in one field)",
 }
 
 
