@@ -28,6 +28,8 @@ from erasure.lineage.graph import (
     IncomingColumns,
     InMemoryLineageGraph,
     IntArray,
+    RetainedView,
+    View,
     is_valid,
 )
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
@@ -397,7 +399,7 @@ class StoredLineageGraph(InMemoryLineageGraph):
         columns = self._columns
         return (columns.edge(k) for k in range(columns.size))
 
-    def edges_into(self, ds: DatasetRef, *, as_of: datetime | None = None) -> list[LineageEdge]:
+    def edges_into(self, ds: DatasetRef, *, as_of: View = None) -> list[LineageEdge]:
         """Valid edges whose target is a column of ``ds`` (or ``ds`` as a whole)."""
         i = self._ids.get(ds)
         if i is None:
@@ -408,7 +410,7 @@ class StoredLineageGraph(InMemoryLineageGraph):
         return [e for e in edges if is_valid(e, as_of)]
 
     def incoming_columns(
-        self, datasets: Iterable[DatasetRef], *, as_of: datetime | None = None
+        self, datasets: Iterable[DatasetRef], *, as_of: View = None
     ) -> IncomingColumns:
         """Column reach and table-level producers of the datasets' valid incoming edges,
         counted on the arrays: no edge objects, no set of names unless asked for."""
@@ -419,7 +421,12 @@ class StoredLineageGraph(InMemoryLineageGraph):
         if not picked:
             return IncomingColumns({}, {}, lambda _: set())
         wanted[np.array(picked, dtype=np.int64)] = True
-        valid = columns.valid(as_of)
+        if isinstance(as_of, RetainedView):
+            valid = as_of.mask(
+                self._refs, self._ids, self._dst_ids, columns.valid_from, columns.valid_to
+            )
+        else:
+            valid = columns.valid(as_of)
         mask = valid & wanted[self._dst_ids]
         dst, col = self._dst_ids[mask], columns.dst_col[mask]
         table = col == 0

@@ -40,6 +40,7 @@ from erasure.lineage.openlineage import (
     OutputLineage,
     RunEvent,
     RunLineage,
+    RunSummary,
     decoded_element,
     event_id,
     event_text,
@@ -925,6 +926,25 @@ class LineageStore:
             ).scalars()
             gaps = [Gap.model_validate_json(str(text)) for text in rows]
         return sorted(gaps, key=lambda g: (g.dataset or DatasetRef("", ""), g.detail))
+
+    def unpublished_runs(self) -> list[RunSummary]:
+        """Runs with outputs that published no edges (FAIL, ABORT, a FAIL after the COMPLETE,
+        still open), as their events tell: the erasure view keeps what they may have written."""
+        query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id).where(
+            lineage_runs.c.completed_at.is_(None), lineage_runs.c.outputs != "[]"
+        )
+        with (
+            store_errors(self._store, "read the unpublished lineage runs"),
+            self._store.engine.connect() as conn,
+        ):
+            keys = [(str(r.job), str(r.run_id)) for r in conn.execute(query)]
+            stored = _stored_events(conn, keys)
+        summaries = []
+        for key in keys:
+            ordered = sorted(stored.get(key, []), key=lambda kv: kv[1].event_time)
+            if ordered:
+                summaries.append(run_lineage([e for _, e in ordered]).summary)
+        return summaries
 
     def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Runs seen, newest first: job, run id, state, time, datasets."""
