@@ -394,6 +394,14 @@ class StoredLineageGraph(InMemoryLineageGraph):
             self._load(self._columns.with_edges(fresh))
             self._stored_snapshot = None
 
+    def add_unstored_edges(self, edges: Iterable[LineageEdge]) -> None:
+        """Add edges the store cannot hold (a failed run's, valid over [t, t)) in memory,
+        without comparing them with every stored edge."""
+        fresh = list(dict.fromkeys(edges))
+        if fresh:
+            self._load(self._columns.with_edges(fresh))
+            self._stored_snapshot = None
+
     def edges(self) -> Iterator[LineageEdge]:
         """Every stored edge in store order, superseded ones included."""
         columns = self._columns

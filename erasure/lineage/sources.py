@@ -89,7 +89,7 @@ def build_lineage(
             store.ingest(events)
         stored = store.graph()
         graph = stored.canonical(catalog.canonical)
-        graph.add_edges(_canonical(catalog, attempt_edges(store.unpublished_runs())))
+        graph.add_unstored_edges(_canonical(catalog, attempt_edges(store.unpublished_runs())))
         gaps.extend(store.output_gaps())
     gaps.extend(_catalog_gaps(catalog, graph, as_of))
     return CatalogLineage(graph, _unique(gaps), as_of)

@@ -928,16 +928,25 @@ class LineageStore:
         return sorted(gaps, key=lambda g: (g.dataset or DatasetRef("", ""), g.detail))
 
     def unpublished_runs(self) -> list[RunSummary]:
-        """Runs with outputs that published no edges (FAIL, ABORT, a FAIL after the COMPLETE,
-        still open), as their events tell: the erasure view keeps what they may have written."""
-        query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id).where(
-            lineage_runs.c.completed_at.is_(None), lineage_runs.c.outputs != "[]"
+        """Runs with inputs and outputs that published no edges (FAIL, ABORT, a FAIL after
+        the COMPLETE, still open), as their events tell: the erasure view keeps what they
+        may have written. One run per job and datasets, the latest: a job that fails every
+        night reads one run's events, not a year of them."""
+        runs = lineage_runs.c
+        query = (
+            sa.select(runs.job, runs.run_id, runs.inputs, runs.outputs)
+            .where(runs.completed_at.is_(None), runs.outputs != "[]", runs.inputs != "[]")
+            .order_by(runs.event_time.desc(), runs.run_id.desc())
         )
         with (
             store_errors(self._store, "read the unpublished lineage runs"),
             self._store.engine.connect() as conn,
         ):
-            keys = [(str(r.job), str(r.run_id)) for r in conn.execute(query)]
+            latest: dict[tuple[str, str, str], tuple[str, str]] = {}
+            for row in conn.execute(query):
+                shape = (str(row.job), str(row.inputs), str(row.outputs))
+                latest.setdefault(shape, (str(row.job), str(row.run_id)))
+            keys = list(latest.values())
             stored = _stored_events(conn, keys)
         summaries = []
         for key in keys:
