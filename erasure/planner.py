@@ -473,10 +473,9 @@ def _item(
 def _not_found_item(search: SubjectSearch) -> PlanItem:
     """Found nowhere is a question, not a completion: a typo or another spelling leaves the
     subject's rows in place, so the DPO confirms the subject is not held (or resubmits)."""
-    places = (
-        ", ".join(f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched)
-        or "no dataset (none holds this identifier type)"
-    )
+    places = ", ".join(
+        f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched
+    ) or "no dataset (none holds this identifier type)"
     near = sum(m.rows for m in search.near_misses)
     return _item(
         SUBJECT_SEARCH,
