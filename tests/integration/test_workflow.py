@@ -124,9 +124,9 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
     plan = workflow.plan_request(svc, "REQ-2026-0002")
     assert plan.roots == []
     # The archive and the backup outlive the source rows: a subject found nowhere may still
-    # be in them, so every plan carries them (issue 18).
+    # be in them, so every plan carries them (issue 18); no key of hers: rule 3a asks.
     assert [(i.dataset.name, i.action, i.rule) for i in plan.items] == [
-        ("archive.customer_events", Action.CRYPTO_SHRED, "3"),
+        ("archive.customer_events", Action.ESCALATE, "3a"),
         ("backup.crm_nightly", Action.ESCALATE, "4"),
         ("subject_search", Action.ESCALATE, "not_found"),
         ("suppression_list", Action.INSERT_TOMBSTONE, "tombstone"),
@@ -141,9 +141,8 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
     assert "`crm.customers.email`: 1 row(s), same local part at another domain" in prompt.body
     assert "alice" not in prompt.body.lower()
     workflow.tombstone(svc, "REQ-2026-0002")
-    workflow.shred(
-        svc, "REQ-2026-0002", item_named(svc, "REQ-2026-0002", "archive.customer_events")
-    )
+    archive = item_named(svc, "REQ-2026-0002", "archive.customer_events")
+    workflow.rule(svc, "REQ-2026-0002", archive, ANSWERS["archive.customer_events"])
     backup = item_named(svc, "REQ-2026-0002", "backup.crm_nightly")
     workflow.rule(svc, "REQ-2026-0002", backup, ANSWERS["backup.crm_nightly"])
     with pytest.raises(VerificationFailed, match="subject_search"):
@@ -234,7 +233,8 @@ def test_a_completion_that_failed_for_good_completes_once_cleared(
     register(svc, conf, run_id)
     workflow.plan_request(svc, ref)
     workflow.tombstone(svc, ref)
-    workflow.shred(svc, ref, item_named(svc, ref, "archive.customer_events"))
+    archive = item_named(svc, ref, "archive.customer_events")
+    workflow.rule(svc, ref, archive, ANSWERS["archive.customer_events"])
     workflow.rule(
         svc, ref, item_named(svc, ref, "backup.crm_nightly"), ANSWERS["backup.crm_nightly"]
     )
