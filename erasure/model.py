@@ -100,6 +100,7 @@ class GapKind(StrEnum):
     TRUNCATED = "truncated"  # the closure hit its bound
     ERROR_CYCLE = "error_cycle"  # a cycle with no materialisation boundary
     CATALOG_DRIFT = "catalog_drift"  # the warehouse lacks a table/column the catalog names
+    LINEAGE_SHRANK = "lineage_shrank"  # an output's observed inputs shrank or vanished
 
 
 class Gap(BaseModel):

@@ -7,7 +7,7 @@ evidence. Nothing the lineage reaches is dropped: what no rule can clear escalat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
@@ -18,7 +18,8 @@ from erasure.errors import ErasureError, RebuildFailed
 from erasure.kanon import measure_k
 from erasure.lineage.graph import Closure, coverage
 from erasure.lineage.openlineage import RunEvent
-from erasure.lineage.sources import CatalogLineage, build_lineage
+from erasure.lineage.shrink import shrink_gaps
+from erasure.lineage.sources import CatalogLineage, build_lineage, erasure_view
 from erasure.lineage.store import LineageStore
 from erasure.locate import (
     Located,
@@ -50,7 +51,13 @@ from erasure.warehouse import Warehouse
 
 # Gap kinds that leave a dataset's derivation unknown: the dataset escalates (rule 1).
 _BLOCKING_GAPS = frozenset(
-    {GapKind.OPAQUE_PRODUCER, GapKind.UNPARSEABLE_SQL, GapKind.NO_EVENTS, GapKind.CATALOG_DRIFT}
+    {
+        GapKind.OPAQUE_PRODUCER,
+        GapKind.UNPARSEABLE_SQL,
+        GapKind.NO_EVENTS,
+        GapKind.CATALOG_DRIFT,
+        GapKind.LINEAGE_SHRANK,
+    }
 )
 
 # The suppression list stands in the plan as the target of the tombstone item, the search
@@ -140,22 +147,33 @@ def plan_erasure(
     max_depth: int | None = None,
     now: datetime | None = None,
 ) -> Plan:
-    """Classify every artefact of the forward closure from the located roots."""
+    """Classify every artefact of the forward closure from the located roots.
+
+    The closure is the erasure view's (`erasure_view`): every edge set whose output may still
+    hold rows it wrote, not only today's. Immutable and per-subject-key datasets are in every
+    plan, reached or not: an event can never take them out.
+    """
     now = now or datetime.now(UTC)
     roots = sorted(location.located)
+    view = erasure_view(catalog, lineage, now)
     closure = lineage.graph.forward_closure(
         roots,
         max_nodes=max_nodes,
         max_depth=max_depth,
-        as_of=lineage.as_of,
+        as_of=view,
         is_materialised=materialised_predicate(catalog),
     )
+    reached = set(closure.datasets) | set(roots)
+    always = [ds.ref for ds in catalog.datasets if _always_planned(ds) and ds.ref not in reached]
+    # Counted with the closure: lineage that stops reaching them must not raise coverage.
+    counted = replace(closure, datasets=list(closure.datasets) + always)
     cov, coverage_gaps = coverage(
-        closure, lineage.graph, columns_of=_columns_of(catalog, warehouse)
+        counted, lineage.graph, columns_of=_columns_of(catalog, warehouse)
     )
     known = {(g.kind, g.dataset) for g in lineage.gaps}
     gaps = list(lineage.gaps) + [g for g in coverage_gaps if (g.kind, g.dataset) not in known]
     gaps += drift_gaps(catalog, warehouse)
+    gaps += shrink_gaps(lineage.graph, counted.datasets, view)
     for cycle in closure.cycles:
         if cycle.kind is CycleKind.ERROR:
             gaps.extend(
@@ -190,6 +208,7 @@ def plan_erasure(
             and g.dataset not in in_closure
         )
     )
+    unseen += [ref for ref in always if ref not in unseen]
     in_plan = in_closure | set(unseen)
     by_dataset: dict[DatasetRef, list[Gap]] = {}
     for gap in gaps:
@@ -259,7 +278,7 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
         for g in ctx.gaps_by_dataset.get(ds.ref, [])
         if g.kind in _BLOCKING_GAPS | {GapKind.TRUNCATED, GapKind.ERROR_CYCLE}
     ]
-    if blocking and located is None:
+    if blocking and located is None and not _shreddable(ds):
         return _item(
             ref,
             ds.kind,
@@ -438,6 +457,16 @@ def _withheld_evidence(location: Location, withheld: Withheld) -> dict[str, Any]
     }
 
 
+def _always_planned(ds: DatasetSpec) -> bool:
+    """Immutable and per-subject-key datasets: every plan carries them, lineage or not."""
+    return ds.storage == "immutable" or ds.encryption == "per_subject"
+
+
+def _shreddable(ds: DatasetSpec) -> bool:
+    """Destroying the subject's key clears it whatever wrote it: a gap cannot block that."""
+    return ds.storage == "immutable" and ds.encryption == "per_subject"
+
+
 def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[DatasetRef]) -> PlanItem:
     expires = (
         (ctx.today + timedelta(days=ds.retention_days)).isoformat()
@@ -452,7 +481,11 @@ def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[DatasetRef
             "3",
             "immutable, written under per-subject keys: destroying the key makes "
             "every copy unreadable",
-            {"retention_days": ds.retention_days, "last_copy_expires": expires},
+            {
+                "retention_days": ds.retention_days,
+                "last_copy_expires": expires,
+                **_gap_evidence(ctx.gaps_by_dataset.get(ds.ref, [])),
+            },
             upstreams,
         )
     until = expires or "an unknown date (no retention_days in the catalog)"
@@ -465,6 +498,11 @@ def _decide_immutable(ctx: _Context, ds: DatasetSpec, upstreams: list[DatasetRef
         {"retention_days": ds.retention_days, "retention_expiry_date": expires},
         upstreams,
     )
+
+
+def _gap_evidence(gaps: list[Gap]) -> dict[str, Any]:
+    """The dataset's gaps as evidence, when it has any (a shred clears it despite them)."""
+    return {"gaps": [g.model_dump(mode="json") for g in gaps]} if gaps else {}
 
 
 def _decide_aggregate(ctx: _Context, ds: DatasetSpec, upstreams: list[DatasetRef]) -> PlanItem:
@@ -528,10 +566,9 @@ def _item(
 def _not_found_item(search: SubjectSearch) -> PlanItem:
     """Found nowhere is a question, not a completion: a typo or another spelling leaves the
     subject's rows in place, so the DPO confirms the subject is not held (or resubmits)."""
-    places = (
-        ", ".join(f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched)
-        or "no dataset (none holds this identifier type)"
-    )
+    places = ", ".join(
+        f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched
+    ) or "no dataset (none holds this identifier type)"
     near = sum(m.rows for m in search.near_misses)
     return _item(
         SUBJECT_SEARCH,

@@ -7,6 +7,8 @@ column- or table-level - reaches it.
 
 Validity: an edge counts for closure when it is current (``valid_to`` is None), or, given
 ``as_of``, when ``valid_from <= as_of < valid_to`` (None = open). Naive datetimes are read as UTC.
+An erasure plan asks another question (``RetainedView``): every edge whose output may still
+hold rows it wrote, superseded and failed runs' edges included, bounded by output retention.
 
 Speed: datasets are interned to integers. Each validity view gets an index, built lazily after
 ``add_edges``: CSR adjacency both ways (numpy) plus one topological order and the strongly
@@ -63,7 +65,7 @@ class Closure:
     truncated: bool = False
     truncated_at: list[DatasetRef] = field(default_factory=list)  # walk stopped here
     cycles: list[Cycle] = field(default_factory=list)
-    as_of: datetime | None = None  # the lineage instant the walk used (None = current)
+    as_of: View = None  # the lineage view the walk used (None = current)
 
 
 class _ClosureView(Mapping[DatasetRef, _V]):
@@ -115,15 +117,15 @@ class LineageGraph(Protocol):
         """Every dataset named by any stored edge."""
         ...
 
-    def upstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> set[DatasetRef]:
+    def upstream(self, ds: DatasetRef, *, as_of: View = None) -> set[DatasetRef]:
         """Datasets with a valid edge into ``ds``."""
         ...
 
-    def downstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> set[DatasetRef]:
+    def downstream(self, ds: DatasetRef, *, as_of: View = None) -> set[DatasetRef]:
         """Datasets with a valid edge from ``ds``."""
         ...
 
-    def edges_into(self, ds: DatasetRef, *, as_of: datetime | None = None) -> list[LineageEdge]:
+    def edges_into(self, ds: DatasetRef, *, as_of: View = None) -> list[LineageEdge]:
         """Valid edges whose target is a column of ``ds`` (or ``ds`` as a whole)."""
         ...
 
@@ -133,7 +135,7 @@ class LineageGraph(Protocol):
         *,
         max_nodes: int | None = None,
         max_depth: int | None = None,
-        as_of: datetime | None = None,
+        as_of: View = None,
         is_materialised: Callable[[DatasetRef], bool] | None = None,
     ) -> Closure:
         """Every dataset reachable from ``roots`` over valid edges, bounded and ordered."""
@@ -144,10 +146,57 @@ class LineageGraph(Protocol):
         ...
 
 
-def is_valid(edge: LineageEdge, as_of: datetime | None = None) -> bool:
-    """Whether ``edge`` counts: current if ``as_of`` is None, else from <= as_of < to."""
+@dataclass(frozen=True, eq=False)
+class RetainedView:
+    """The erasure view (DESIGN section 4): edges whose output may still hold rows they wrote.
+
+    An edge counts when it began by ``at`` and is still valid, or ended (was superseded, or
+    belongs to a failed or partial run) less than its output's retention before ``at``. An
+    output with no retention keeps every edge ever observed: its old rows may still be there.
+    """
+
+    at: datetime
+    retention_days: Mapping[DatasetRef, int] = field(default_factory=dict)  # per output
+    current: datetime | None = None  # the point-in-time view it is compared with (None: now)
+
+    def cutoff(self, output: DatasetRef) -> int:
+        """An edge into ``output`` counts if it ended after this instant (epoch microseconds)."""
+        days = self.retention_days.get(output)
+        if days is None:
+            return _OPEN_START
+        return _micros(self.at - timedelta(days=days))
+
+    def mask(
+        self,
+        refs: Sequence[DatasetRef],
+        ids: Mapping[DatasetRef, int],
+        dst: IntArray,
+        valid_from: IntArray,
+        valid_to: IntArray,
+    ) -> npt.NDArray[np.bool_]:
+        """Which rows (target dataset id, interval) count, on arrays."""
+        cutoff = np.full(len(refs), _OPEN_START, dtype=np.int64)
+        for ref in self.retention_days:
+            i = ids.get(ref)
+            if i is not None:
+                cutoff[i] = self.cutoff(ref)
+        begun: npt.NDArray[np.bool_] = valid_from <= _micros(self.at)
+        kept: npt.NDArray[np.bool_] = begun & (valid_to > cutoff[dst])
+        return kept
+
+
+View = datetime | RetainedView | None  # current (None), an instant, or the erasure view
+
+
+def is_valid(edge: LineageEdge, as_of: View = None) -> bool:
+    """Whether ``edge`` counts: current if ``as_of`` is None, else from <= as_of < to; in a
+    ``RetainedView``, begun by its instant and not ended longer than the retention before."""
     if as_of is None:
         return edge.valid_to is None
+    if isinstance(as_of, RetainedView):
+        begun = edge.valid_from is None or _micros(edge.valid_from) <= _micros(as_of.at)
+        ended = _OPEN_END if edge.valid_to is None else _micros(edge.valid_to)
+        return begun and ended > as_of.cutoff(edge.target.dataset)
     t = _micros(as_of)
     start = _OPEN_START if edge.valid_from is None else _micros(edge.valid_from)
     end = _OPEN_END if edge.valid_to is None else _micros(edge.valid_to)
@@ -362,6 +411,7 @@ class InMemoryLineageGraph:
         self._rank: IntArray | None = None
         self._current: _Index | None = None
         self._as_of: dict[int, _Index] = {}
+        self._retained: tuple[RetainedView, _Index] | None = None  # the last erasure view
         self._snapshot: str | None = None
 
     # -- reading ----------------------------------------------------------------------------
@@ -374,19 +424,19 @@ class InMemoryLineageGraph:
         """Every dataset named by any stored edge."""
         return set(self._refs)
 
-    def upstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> set[DatasetRef]:
+    def upstream(self, ds: DatasetRef, *, as_of: View = None) -> set[DatasetRef]:
         """Datasets with a valid edge into ``ds``."""
         i = self._ids.get(ds)
         if i is None:
             return set()
         return set(self._index(as_of).upstream_set(i))
 
-    def has_upstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> bool:
+    def has_upstream(self, ds: DatasetRef, *, as_of: View = None) -> bool:
         """Whether any valid edge leads into ``ds`` (no set of upstreams is made)."""
         i = self._ids.get(ds)
         return i is not None and int(self._index(as_of).in_degree[i]) > 0
 
-    def downstream(self, ds: DatasetRef, *, as_of: datetime | None = None) -> set[DatasetRef]:
+    def downstream(self, ds: DatasetRef, *, as_of: View = None) -> set[DatasetRef]:
         """Datasets with a valid edge from ``ds``."""
         i = self._ids.get(ds)
         if i is None:
@@ -395,12 +445,27 @@ class InMemoryLineageGraph:
         ids = index.out_indices[index.out_indptr[i] : index.out_indptr[i + 1]]
         return {self._refs[j] for j in ids.tolist()}
 
-    def edges_into(self, ds: DatasetRef, *, as_of: datetime | None = None) -> list[LineageEdge]:
+    def edges_into(self, ds: DatasetRef, *, as_of: View = None) -> list[LineageEdge]:
         """Valid edges whose target is a column of ``ds`` (or ``ds`` as a whole), as stored."""
         i = self._ids.get(ds)
         if i is None:
             return []
         return [edge for edge in self._into[i] if is_valid(edge, as_of)]
+
+    def ended_into(self, view: RetainedView) -> set[DatasetRef]:
+        """Datasets with an edge that ``view`` keeps but its current view does not."""
+        key, valid_from, valid_to = self._interval_table()
+        n = len(self._refs)
+        if not n:
+            return set()
+        dst = key % n
+        kept = view.mask(self._refs, self._ids, dst, valid_from, valid_to)
+        if view.current is None:
+            now = valid_to == _OPEN_END
+        else:
+            t = _micros(view.current)
+            now = (valid_from <= t) & (t < valid_to)
+        return {self._refs[i] for i in np.unique(dst[kept & ~now]).tolist()}
 
     def snapshot_id(self) -> str:
         """Content hash of the stored edge set, equal to ``snapshot_digest(self.edges())``.
@@ -423,7 +488,7 @@ class InMemoryLineageGraph:
         *,
         max_nodes: int | None = None,
         max_depth: int | None = None,
-        as_of: datetime | None = None,
+        as_of: View = None,
         is_materialised: Callable[[DatasetRef], bool] | None = None,
     ) -> Closure:
         """Every dataset reachable from ``roots`` over valid edges, breadth first.
@@ -466,7 +531,7 @@ class InMemoryLineageGraph:
         unknown: list[DatasetRef],
         index: _Index,
         walk: _Walk,
-        as_of: datetime | None,
+        as_of: View,
         is_materialised: Callable[[DatasetRef], bool],
     ) -> Closure:
         """The public Closure for a walk; unknown roots lead, with no lineage of their own."""
@@ -510,13 +575,21 @@ class InMemoryLineageGraph:
 
     # -- index ------------------------------------------------------------------------------
 
-    def _index(self, as_of: datetime | None) -> _Index:
+    def _index(self, as_of: View) -> _Index:
         """The index of the dataset pairs valid at ``as_of`` (None = current), cached."""
         if as_of is None:
             if self._current is None:
                 key, _, valid_to = self._interval_table()
                 self._current = _Index(self._refs, key[valid_to == _OPEN_END], self._name_rank())
             return self._current
+        if isinstance(as_of, RetainedView):
+            if self._retained is None or self._retained[0] is not as_of:
+                key, valid_from, valid_to = self._interval_table()
+                n = len(self._refs)
+                dst = key % n if n else key
+                kept = as_of.mask(self._refs, self._ids, dst, valid_from, valid_to)
+                self._retained = (as_of, _Index(self._refs, key[kept], self._name_rank()))
+            return self._retained[1]
         t = _micros(as_of)
         cached = self._as_of.get(t)
         if cached is None:
@@ -614,9 +687,7 @@ class IncomingColumns:
     names: Callable[[DatasetRef], set[str]]  # the columns behind a count, when needed
 
 
-def _incoming(
-    graph: LineageGraph, datasets: list[DatasetRef], as_of: datetime | None
-) -> IncomingColumns:
+def _incoming(graph: LineageGraph, datasets: list[DatasetRef], as_of: View) -> IncomingColumns:
     """Column-level reach and table-level producers of each dataset's valid incoming edges.
 
     A graph that can count this on its own arrays (the store's) does; others are read edge

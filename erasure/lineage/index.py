@@ -28,6 +28,8 @@ from erasure.lineage.graph import (
     IncomingColumns,
     InMemoryLineageGraph,
     IntArray,
+    RetainedView,
+    View,
     is_valid,
 )
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
@@ -392,12 +394,20 @@ class StoredLineageGraph(InMemoryLineageGraph):
             self._load(self._columns.with_edges(fresh))
             self._stored_snapshot = None
 
+    def add_unstored_edges(self, edges: Iterable[LineageEdge]) -> None:
+        """Add edges the store cannot hold (a failed run's, valid over [t, t)) in memory,
+        without comparing them with every stored edge."""
+        fresh = list(dict.fromkeys(edges))
+        if fresh:
+            self._load(self._columns.with_edges(fresh))
+            self._stored_snapshot = None
+
     def edges(self) -> Iterator[LineageEdge]:
         """Every stored edge in store order, superseded ones included."""
         columns = self._columns
         return (columns.edge(k) for k in range(columns.size))
 
-    def edges_into(self, ds: DatasetRef, *, as_of: datetime | None = None) -> list[LineageEdge]:
+    def edges_into(self, ds: DatasetRef, *, as_of: View = None) -> list[LineageEdge]:
         """Valid edges whose target is a column of ``ds`` (or ``ds`` as a whole)."""
         i = self._ids.get(ds)
         if i is None:
@@ -408,7 +418,7 @@ class StoredLineageGraph(InMemoryLineageGraph):
         return [e for e in edges if is_valid(e, as_of)]
 
     def incoming_columns(
-        self, datasets: Iterable[DatasetRef], *, as_of: datetime | None = None
+        self, datasets: Iterable[DatasetRef], *, as_of: View = None
     ) -> IncomingColumns:
         """Column reach and table-level producers of the datasets' valid incoming edges,
         counted on the arrays: no edge objects, no set of names unless asked for."""
@@ -419,7 +429,12 @@ class StoredLineageGraph(InMemoryLineageGraph):
         if not picked:
             return IncomingColumns({}, {}, lambda _: set())
         wanted[np.array(picked, dtype=np.int64)] = True
-        valid = columns.valid(as_of)
+        if isinstance(as_of, RetainedView):
+            valid = as_of.mask(
+                self._refs, self._ids, self._dst_ids, columns.valid_from, columns.valid_to
+            )
+        else:
+            valid = columns.valid(as_of)
         mask = valid & wanted[self._dst_ids]
         dst, col = self._dst_ids[mask], columns.dst_col[mask]
         table = col == 0

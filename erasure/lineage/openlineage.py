@@ -1205,3 +1205,36 @@ def timeline_edges(runs: Iterable[RunLineage]) -> ObservedLineage:
     gaps = dict.fromkeys(g for _, g in latest_gap.values() if g is not None)
     result.gaps = sorted(gaps, key=lambda g: (g.dataset or "", g.detail))  # as the store does
     return result
+
+
+def attempt_edges(runs: Iterable[RunSummary]) -> list[LineageEdge]:
+    """Table-level edges of the runs that published none (FAIL, ABORT, still open): every
+    input a run listed into every output it listed.
+
+    A failed or partial run may have written rows before it ended, and a FAIL after a
+    COMPLETE withdraws what the run published: the rows stay. Each edge is valid over the
+    empty interval [t, t) at the run's latest event, so no point-in-time view counts it; the
+    erasure view (`graph.RetainedView`) keeps it for its output's retention.
+    """
+    edges: dict[LineageEdge, None] = {}
+    for run in runs:
+        if run.state == RunState.COMPLETE.value or not run.inputs:
+            continue
+        for output in run.outputs:
+            target = FieldRef(output, None)
+            for source in run.inputs:
+                edge = LineageEdge(
+                    source=FieldRef(source, None),
+                    target=target,
+                    type=EdgeType.DIRECT,  # unknown: over-stating a disclosure is the safe error
+                    subtype=EdgeSubtype.UNKNOWN,
+                    origin=EdgeOrigin.OBSERVED,
+                    producer=run.job,
+                    run_id=run.run_id,
+                    run_state=run.state,
+                    valid_from=run.event_time,
+                    valid_to=run.event_time,
+                    observed_at=run.event_time,
+                )
+                edges[edge] = None
+    return list(edges)

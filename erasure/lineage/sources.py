@@ -22,9 +22,10 @@ from pathlib import Path
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import ErasureError
 from erasure.lineage.gaps import sql_gap_kind
-from erasure.lineage.graph import InMemoryLineageGraph, LineageGraph
+from erasure.lineage.graph import InMemoryLineageGraph, LineageGraph, RetainedView
 from erasure.lineage.openlineage import (
     RunEvent,
+    attempt_edges,
     read_event_file,
     runs_from_events,
     timeline_edges,
@@ -74,8 +75,10 @@ def build_lineage(
             for event in read_event_file(path)
         ]
         events.extend(stored_events)  # the same event from a file and the store counts once
-        observed = timeline_edges(runs_from_events(events))
+        runs = runs_from_events(events)
+        observed = timeline_edges(runs)
         memory.add_edges(_canonical(catalog, observed.edges))
+        memory.add_edges(_canonical(catalog, attempt_edges(r.summary for r in runs)))
         gaps.extend(observed.gaps)
         graph = memory
     else:
@@ -86,9 +89,19 @@ def build_lineage(
             store.ingest(events)
         stored = store.graph()
         graph = stored.canonical(catalog.canonical)
+        graph.add_unstored_edges(_canonical(catalog, attempt_edges(store.unpublished_runs())))
         gaps.extend(store.output_gaps())
     gaps.extend(_catalog_gaps(catalog, graph, as_of))
     return CatalogLineage(graph, _unique(gaps), as_of)
+
+
+def erasure_view(catalog: Catalog, lineage: CatalogLineage, now: datetime) -> RetainedView:
+    """The lineage an erasure plan walks (DESIGN section 4): every edge set, superseded and
+    failed runs' included, whose output may still hold rows it wrote, by catalog retention."""
+    retention = {
+        ds.ref: ds.retention_days for ds in catalog.datasets if ds.retention_days is not None
+    }
+    return RetainedView(at=lineage.as_of or now, retention_days=retention, current=lineage.as_of)
 
 
 def sync_event_files(store: LineageStore, catalog: Catalog) -> IngestReport:

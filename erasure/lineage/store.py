@@ -40,6 +40,7 @@ from erasure.lineage.openlineage import (
     OutputLineage,
     RunEvent,
     RunLineage,
+    RunSummary,
     decoded_element,
     event_id,
     event_text,
@@ -925,6 +926,34 @@ class LineageStore:
             ).scalars()
             gaps = [Gap.model_validate_json(str(text)) for text in rows]
         return sorted(gaps, key=lambda g: (g.dataset or DatasetRef("", ""), g.detail))
+
+    def unpublished_runs(self) -> list[RunSummary]:
+        """Runs with inputs and outputs that published no edges (FAIL, ABORT, a FAIL after
+        the COMPLETE, still open), as their events tell: the erasure view keeps what they
+        may have written. One run per job and datasets, the latest: a job that fails every
+        night reads one run's events, not a year of them."""
+        runs = lineage_runs.c
+        query = (
+            sa.select(runs.job, runs.run_id, runs.inputs, runs.outputs)
+            .where(runs.completed_at.is_(None), runs.outputs != "[]", runs.inputs != "[]")
+            .order_by(runs.event_time.desc(), runs.run_id.desc())
+        )
+        with (
+            store_errors(self._store, "read the unpublished lineage runs"),
+            self._store.engine.connect() as conn,
+        ):
+            latest: dict[tuple[str, str, str], tuple[str, str]] = {}
+            for row in conn.execute(query):
+                shape = (str(row.job), str(row.inputs), str(row.outputs))
+                latest.setdefault(shape, (str(row.job), str(row.run_id)))
+            keys = list(latest.values())
+            stored = _stored_events(conn, keys)
+        summaries = []
+        for key in keys:
+            ordered = sorted(stored.get(key, []), key=lambda kv: kv[1].event_time)
+            if ordered:
+                summaries.append(run_lineage([e for _, e in ordered]).summary)
+        return summaries
 
     def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Runs seen, newest first: job, run id, state, time, datasets."""

@@ -123,11 +123,17 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
     register(svc, conf, "erasure-REQ-2026-0002")
     plan = workflow.plan_request(svc, "REQ-2026-0002")
     assert plan.roots == []
-    assert [(i.action, i.rule) for i in plan.items] == [
-        (Action.ESCALATE, "not_found"),
-        (Action.INSERT_TOMBSTONE, "tombstone"),
+    # The archive and the backup outlive the source rows: a subject found nowhere may still
+    # be in them, so every plan carries them (issue 18); no key of hers: rule 3a asks.
+    assert [(i.dataset.name, i.action, i.rule) for i in plan.items] == [
+        ("archive.customer_events", Action.ESCALATE, "3a"),
+        ("backup.crm_nightly", Action.ESCALATE, "4"),
+        ("subject_search", Action.ESCALATE, "not_found"),
+        ("suppression_list", Action.INSERT_TOMBSTONE, "tombstone"),
     ]
-    [question] = workflow.pending_escalations(svc, "REQ-2026-0002")
+    [question] = [
+        q for q in workflow.pending_escalations(svc, "REQ-2026-0002") if q.dataset == SUBJECT_SEARCH
+    ]
     prompt = escalation_prompt(question)
     assert prompt.options == ["Confirm the subject is not held"]
     assert "crm.customers (email, alt_email)" in question.reason
@@ -135,16 +141,20 @@ def test_a_subject_found_nowhere_is_a_question_for_the_dpo_not_a_completion(
     assert "`crm.customers.email`: 1 row(s), same local part at another domain" in prompt.body
     assert "alice" not in prompt.body.lower()
     workflow.tombstone(svc, "REQ-2026-0002")
+    archive = item_named(svc, "REQ-2026-0002", "archive.customer_events")
+    workflow.rule(svc, "REQ-2026-0002", archive, ANSWERS["archive.customer_events"])
+    backup = item_named(svc, "REQ-2026-0002", "backup.crm_nightly")
+    workflow.rule(svc, "REQ-2026-0002", backup, ANSWERS["backup.crm_nightly"])
     with pytest.raises(VerificationFailed, match="subject_search"):
         workflow.verify(svc, "REQ-2026-0002")  # not complete while the DPO has not answered
     workflow.rule(svc, "REQ-2026-0002", SUBJECT_SEARCH, NOT_HELD)
     assert workflow.verify(svc, "REQ-2026-0002").passed
     record = workflow.complete(svc, "REQ-2026-0002")
-    assert record.status is RecordStatus.COMPLETE
+    assert record.status is RecordStatus.COMPLETE_WITH_EXEMPTIONS  # the backup is retained
     assert record.body["subject_found"] is False
-    [outcome] = record.body["artefacts"]
-    assert (outcome["action"], outcome["rule"]) == ("escalate", "not_found")
-    assert [r["option"] for r in record.body["rulings"]] == ["not_held"]
+    [outcome] = [a for a in record.body["artefacts"] if a["rule"] == "not_found"]
+    assert outcome["action"] == "escalate"
+    assert "not_held" in [r["option"] for r in record.body["rulings"]]
 
 
 def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) -> None:
@@ -223,6 +233,11 @@ def test_a_completion_that_failed_for_good_completes_once_cleared(
     register(svc, conf, run_id)
     workflow.plan_request(svc, ref)
     workflow.tombstone(svc, ref)
+    archive = item_named(svc, ref, "archive.customer_events")
+    workflow.rule(svc, ref, archive, ANSWERS["archive.customer_events"])
+    workflow.rule(
+        svc, ref, item_named(svc, ref, "backup.crm_nightly"), ANSWERS["backup.crm_nightly"]
+    )
     workflow.rule(svc, ref, item_named(svc, ref, "subject_search"), NOT_HELD)
     workflow.verify(svc, ref)
     down_once(getattr(svc, outage[0]), outage[1])
@@ -233,8 +248,8 @@ def test_a_completion_that_failed_for_good_completes_once_cleared(
 
     record = workflow.complete(svc, ref)  # the DPO clears the failed task
 
-    assert record.status is RecordStatus.COMPLETE
-    assert svc.requests.get(ref).status.value == "complete"  # type: ignore[union-attr]
+    assert record.status is RecordStatus.COMPLETE_WITH_EXEMPTIONS  # the backup is retained
+    assert svc.requests.get(ref).status.value == "complete_with_exemptions"  # type: ignore[union-attr]
     kinds = [r.kind for r in svc.ledger.show(ref)]
     assert kinds.count(RecordKind.COMPLETED) == 1
     with pytest.raises(ErasureError):

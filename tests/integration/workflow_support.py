@@ -91,6 +91,10 @@ ANSWERS = {
         "Confirm the subject is not held",
         justification="archive owner: no events of this customer were ever archived",
     ),
+    # The demo's failed run may have written it before it failed (issue 18).
+    "ml.customer_embeddings_v2": answer(
+        "Accept as non-personal", justification="the failed v2 run left its output empty"
+    ),
 }
 
 

@@ -6,6 +6,7 @@ as in memory, re-read only where a source changed."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from erasure.catalog import Catalog, load_catalog
-from erasure.lineage.graph import LineageGraph
+from erasure.lineage.graph import LineageGraph, RetainedView
 from erasure.lineage.openlineage import parse_event
 from erasure.lineage.sources import (
     build_lineage,
@@ -147,7 +148,7 @@ def test_a_lineage_sql_file_declares_lineage_into_the_table_it_is_named_after(
     assert unresolved.detail.startswith("sql:reports.segments.sql: <unknown>.x")
 
 
-def test_observed_runs_land_on_catalog_identities_through_aliases_and_failed_runs_publish_nothing(
+def test_observed_runs_land_on_catalog_identities_and_failed_runs_publish_only_to_erasure(
     estate: tuple[Catalog, Warehouse],
 ) -> None:
     catalog, warehouse = estate
@@ -156,10 +157,17 @@ def test_observed_runs_land_on_catalog_identities_through_aliases_and_failed_run
     assert (observed.source.dataset, observed.source.column) == (CUSTOMERS, "email")
     assert (observed.origin, observed.run_state) == (EdgeOrigin.OBSERVED, "COMPLETE")
     assert observed.run_id == "01937a10-0000-7000-8000-00000000c0a1"
-    # The failed run is evidence, not lineage: its output is nowhere in the graph.
-    assert not [d for d in graph.datasets() if d.name == "marts.failed_output"]
-    # Nothing stays under the provider's namespace: the aliases are explicit and complete here.
-    assert {d.namespace for d in graph.datasets()} == {"w"}
+    # The failed run publishes no lineage: today's view and every instant's lack its output...
+    [failed] = [d for d in graph.datasets() if d.name == "marts.failed_output"]
+    assert graph.edges_into(failed) == []
+    assert all(graph.edges_into(failed, as_of=e.valid_from) == [] for e in graph.edges())
+    # ...but it may have written before it failed: the erasure view keeps it, table-level.
+    view = RetainedView(at=datetime(2100, 1, 1, tzinfo=UTC))
+    [attempt] = graph.edges_into(failed, as_of=view)
+    assert (attempt.run_state, attempt.source.column, attempt.target.column) == ("FAIL", None, None)
+    # Nothing stays under the provider's namespace: the aliases are explicit and complete here
+    # (the failed run's output is not catalogued, so an erasure reaching it escalates).
+    assert {d.namespace for d in graph.datasets() if d != failed} == {"w"}
 
 
 def test_what_no_source_tells_is_a_gap_and_a_dataset_holding_the_subject_needs_none(

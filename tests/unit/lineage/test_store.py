@@ -596,3 +596,20 @@ def test_completed_writes_are_the_complete_runs_that_wrote_the_dataset_in_the_wi
     assert [w["run_id"] for w in writes] == ["d"]  # not before, failed, elsewhere, or later
     assert writes[0]["inputs"] == [ORDERS.qualified]
     assert writes[0]["job"].endswith(JOB)
+
+
+def test_unpublished_runs_are_read_once_per_job_shape_latest_first(store: Store) -> None:
+    ingest(
+        store,
+        event("f-1", "FAIL", "2026-11-01T02:00:00Z"),
+        event("f-2", "FAIL", "2026-11-02T02:00:00Z"),  # the same job and datasets, later
+        event("a-1", "ABORT", "2026-11-01T03:00:00Z", output="marts.other"),
+        {**event("n-1", "FAIL", "2026-11-03T02:00:00Z"), "inputs": []},  # read nothing known
+        event("c-1", "START", "2026-11-04T01:00:00Z"),
+        event("c-1", "COMPLETE", "2026-11-04T02:00:00Z"),  # published: not unpublished
+        event("w-1", "COMPLETE", "2026-11-05T01:00:00Z", output="marts.withdrawn"),
+        event("w-1", "FAIL", "2026-11-05T02:00:00Z", output="marts.withdrawn"),
+    )
+    runs = {(r.run_id, r.state) for r in LineageStore(store).unpublished_runs()}
+    # A FAIL after its COMPLETE withdrew the run's edges: it is read as unpublished too.
+    assert runs == {("f-2", "FAIL"), ("a-1", "ABORT"), ("w-1", "FAIL")}
