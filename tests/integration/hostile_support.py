@@ -1,0 +1,524 @@
+"""The harness of the hostile-estate suite: copies of the demo estate, a request driven through
+the real workflow, and the independent look at what the run left (raw SQL and Vault reads,
+never the system's own verify).
+
+A scenario edits its copy of the estate (warehouse rows, catalog, lineage), then one request
+runs plan -> act -> verify -> complete as gdpr_erasure wires it. Escalations are answered as
+the scenario's DPO would: the standard demo answers for the demo's own escalations, and for
+anything else the ruling the scenario names (the tempting one, the honest one, or none: the
+DPO sends it back and the request stops there).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import unicodedata
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from erasure import workflow
+from erasure.actions.rebuild import RunOutcome
+from erasure.audit.records import RecordKind
+from erasure.config import Settings
+from erasure.errors import ErasureError
+from erasure.keys.vault import EmbeddedOpenBao
+from erasure.model import Action, PlanItem
+from erasure.pseudonym import normalise, subject_hash
+from erasure.rulings import DpoAnswer, RulingOption, options_for
+from erasure.sample.embedded import ARCHIVE, open_demo
+from erasure.sample.rematerialise import rematerialise
+from erasure.services import Services
+from tests.integration.fault_injection import PostgresAdmin
+from tests.integration.workflow_support import ANSWERS, CONF, answer, register
+
+BACKENDS = ("SQLite", "Postgres")
+SUBJECT = "C0001"  # the demo subject, Alice: " Alice.Smith@Example.com", "020 7946 0958"
+
+
+class Verdict(StrEnum):
+    TRUE_COMPLETION = "true completion"
+    STOPPED = "stopped with reason"
+    FALSE_COMPLETION = "FALSE COMPLETION"
+    WRONG_PERSON = "WRONG PERSON TOUCHED"
+    UNCLEAR_STOP = "stopped without naming the cause"
+
+
+class Dpo(StrEnum):
+    """How the DPO answers an escalation the demo's standard answers do not cover."""
+
+    NONE = "sends it back"  # no answer: the request waits (stops) on the prompt
+    TEMPTING = "tempting ruling"  # what the hostile input makes look right
+    HONEST = "honest ruling"
+
+
+TEMPTING_ORDER = (
+    RulingOption.DELETE_ROW,
+    RulingOption.DELETE_ARTEFACT,
+    RulingOption.NOT_HELD,
+    RulingOption.NON_PERSONAL,
+)
+HONEST_ORDER = (RulingOption.RETAIN_EXEMPTION, RulingOption.REBUILD_BY_DATE)
+LABELS = {
+    RulingOption.DELETE_ROW: ("Delete this row", {}),
+    RulingOption.DELETE_ARTEFACT: ("Delete the artefact", {}),
+    RulingOption.NOT_HELD: ("Confirm the subject is not held", {}),
+    RulingOption.NON_PERSONAL: ("Accept as non-personal", {}),
+    RulingOption.RETAIN_EXEMPTION: ("Retain under an Art. 17(3) exemption", {"exemption": "e"}),
+    RulingOption.REBUILD_BY_DATE: ("Rebuild or retrain by a date", {"scheduled_by": "2026-12-15"}),
+}
+# Rulings that say on the record that the data is still there (and why, or until when).
+RETAINING = frozenset({"retain_exemption", "rebuild_by_date"})
+
+
+def ruling_for(item: PlanItem, dpo: Dpo) -> DpoAnswer | None:
+    """The DPO's answer to an escalation outside the demo's standard ones."""
+    order = {Dpo.TEMPTING: TEMPTING_ORDER, Dpo.HONEST: HONEST_ORDER}.get(dpo, ())
+    offered = options_for(item)
+    for option in order:
+        if option in offered:
+            label, params = LABELS[option]
+            return answer(label, justification=f"{dpo.value}, hostile-estate suite", **params)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The estate copies
+
+
+@dataclass
+class Estate:
+    """One copy of the demo estate, its own erasure store, the shared OpenBao."""
+
+    name: str
+    backend: str
+    settings: Settings
+    base: Path
+    admin: PostgresAdmin | None
+    server: str | None  # Postgres server URL without a database
+    pristine_keys: set[str] = field(default_factory=set)
+
+    @property
+    def catalog_path(self) -> Path:
+        return Path(str(self.settings.catalog_path))
+
+    @property
+    def dir(self) -> Path:
+        return self.catalog_path.parent
+
+    def services(self) -> Services:
+        return Services.open(self.settings)
+
+    def execute(self, *statements: str, **params: Any) -> None:
+        """Run statements on the estate's warehouse, in one transaction."""
+        with self.services() as svc, svc.warehouse.engine("warehouse").begin() as conn:
+            for statement in statements:
+                conn.execute(sa.text(statement), params)
+
+    def refresh_derived(self) -> None:
+        """Re-materialise the derived tables after a scenario changed the sources, so the
+        estate is consistent before the request (as last night's runs would have left it)."""
+        with self.services() as svc:
+            for dag_id in ("build_marts", "build_reports"):
+                rematerialise(svc.catalog, svc.warehouse, dag_id)
+            with svc.warehouse.engine("warehouse").begin() as conn:
+                for name in REBUILT_BY_SQL:
+                    conn.execute(sa.text(f"DROP TABLE {name}"))
+                    conn.execute(sa.text(f"CREATE TABLE {name} AS {_sql_spec(name)}"))
+            svc.warehouse.forget_tables()
+
+    def edit_catalog(self, old: str, new: str, count: int = 1) -> None:
+        text = self.catalog_path.read_text()
+        assert text.count(old) == count, (old, text.count(old))
+        self.catalog_path.write_text(text.replace(old, new))
+
+    def add_events(self, *events: dict[str, Any]) -> None:
+        with (self.dir / "lineage" / "events.jsonl").open("a") as out:
+            for event in events:
+                out.write(json.dumps(event) + "\n")
+
+    def new_database(self, prefix: str) -> str:
+        """A new empty database of the estate's backend; its URL."""
+        if self.backend == "SQLite":
+            return f"sqlite:///{self.dir / prefix}.db"
+        assert self.admin is not None and self.server is not None
+        name = f"hostile_{prefix}_{uuid.uuid4().hex[:8]}"
+        self.admin.create(name)
+        return f"{self.server}/{name}"
+
+
+@dataclass
+class Estates:
+    """The demo estate built once per backend; each scenario acts on a copy of it."""
+
+    base: Path
+    bao: EmbeddedOpenBao
+    admin: PostgresAdmin | None
+    server: str | None
+    pristine: dict[str, Settings] = field(default_factory=dict)
+    keys: dict[str, set[str]] = field(default_factory=dict)
+
+    def copy(self, name: str, backend: str) -> Estate:
+        source = self._pristine(backend)
+        where = self.base / backend / name
+        shutil.copytree(Path(str(source.catalog_path)).parent, where / "estate")
+        settings = source.model_copy(
+            update={
+                "catalog_path": where / "estate" / "catalog.yaml",
+                "crm_export": where / "estate" / "crm_export.csv",
+            }
+        )
+        if backend == "SQLite":
+            (where / "store").mkdir()
+            settings = settings.model_copy(
+                update={"store_url": f"sqlite:///{where / 'store' / 'erasure.db'}"}
+            )
+        else:
+            assert self.admin is not None
+            warehouse, store = (f"hostile_{uuid.uuid4().hex[:10]}_{p}" for p in "ws")
+            self.admin.create(warehouse, template=self._database())
+            self.admin.create(store)
+            catalog = where / "estate" / "catalog.yaml"
+            catalog.write_text(catalog.read_text().replace(self._database(), warehouse))
+            settings = settings.model_copy(update={"store_url": f"{self.server}/{store}"})
+        estate = Estate(name, backend, settings, where, self.admin, self.server, self.keys[backend])
+        with estate.services() as svc:  # keys an earlier scenario shredded are sealed again
+            missing = self.keys[backend] - set(svc.keystore.list_key_names())
+            for key in missing:
+                svc.keystore.create(key.rpartition("/")[2], ARCHIVE)
+        return estate
+
+    def _pristine(self, backend: str) -> Settings:
+        if backend not in self.pristine:
+            url = None
+            if backend == "Postgres":
+                assert self.admin is not None
+                self.admin.create(self._database())
+                url = f"{self.server}/{self._database()}"
+            settings = open_demo(self.base / backend / "pristine", self.bao, url=url)
+            self.pristine[backend] = settings
+            with Services.open(settings) as svc:
+                self.keys[backend] = set(svc.keystore.list_key_names())
+        return self.pristine[backend]
+
+    def _database(self) -> str:
+        return f"hostile_pristine_{id(self):x}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Driving one request
+
+
+@dataclass
+class Run:
+    """What one request did: completed, or where and why it stopped."""
+
+    completed: bool = False
+    status: str = ""
+    stopped_at: str = ""
+    reason: str = ""
+    error: str = ""  # the exception class, "" for a prompt left unanswered
+    rulings: dict[str, str] = field(default_factory=dict)  # dataset -> option recorded
+
+
+Hook = Callable[[Estate, Services, str], None]
+
+
+@dataclass
+class Drive:
+    """How the scenario's run deviates from gdpr_erasure's normal course."""
+
+    dpo: Dpo = Dpo.NONE
+    answers: dict[str, DpoAnswer] = field(default_factory=dict)  # by dataset name
+    after_act: Hook | None = None  # before verify
+    after_verify: Hook | None = None  # before complete
+    complete_after_failed_verify: bool = False  # someone marks verify success in the UI
+    noop_dags: frozenset[str] = frozenset()  # runs that end `success` without rebuilding
+
+
+def request_conf(ref: str, id_type: str, identifier: str) -> dict[str, Any]:
+    return {
+        **CONF,
+        "request_ref": ref,
+        "identifier_type": id_type,
+        "identifier": identifier,
+        "notes": "",
+    }
+
+
+def trigger(svc: Services, how: Drive) -> workflow.TriggerDag:
+    def run(dag_id: str, ready_at: datetime) -> RunOutcome:
+        if dag_id not in how.noop_dags:
+            rematerialise(svc.catalog, svc.warehouse, dag_id)
+        return RunOutcome(run_id=f"manual__{dag_id}", state="success")
+
+    return run
+
+
+def drive(estate: Estate, conf: dict[str, Any], how: Drive) -> Run:
+    """One request from the desk's submission to its completion record, or to where it stops."""
+    ref = str(conf["request_ref"])
+    run = Run()
+    step = "open services"
+    try:
+        with estate.services() as svc:
+            try:
+                step = "register"
+                register(svc, conf, f"erasure-{ref}")
+                step = "plan"
+                plan = workflow.plan_request(svc, ref)
+                step = "tombstone"
+                workflow.tombstone(svc, ref)
+                for ds in workflow.items_for(plan, Action.ERASE_ROWS):
+                    step = f"erase_rows {ds.name}"
+                    workflow.erase(svc, ref, ds)
+                for ds in workflow.items_for(plan, Action.CRYPTO_SHRED):
+                    step = f"crypto_shred {ds.name}"
+                    workflow.shred(svc, ref, ds)
+                for ds in workflow.items_for(plan, Action.REBUILD):
+                    step = f"rebuild {ds.name}"
+                    workflow.rebuild_artefact(svc, ref, ds, trigger(svc, how))
+                for ds in workflow.items_for(plan, Action.AGGREGATE_OK):
+                    step = f"aggregate_ok {ds.name}"
+                    workflow.confirm_aggregate(svc, ref, ds)
+                for item in workflow.pending_escalations(svc, ref):
+                    step = f"dpo_decides {item.dataset.name}"
+                    given = how.answers.get(item.dataset.name) or (
+                        ANSWERS.get(item.dataset.name)
+                        if item.dataset.name in ANSWERS and item.rule in ("1", "2a", "4", "6")
+                        else ruling_for(item, how.dpo)
+                    )
+                    if given is None:
+                        run.stopped_at, run.reason = step, f"awaiting the DPO: {item.reason}"
+                        return _finish(svc, ref, run)
+                    workflow.rule(svc, ref, item.dataset, given)
+                if how.after_act is not None:
+                    how.after_act(estate, svc, ref)
+                step = "verify"
+                try:
+                    workflow.verify(svc, ref)
+                except ErasureError:
+                    if not how.complete_after_failed_verify:
+                        raise
+                    workflow.fail(svc, ref, "task verify failed", f"erasure-{ref}")
+                if how.after_verify is not None:
+                    how.after_verify(estate, svc, ref)
+                step = "complete"
+                workflow.complete(svc, ref)
+            except Exception as exc:  # noqa: BLE001 - every way a run can stop is an outcome
+                run.stopped_at, run.error, run.reason = step, type(exc).__name__, str(exc)
+            return _finish(svc, ref, run)
+    except Exception as exc:  # noqa: BLE001 - the services did not even open (a bad catalog)
+        run.stopped_at, run.error, run.reason = step, type(exc).__name__, str(exc)
+        return run
+
+
+def _finish(svc: Services, ref: str, run: Run) -> Run:
+    record = svc.requests.get(ref)
+    run.status = record.status.value if record is not None else "not registered"
+    run.completed = any(r.kind is RecordKind.COMPLETED for r in svc.ledger.show(ref))
+    run.rulings = {r.dataset.name: r.option.value for r in svc.rulings.for_request(ref)}
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# The independent look: raw reads, own matching
+
+
+def rows(conn: sa.Connection, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute(sa.text(sql), params)]
+
+
+def table_exists(conn: sa.Connection, name: str) -> bool:
+    schema, _, table = name.rpartition(".")
+    return sa.inspect(conn).has_table(table, schema=schema or None)
+
+
+def fold(text: str | None) -> str:
+    """A broad key for 'is this the same stored identifier': NFKC, no format characters or
+    whitespace, case folded; an email's display name, brackets and comments dropped."""
+    if text is None:
+        return ""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Zs", "Cc"))
+    angle = re.search(r"<([^<>]*)>", text)
+    if angle:
+        text = angle.group(1)
+    text = re.sub(r"\([^()]*\)", "", text).strip()
+    return unicodedata.normalize("NFKC", text.casefold())
+
+
+def ids_key(value: Any) -> str:
+    return fold(str(value)) if value is not None else ""
+
+
+def _sorted(values: list[tuple[Any, ...]]) -> list[str]:
+    return sorted(repr(tuple(str(v) for v in row)) for row in values)
+
+
+@dataclass(frozen=True)
+class People:
+    """Who the request is about (customer ids) and what else of theirs to look for."""
+
+    subject_ids: frozenset[str] = frozenset({SUBJECT})
+    extra_databases: tuple[str, ...] = ()  # URLs of other databases holding crm.customers
+    order_tables: tuple[str, ...] = ()  # where the orders are, if not crm.orders
+    extra_keys: tuple[str, ...] = ()  # the subject's keys under names of the producer's own
+
+    @property
+    def orders(self) -> tuple[str, ...]:
+        return self.order_tables or ("crm.orders",)
+
+
+def subject_keys(svc: Services, people: People) -> set[str]:
+    """The subject's archive keys under every pepper version, as the producer named them."""
+    customer_ids = people.subject_ids
+    names: set[str] = set(people.extra_keys)
+    for pepper in svc.peppers.all_versions():
+        for cid in customer_ids:
+            names.add(subject_hash(pepper, "customer_id", normalise("strip", cid)))
+    return names
+
+
+def others_snapshot(estate: Estate, people: People) -> dict[str, list[str]]:
+    """Every other person's rows in the systems of record and the immutable stores, and every
+    other person's key: what no erasure of this subject may change."""
+    ids = {ids_key(i) for i in people.subject_ids}
+    snap: dict[str, list[str]] = {}
+    with estate.services() as svc:
+        mine = subject_keys(svc, people)
+        snap["vault keys"] = sorted(
+            k for k in svc.keystore.list_key_names() if k.rpartition("/")[2] not in mine
+        )
+        with svc.warehouse.engine("warehouse").connect() as conn:
+            customers = rows(conn, "SELECT * FROM crm.customers")
+            snap["crm.customers"] = _sorted([r for r in customers if ids_key(r[0]) not in ids])
+            for name in people.orders:
+                orders = rows(conn, f"SELECT * FROM {name}")
+                snap[name] = _sorted([r for r in orders if ids_key(r[1]) not in ids])
+            for name in ("crm.addresses", "crm.products", "ops.stock_levels"):
+                snap[name] = _sorted(rows(conn, f"SELECT * FROM {name}"))
+            backup = rows(conn, "SELECT * FROM backup.crm_nightly")
+            snap["backup.crm_nightly"] = _sorted([r for r in backup if ids_key(r[0]) not in ids])
+            archive = rows(conn, "SELECT id, subject_hash FROM archive.customer_events")
+            snap["archive.customer_events"] = _sorted([r for r in archive if r[1] not in mine])
+    for url in people.extra_databases:
+        engine = _engine(url)
+        with engine.connect() as conn:
+            found = rows(conn, "SELECT * FROM crm.customers")
+        engine.dispose()
+        snap[f"crm.customers at {url.rpartition('/')[2]}"] = _sorted(
+            [r for r in found if ids_key(r[0]) not in ids]
+        )
+    return snap
+
+
+def touched(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[str]:
+    """Where another person's data changed, in counts (never values)."""
+    found = []
+    for name, was in before.items():
+        now = after.get(name, [])
+        gone, new = len(set(was) - set(now)), len(set(now) - set(was))
+        if gone or new:
+            found.append(f"{name}: {gone} row(s) of other people gone or changed, {new} new")
+    return found
+
+
+def _engine(url: str) -> sa.Engine:
+    if url.startswith("sqlite"):
+        path = Path(url.removeprefix("sqlite:///"))
+        engine = sa.create_engine(url)
+
+        @sa.event.listens_for(engine, "connect")
+        def attach(dbapi_conn: Any, _record: Any) -> None:
+            crm = path.with_name(f"{path.stem}.crm.db")
+            dbapi_conn.execute(f"ATTACH DATABASE '{crm}' AS crm")
+
+        return engine
+    return sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+
+
+def fresh(conn: sa.Connection, table: str, select: str) -> bool:
+    """Whether `table` holds exactly what `select` computes from the sources now."""
+    if not table_exists(conn, table):
+        return True  # deleted: nothing of anyone left in it
+    extra = rows(conn, f"SELECT COUNT(*) FROM (SELECT * FROM {table} EXCEPT {select}) AS d")
+    lacking = rows(conn, f"SELECT COUNT(*) FROM ({select} EXCEPT SELECT * FROM {table}) AS d")
+    return extra[0][0] == 0 and lacking[0][0] == 0
+
+
+REBUILT_BY_SQL = ("marts.customer_ltv", "marts.popular_products")
+REBUILT_BY_DAG = ("marts.orders_daily", "reports.monthly_revenue")
+
+
+def residue(estate: Estate, people: People, retained: frozenset[str]) -> dict[str, str]:
+    """Where the subject's data is still there (dataset -> what), read independently; minus
+    the datasets the record says the DPO retained."""
+    from erasure.sample.rematerialise import select_of
+
+    ids = {ids_key(i) for i in people.subject_ids}
+    left: dict[str, str] = {}
+    with estate.services() as svc:
+        keys = subject_keys(svc, people)
+        live = [k for k in keys if svc.keystore.exists(k)]
+        if live:
+            left[ARCHIVE] = f"{len(live)} key(s) of the subject still in Vault"
+        catalog = svc.catalog
+        with svc.warehouse.engine("warehouse").connect() as conn:
+            checks = {
+                "crm.customers": "SELECT id FROM crm.customers",
+                **{name: f"SELECT customer_id FROM {name}" for name in people.orders},
+                "marts.customer_ltv": "SELECT customer_id FROM marts.customer_ltv",
+                "marts.customer_segments": "SELECT customer_id FROM marts.customer_segments",
+                "marts.segment_history": "SELECT customer_id FROM marts.segment_history",
+            }
+            for name, sql in checks.items():
+                if not table_exists(conn, name):
+                    continue
+                n = sum(1 for (value,) in rows(conn, sql) if ids_key(value) in ids)
+                if n:
+                    left[name] = f"{n} row(s) of the subject"
+            for name in REBUILT_BY_DAG:
+                if not fresh(conn, name, select_of(catalog, name)):
+                    left[name] = "not rebuilt from the cleaned sources (still holds erased rows)"
+            for name in REBUILT_BY_SQL:
+                spec = _sql_spec(name)
+                if spec and not fresh(conn, name, spec):
+                    left[name] = "not rebuilt from the cleaned sources (still holds erased rows)"
+    for url in people.extra_databases:
+        engine = _engine(url)
+        with engine.connect() as conn:
+            n = sum(1 for (v,) in rows(conn, "SELECT id FROM crm.customers") if ids_key(v) in ids)
+        engine.dispose()
+        if n:
+            left[f"crm.customers at {url.rpartition('/')[2]}"] = f"{n} row(s) of the subject"
+    return {name: what for name, what in left.items() if name not in retained}
+
+
+# The rebuild SQL of the pristine demo catalog: what the artefact must equal, whatever the
+# scenario did to the catalog's own copy.
+_DEMO_SELECTS: dict[str, str] = {}
+
+
+def _sql_spec(name: str) -> str:
+    from importlib import resources
+
+    import yaml
+
+    if not _DEMO_SELECTS:
+        text = (resources.files("erasure.sample") / "estate" / "catalog.yaml").read_text()
+        for ds in yaml.safe_load(text)["datasets"]:
+            sql = (ds.get("rebuild") or {}).get("sql")
+            if sql:
+                _DEMO_SELECTS[ds["name"]] = re.sub(
+                    r"^\s*CREATE TABLE \S+ AS\s*", "", sql, flags=re.IGNORECASE
+                )
+    return _DEMO_SELECTS.get(name, "")
