@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
 import unicodedata
 import uuid
 from collections.abc import Callable
@@ -30,13 +31,19 @@ from erasure.actions.rebuild import RunOutcome
 from erasure.audit.records import RecordKind
 from erasure.config import Settings
 from erasure.errors import ErasureError
-from erasure.keys.vault import EmbeddedOpenBao
+from erasure.keys.bootstrap import initialise
+from erasure.keys.envelope import EnvelopeCipher
+from erasure.keys.keystore import keystore_from_settings
+from erasure.keys.pepper import PepperStore
+from erasure.keys.vault import EmbeddedOpenBao, connect
 from erasure.model import Action, PlanItem
 from erasure.pseudonym import normalise, subject_hash
 from erasure.rulings import DpoAnswer, RulingOption, options_for
-from erasure.sample.embedded import ARCHIVE, open_demo
+from erasure.sample.embedded import ARCHIVE, demo_settings
 from erasure.sample.rematerialise import rematerialise
+from erasure.sample.seed import build_demo
 from erasure.services import Services
+from erasure.store.database import open_store
 from tests.integration.fault_injection import PostgresAdmin
 from tests.integration.workflow_support import ANSWERS, CONF, answer, register
 
@@ -94,6 +101,13 @@ def ruling_for(item: PlanItem, dpo: Dpo) -> DpoAnswer | None:
 # The estate copies
 
 
+class HostileAdmin(PostgresAdmin):
+    def quick(self, name: str) -> None:
+        """Commits that do not wait for the disk: these databases are thrown away at the end
+        (what a crash could lose is nothing the suite needs)."""
+        self.conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+
+
 @dataclass
 class Estate:
     """One copy of the demo estate, its own erasure store, the shared OpenBao."""
@@ -102,7 +116,7 @@ class Estate:
     backend: str
     settings: Settings
     base: Path
-    admin: PostgresAdmin | None
+    admin: HostileAdmin | None
     server: str | None  # Postgres server URL without a database
     pristine_keys: set[str] = field(default_factory=set)
 
@@ -115,18 +129,25 @@ class Estate:
         return self.catalog_path.parent
 
     def services(self) -> Services:
+        """The system's services, over the catalog as the scenario left it."""
         return Services.open(self.settings)
+
+    def reader(self) -> Services:
+        """Services over the catalog as copied, before the scenario touched it: what the
+        harness reads and writes with, whatever the scenario did to the system's catalog."""
+        reference = self.catalog_path.with_name("catalog.reference.yaml")
+        return Services.open(self.settings.model_copy(update={"catalog_path": reference}))
 
     def execute(self, *statements: str, **params: Any) -> None:
         """Run statements on the estate's warehouse, in one transaction."""
-        with self.services() as svc, svc.warehouse.engine("warehouse").begin() as conn:
+        with self.reader() as svc, svc.warehouse.engine("warehouse").begin() as conn:
             for statement in statements:
                 conn.execute(sa.text(statement), params)
 
     def refresh_derived(self) -> None:
         """Re-materialise the derived tables after a scenario changed the sources, so the
         estate is consistent before the request (as last night's runs would have left it)."""
-        with self.services() as svc:
+        with self.reader() as svc:
             for dag_id in ("build_marts", "build_reports"):
                 rematerialise(svc.catalog, svc.warehouse, dag_id)
             with svc.warehouse.engine("warehouse").begin() as conn:
@@ -152,6 +173,7 @@ class Estate:
         assert self.admin is not None and self.server is not None
         name = f"hostile_{prefix}_{uuid.uuid4().hex[:8]}"
         self.admin.create(name)
+        self.admin.quick(name)
         return f"{self.server}/{name}"
 
 
@@ -161,14 +183,20 @@ class Estates:
 
     base: Path
     bao: EmbeddedOpenBao
-    admin: PostgresAdmin | None
+    admin: HostileAdmin | None
     server: str | None
     pristine: dict[str, Settings] = field(default_factory=dict)
     keys: dict[str, set[str]] = field(default_factory=dict)
+    store_template: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def copy(self, name: str, backend: str) -> Estate:
-        source = self._pristine(backend)
-        where = self.base / backend / name
+    def copy(self, name: str, backend: str, lane: int = 0) -> Estate:
+        """A copy of the backend's estate; each lane (a thread of scenarios) has its own."""
+        lane_name = f"{backend}-{lane}"
+        source = self._pristine(backend, lane)
+        where = self.base / lane_name / name
+        while where.exists():  # played again (the first try failed in its setup)
+            where = where.with_name(where.name + "+")
         shutil.copytree(Path(str(source.catalog_path)).parent, where / "estate")
         settings = source.model_copy(
             update={
@@ -178,39 +206,85 @@ class Estates:
         )
         if backend == "SQLite":
             (where / "store").mkdir()
+            template = Path(self.store_template[lane_name].removeprefix("sqlite:///"))
+            shutil.copy(template, where / "store" / "erasure.db")
             settings = settings.model_copy(
                 update={"store_url": f"sqlite:///{where / 'store' / 'erasure.db'}"}
             )
         else:
             assert self.admin is not None
             warehouse, store = (f"hostile_{uuid.uuid4().hex[:10]}_{p}" for p in "ws")
-            self.admin.create(warehouse, template=self._database())
-            self.admin.create(store)
+            self.admin.create(warehouse, template=self._database(lane_name))
+            self.admin.create(store, template=self._database(lane_name, "store"))
+            for database in (warehouse, store):
+                self.admin.quick(database)
             catalog = where / "estate" / "catalog.yaml"
-            catalog.write_text(catalog.read_text().replace(self._database(), warehouse))
+            catalog.write_text(catalog.read_text().replace(self._database(lane_name), warehouse))
             settings = settings.model_copy(update={"store_url": f"{self.server}/{store}"})
-        estate = Estate(name, backend, settings, where, self.admin, self.server, self.keys[backend])
-        with estate.services() as svc:  # keys an earlier scenario shredded are sealed again
-            missing = self.keys[backend] - set(svc.keystore.list_key_names())
+        estate = Estate(
+            name, backend, settings, where, self.admin, self.server, self.keys[lane_name]
+        )
+        shutil.copy(estate.catalog_path, estate.catalog_path.with_name("catalog.reference.yaml"))
+        with estate.reader() as svc:  # keys an earlier scenario shredded are sealed again
+            missing = self.keys[lane_name] - set(svc.keystore.list_key_names())
             for key in missing:
                 svc.keystore.create(key.rpartition("/")[2], ARCHIVE)
         return estate
 
-    def _pristine(self, backend: str) -> Settings:
-        if backend not in self.pristine:
+    def _pristine(self, backend: str, lane: int) -> Settings:
+        key = f"{backend}-{lane}"
+        with self.lock:  # one thread builds a lane's estate; lanes share the admin connection
+            if key in self.pristine:
+                return self.pristine[key]
             url = None
             if backend == "Postgres":
                 assert self.admin is not None
-                self.admin.create(self._database())
-                url = f"{self.server}/{self._database()}"
-            settings = open_demo(self.base / backend / "pristine", self.bao, url=url)
-            self.pristine[backend] = settings
-            with Services.open(settings) as svc:
-                self.keys[backend] = set(svc.keystore.list_key_names())
-        return self.pristine[backend]
+                for what in ("warehouse", "store"):
+                    self.admin.create(self._database(key, what))
+                    self.admin.quick(self._database(key, what))
+                url = f"{self.server}/{self._database(key)}"
+                self.store_template[key] = f"{self.server}/{self._database(key, 'store')}"
+            else:
+                template = self.base / key / "store-template.db"
+                template.parent.mkdir(parents=True)
+                self.store_template[key] = f"sqlite:///{template}"
+        with open_store(self.store_template[key]):
+            pass  # migrated once; each run's store is a copy of it
+        settings = open_demo_on_mounts(self.base / key / "pristine", self.bao, key, url)
+        with Services.open(settings) as svc:
+            self.keys[key] = set(svc.keystore.list_key_names())
+        self.pristine[key] = settings
+        return settings
 
-    def _database(self) -> str:
-        return f"hostile_pristine_{id(self):x}"
+    def _database(self, lane: str, what: str = "warehouse") -> str:
+        return f"hostile_pristine_{id(self):x}_{lane.lower().replace('-', '_')}_{what}"
+
+
+def open_demo_on_mounts(
+    base_dir: Path, bao: EmbeddedOpenBao, lane: str, url: str | None
+) -> Settings:
+    """`erasure.sample.embedded.open_demo`, on Vault mounts of the lane's own: lanes of
+    scenarios run side by side, and each shreds the demo subject's key."""
+    settings = demo_settings(base_dir, bao).model_copy(
+        update={
+            "vault_kv_mount": f"hostile-kv-{lane.lower()}",
+            "vault_transit_mount": f"hostile-transit-{lane.lower()}",
+        }
+    )
+    vault = connect(settings)
+    initialise(vault, settings)
+    keystore = keystore_from_settings(settings, vault)
+    keystore.ensure_mount()
+    pepper = PepperStore(vault, settings.vault_kv_mount).current()
+    cipher = EnvelopeCipher(keystore)
+
+    def seal(customer_id: str, dataset: str, plaintext: bytes) -> tuple[str, bytes]:
+        hashed = subject_hash(pepper, "customer_id", normalise("strip", customer_id))
+        keystore.create(hashed, dataset)
+        return hashed, cipher.encrypt(hashed, dataset, plaintext)
+
+    build_demo(base_dir, url=url, encrypt=seal)
+    return settings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,6 +375,7 @@ def drive(estate: Estate, conf: dict[str, Any], how: Drive) -> Run:
                         return _finish(svc, ref, run)
                     workflow.rule(svc, ref, item.dataset, given)
                 if how.after_act is not None:
+                    step = "between act and verify"
                     how.after_act(estate, svc, ref)
                 step = "verify"
                 try:
@@ -310,13 +385,14 @@ def drive(estate: Estate, conf: dict[str, Any], how: Drive) -> Run:
                         raise
                     workflow.fail(svc, ref, "task verify failed", f"erasure-{ref}")
                 if how.after_verify is not None:
+                    step = "between verify and complete"
                     how.after_verify(estate, svc, ref)
                 step = "complete"
                 workflow.complete(svc, ref)
-            except Exception as exc:  # noqa: BLE001 - every way a run can stop is an outcome
+            except Exception as exc:  # every way a run can stop is an outcome
                 run.stopped_at, run.error, run.reason = step, type(exc).__name__, str(exc)
             return _finish(svc, ref, run)
-    except Exception as exc:  # noqa: BLE001 - the services did not even open (a bad catalog)
+    except Exception as exc:  # the services did not open (a bad catalog)
         run.stopped_at, run.error, run.reason = step, type(exc).__name__, str(exc)
         return run
 
@@ -393,7 +469,7 @@ def others_snapshot(estate: Estate, people: People) -> dict[str, list[str]]:
     other person's key: what no erasure of this subject may change."""
     ids = {ids_key(i) for i in people.subject_ids}
     snap: dict[str, list[str]] = {}
-    with estate.services() as svc:
+    with estate.reader() as svc:
         mine = subject_keys(svc, people)
         snap["vault keys"] = sorted(
             k for k in svc.keystore.list_key_names() if k.rpartition("/")[2] not in mine
@@ -426,9 +502,9 @@ def touched(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[s
     found = []
     for name, was in before.items():
         now = after.get(name, [])
-        gone, new = len(set(was) - set(now)), len(set(now) - set(was))
-        if gone or new:
-            found.append(f"{name}: {gone} row(s) of other people gone or changed, {new} new")
+        gone = len(set(was) - set(now))  # a new row (the request's own key) touches nobody
+        if gone:
+            found.append(f"{name}: {gone} row(s) of other people gone or changed")
     return found
 
 
@@ -466,7 +542,7 @@ def residue(estate: Estate, people: People, retained: frozenset[str]) -> dict[st
 
     ids = {ids_key(i) for i in people.subject_ids}
     left: dict[str, str] = {}
-    with estate.services() as svc:
+    with estate.reader() as svc:
         keys = subject_keys(svc, people)
         live = [k for k in keys if svc.keystore.exists(k)]
         if live:
@@ -486,13 +562,16 @@ def residue(estate: Estate, people: People, retained: frozenset[str]) -> dict[st
                 n = sum(1 for (value,) in rows(conn, sql) if ids_key(value) in ids)
                 if n:
                     left[name] = f"{n} row(s) of the subject"
-            for name in REBUILT_BY_DAG:
-                if not fresh(conn, name, select_of(catalog, name)):
-                    left[name] = "not rebuilt from the cleaned sources (still holds erased rows)"
-            for name in REBUILT_BY_SQL:
-                spec = _sql_spec(name)
-                if spec and not fresh(conn, name, spec):
-                    left[name] = "not rebuilt from the cleaned sources (still holds erased rows)"
+        selects = {name: select_of(catalog, name) for name in REBUILT_BY_DAG}
+        selects.update({name: _sql_spec(name) for name in REBUILT_BY_SQL})
+        for name, select in selects.items():
+            try:
+                with svc.warehouse.engine("warehouse").connect() as conn:
+                    stale = not fresh(conn, name, select)
+            except sa.exc.DBAPIError:
+                continue  # a source it reads is gone (the scenario renamed it): not comparable
+            if stale:
+                left[name] = "not rebuilt from the cleaned sources (still holds erased rows)"
     for url in people.extra_databases:
         engine = _engine(url)
         with engine.connect() as conn:

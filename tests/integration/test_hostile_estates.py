@@ -16,6 +16,11 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -30,7 +35,6 @@ from erasure.keys.vault import EmbeddedOpenBao
 from erasure.pseudonym import subject_hash
 from erasure.sample.embedded import ARCHIVE
 from erasure.services import Services
-from tests.integration.fault_injection import PostgresAdmin
 from tests.integration.hostile_support import (
     BACKENDS,
     SUBJECT,
@@ -38,6 +42,7 @@ from tests.integration.hostile_support import (
     Drive,
     Estate,
     Estates,
+    HostileAdmin,
     People,
     Run,
     Verdict,
@@ -90,7 +95,7 @@ class Scenario:
 def add_customer(estate: Estate, customer_id: str, **columns: Any) -> None:
     """A customer and two orders, stored as given (as a CRM sync would have written them)."""
     row = {"id": customer_id, "email": None, "alt_email": None, "phone": None, **columns}
-    with estate.services() as svc, svc.warehouse.engine("warehouse").begin() as conn:
+    with estate.reader() as svc, svc.warehouse.engine("warehouse").begin() as conn:
         next_order = conn.execute(sa.text("SELECT MAX(id) FROM crm.orders")).scalar_one() + 1
         conn.execute(
             sa.text(
@@ -124,14 +129,6 @@ def update(*statements: str) -> Setup:
         estate.refresh_derived()
 
     return setup
-
-
-def drop_order_fk(estate: Estate) -> None:
-    """Warehouse copies rarely enforce the CRM's foreign keys (Postgres does here)."""
-    if estate.backend == "Postgres":
-        estate.execute(
-            "ALTER TABLE crm.orders DROP CONSTRAINT IF EXISTS orders_customer_id_fkey"
-        )
 
 
 # --- 1. lineage --------------------------------------------------------------------------------
@@ -213,22 +210,35 @@ def phone_became_a_number(estate: Estate) -> None:
         "full_name VARCHAR(120), region VARCHAR(12), address_id INTEGER"
     )
     digits = "REPLACE(REPLACE(REPLACE(phone, '+', ''), ' ', ''), '-', '')"
-    estate.execute(
-        "ALTER TABLE crm.customers RENAME TO customers_old",
-        f"CREATE TABLE crm.customers ({columns})",
-        "INSERT INTO crm.customers SELECT id, email, alt_email, "
-        f"CASE WHEN id = 'C0001' THEN 442079460958 ELSE CAST({digits} AS INTEGER) END, "
-        "full_name, region, address_id FROM crm.customers_old",
-        "DROP TABLE crm.customers_old",
-    )
+    # SQLite cannot alter a column's type: the table is rebuilt, as its docs describe, with
+    # foreign keys off and the orders' reference left pointing at the name `customers`.
+    with sqlite3.connect(estate.dir / "warehouse.crm.db") as conn:
+        conn.execute("PRAGMA legacy_alter_table = ON")
+        for statement in (
+            "ALTER TABLE customers RENAME TO customers_old",
+            f"CREATE TABLE customers ({columns})",
+            "INSERT INTO customers SELECT id, email, alt_email, "
+            f"CASE WHEN id = 'C0001' THEN 442079460958 ELSE CAST({digits} AS INTEGER) END, "
+            "full_name, region, address_id FROM customers_old",
+            "DROP TABLE customers_old",
+        ):
+            conn.execute(statement)
+    conn.close()
 
 
 # --- 4. per-column stored forms -----------------------------------------------------------------
 
 
 def orders_lower_cased(estate: Estate) -> None:
-    drop_order_fk(estate)
-    estate.execute("UPDATE crm.orders SET customer_id = 'c0001' WHERE customer_id = 'C0001'")
+    lower = "UPDATE crm.orders SET customer_id = 'c0001' WHERE customer_id = 'C0001'"
+    if estate.backend == "Postgres":
+        estate.execute(
+            "ALTER TABLE crm.orders DROP CONSTRAINT IF EXISTS orders_customer_id_fkey", lower
+        )
+    else:  # the warehouse's connections enforce foreign keys; the source that wrote it did not
+        with sqlite3.connect(estate.dir / "warehouse.crm.db") as conn:
+            conn.execute(lower.replace("crm.orders", "orders"))
+        conn.close()
     estate.refresh_derived()
 
 
@@ -268,7 +278,7 @@ def popular_products_rebuild_is_a_no_op(estate: Estate) -> None:
 def archive_key_named_otherwise(estate: Estate) -> People:
     """The archive's producer named the subject's key from her id as its own source stores it
     ('c0001'): a shred that looks for the catalog's form finds no key."""
-    with estate.services() as svc:
+    with estate.reader() as svc:
         pepper = svc.peppers.current()
         usual = subject_hash(pepper, "customer_id", SUBJECT)
         other = subject_hash(pepper, "customer_id", "c0001")
@@ -276,7 +286,9 @@ def archive_key_named_otherwise(estate: Estate) -> People:
         svc.keystore.shred(usual)
         with svc.warehouse.engine("warehouse").begin() as conn:
             conn.execute(
-                sa.text("UPDATE archive.customer_events SET subject_hash = :o WHERE subject_hash = :u"),
+                sa.text(
+                    "UPDATE archive.customer_events SET subject_hash = :o WHERE subject_hash = :u"
+                ),
                 {"o": other, "u": usual},
             )
     return People(extra_keys=(other,))
@@ -286,8 +298,15 @@ def extend_after_verify(estate: Estate, svc: Services, ref: str) -> None:
     workflow.extend(svc, ref, 1, "complex request: the archive restore takes longer")
 
 
-def an_order_comes_back(estate: Estate, svc: Services, ref: str) -> None:
+def the_subject_comes_back(estate: Estate, svc: Services, ref: str) -> None:
+    """Another application writes her customer row and an order again, past the tombstone."""
     with svc.warehouse.engine("warehouse").begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO crm.customers (id, email, phone, full_name, region) VALUES "
+                "('C0001', 'alice.smith@example.com', NULL, 'Alice Smith', 'north')"
+            )
+        )
         conn.execute(
             sa.text(
                 "INSERT INTO crm.orders (id, customer_id, product_id, amount, ordered_on, month) "
@@ -318,8 +337,10 @@ def crm_aliased_onto_its_copy(estate: Estate) -> People:
     alias of its warehouse copy."""
     url = estate.new_database("crm_source")
     engine = _engine(url)
-    with estate.services() as svc, svc.warehouse.engine("warehouse").connect() as wh:
-        people = [tuple(r) for r in wh.execute(sa.text("SELECT id, email, phone FROM crm.customers"))]
+    with estate.reader() as svc, svc.warehouse.engine("warehouse").connect() as wh:
+        people = [
+            tuple(r) for r in wh.execute(sa.text("SELECT id, email, phone FROM crm.customers"))
+        ]
     with engine.begin() as conn:
         if estate.backend == "Postgres":
             conn.execute(sa.text("CREATE SCHEMA crm"))
@@ -334,9 +355,7 @@ def crm_aliased_onto_its_copy(estate: Estate) -> People:
             [{"i": i, "e": e, "p": p} for i, e, p in people],
         )
     engine.dispose()
-    estate.edit_catalog(
-        "connections:\n", f'connections:\n  crm_source: {{url: "{url}"}}\n'
-    )
+    estate.edit_catalog("connections:\n", f'connections:\n  crm_source: {{url: "{url}"}}\n')
     estate.edit_catalog(
         '    aliases: [{namespace: "postgres://crm-db:5432", name: crm.public.customers}]\n',
         '    aliases: [{namespace: "postgres://crm-db:5432", name: crm.public.customers},\n'
@@ -372,8 +391,15 @@ def stored(family: int, name: str, what: str, columns: dict[str, Any], id_type: 
     )  # fmt: skip
 
 
+def fullwidth(text: str) -> str:
+    """`text` in the fullwidth forms East Asian input methods type (NFKC folds them back)."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
 HOUSEHOLD_PHONE = update("UPDATE crm.customers SET phone = '+44 20 7946 0958' WHERE id = 'C0002'")
-SHARED_EMAIL = update("UPDATE crm.customers SET alt_email = 'alice.smith@example.com' WHERE id = 'C0002'")  # fmt: skip
+SHARED_EMAIL = update(
+    "UPDATE crm.customers SET alt_email = 'alice.smith@example.com' WHERE id = 'C0002'"
+)
 EXTENSIONS = customers(
     ("C9001", {"phone": "+44 20 7946 0958 ext. 99", "email": "ext99@example.org"}),
     ("C9002", {"phone": "+44 20 7946 0958 ext. 98", "email": "ext98@example.org"}),
@@ -463,15 +489,15 @@ SCENARIOS: list[Scenario] = [
     # 5. Checks that check nothing.
     Scenario(5, "orders-daily-not-rebuilt",
              "build_marts ends `success` without rebuilding marts.orders_daily",
-             how=Drive(noop_dags=frozenset({"build_marts"})), expect=STOP,
+             how=Drive(noop_dags=frozenset({"build_marts"})),
              cause=r"marts\.orders_daily"),
     Scenario(5, "monthly-revenue-not-rebuilt",
              "build_reports ends `success` without rebuilding reports.monthly_revenue",
-             how=Drive(noop_dags=frozenset({"build_reports"})), expect=STOP,
+             how=Drive(noop_dags=frozenset({"build_reports"})),
              cause=r"reports\.monthly_revenue"),
     Scenario(5, "popular-products-not-rebuilt",
              "the rebuild SQL of marts.popular_products is CREATE TABLE IF NOT EXISTS",
-             popular_products_rebuild_is_a_no_op, expect=STOP,
+             popular_products_rebuild_is_a_no_op,
              cause=r"marts\.popular_products"),
     Scenario(5, "shred-finds-no-key",
              "the archive key is named from `c0001`: the shred finds no key of C0001",
@@ -480,8 +506,8 @@ SCENARIOS: list[Scenario] = [
              "the deadline is extended after verify passed; complete runs on that verify",
              how=Drive(after_verify=extend_after_verify), expect=STOP, cause=r"verif"),
     Scenario(5, "complete-after-failed-verification",
-             "an order comes back before verify; verify fails; complete runs anyway",
-             how=Drive(after_act=an_order_comes_back, complete_after_failed_verify=True),
+             "she is written back before verify; verify fails; complete runs anyway",
+             how=Drive(after_act=the_subject_comes_back, complete_after_failed_verify=True),
              expect=STOP, cause=r"verif"),
     Scenario(5, "delete-an-uncatalogued-cache",
              "the DPO deletes recs.customer_recommendations, which nothing can reach",
@@ -499,7 +525,7 @@ SCENARIOS: list[Scenario] = [
              crm_aliased_onto_its_copy, cause=r"alias|crm\.customers"),
     # 7. Stored forms (the subject C9001 stored one way, requested another).
     stored(7, "nfkc-fullwidth", "email in fullwidth forms (NFKC)",
-           {"email": "ａｎｎ．ｌｅｅ＠ｅｘａｍｐｌｅ．ｏｒｇ"}, "email", "ann.lee@example.org"),
+           {"email": fullwidth("ann.lee@example.org")}, "email", "ann.lee@example.org"),
     stored(7, "nfkc-ligature", "email with the ﬁ ligature (NFKC)",
            {"email": "\ufb01ona@example.org"}, "email", "fiona@example.org"),
     stored(7, "zero-width-joiner", "email with a zero-width joiner inside",
@@ -516,7 +542,7 @@ SCENARIOS: list[Scenario] = [
            {"email": "GRO\u1e9e@EXAMPLE.DE"}, "email", "groß@example.de"),
     stored(7, "turkish-dotted-i", "stored İRMAK (a Turkish-locale upper-casing)",
            {"email": "\u0130RMAK@EXAMPLE.COM.TR"}, "email", "irmak@example.com.tr"),
-    stored(7, "confusable-cyrillic-a", "a second person stores аnn.conf (Cyrillic а)",
+    stored(7, "confusable-cyrillic-a", "a second person stores \u0430nn.conf (Cyrillic \u0430)",
            {"email": "ann.conf@example.org"}, "email", "ann.conf@example.org",
            other={"email": "\u0430nn.conf@example.org"}),
     stored(7, "rfc5322-display-name", 'stored "Ann Display" <ann.display@example.org>',
@@ -541,7 +567,7 @@ SCENARIOS: list[Scenario] = [
            {"phone": "\u0660\u0662\u0660 \u0667\u0669\u0664\u0666 \u0664\u0665\u0666\u0667"},
            "phone", "+44 20 7946 4567"),
     stored(7, "phone-fullwidth-digits", "stored in fullwidth digits",
-           {"phone": "＋４４ ２０ ７９４６ ５６７８"}, "phone", "+44 20 7946 5678"),
+           {"phone": fullwidth("+44 20 7946 5678")}, "phone", "+44 20 7946 5678"),
     stored(7, "phone-extension-forms", "stored x12, requested ext. 12",
            {"phone": "+44 20 7946 6789 x12"}, "phone", "+44 20 7946 6789 ext. 12"),
 ]  # fmt: skip
@@ -603,11 +629,9 @@ def judge(scenario: Scenario, backend: str, run: Run, left: dict[str, str],
     return outcome
 
 
-def play(estates: Estates, scenario: Scenario, backend: str) -> Outcome:
-    import time
-
+def play(estates: Estates, scenario: Scenario, backend: str, lane: int = 0) -> Outcome:
     started = time.perf_counter()
-    estate = estates.copy(scenario.id, backend)
+    estate = estates.copy(scenario.id, backend, lane)
     people = scenario.people
     if scenario.setup is not None:
         changed = scenario.setup(estate)
@@ -620,9 +644,7 @@ def play(estates: Estates, scenario: Scenario, backend: str) -> Outcome:
             )
     before = others_snapshot(estate, people)
     ref = f"HOSTILE-{scenario.family}-{abs(hash(scenario.name)) % 10**6:06d}"
-    run = drive(
-        estate, request_conf(ref, scenario.id_type, scenario.identifier), scenario.how
-    )
+    run = drive(estate, request_conf(ref, scenario.id_type, scenario.identifier), scenario.how)
     left = residue(estate, people, retained=_retained(run))
     if scenario.false_claims is not None:
         left.update(scenario.false_claims(run))
@@ -645,8 +667,8 @@ _ON_RECORD = ("retain_exemption", "rebuild_by_date")
 
 
 @pytest.fixture(scope="module")
-def admin(postgres_url: str) -> Iterator[PostgresAdmin]:
-    conn = PostgresAdmin(postgres_url)
+def admin(postgres_url: str) -> Iterator[HostileAdmin]:
+    conn = HostileAdmin(postgres_url)
     try:
         yield conn
     finally:
@@ -657,26 +679,73 @@ def admin(postgres_url: str) -> Iterator[PostgresAdmin]:
 def estates(
     tmp_path_factory: pytest.TempPathFactory,
     openbao: EmbeddedOpenBao,
-    admin: PostgresAdmin,
+    admin: HostileAdmin,
     postgres_url: str,
-) -> Estates:
-    return Estates(
-        tmp_path_factory.mktemp("hostile"), openbao, admin, postgres_url.rpartition("/")[0]
+) -> Iterator[Estates]:
+    # SQLite estates on tmpfs where there is one: a hundred runs of fsyncs add up to minutes.
+    shm = Path("/dev/shm")
+    base = (
+        Path(tempfile.mkdtemp(prefix="hostile-", dir=shm))
+        if shm.is_dir()
+        else tmp_path_factory.mktemp("hostile")
     )
+    try:
+        yield Estates(base, openbao, admin, postgres_url.rpartition("/")[0])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+Played = dict[tuple[str, str], Outcome | BaseException]
+# Threads of scenarios per backend, each on its own estate and Vault mounts: a Postgres run
+# mostly waits on the server, so two of them overlap with the SQLite one.
+LANES = {"SQLite": 1, "Postgres": 2}
 
 
 @pytest.fixture(scope="module")
-def outcomes(estates: Estates) -> Callable[[Scenario, str], Outcome]:
-    """Each scenario played once per backend, on demand; the table test plays the rest."""
-    played: dict[tuple[str, str], Outcome] = {}
+def outcomes(
+    request: pytest.FixtureRequest, estates: Estates
+) -> Callable[[Scenario, str], Outcome]:
+    """Every scenario this session selected, played once per backend before the first test
+    asks: the SQLite and the Postgres runs side by side (each backend has its own Vault
+    mounts), each backend's one after the other. The tally's test asks for all of them."""
+    by_id = {s.id: s for s in SCENARIOS}
+    wanted: set[tuple[str, str]] = set()
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.module is not None and item.module.__name__ == __name__:
+            if "scenario" in params:
+                wanted.add((params["scenario"].id, params["backend"]))
+            elif item.name.startswith("test_the_published_tally"):
+                wanted.update((s.id, b) for s in SCENARIOS for b in BACKENDS)
+    played: Played = {}
+
+    def play_lane(backend: str, lane: int, scenarios: list[Scenario]) -> None:
+        for scenario in scenarios:
+            try:
+                played[(scenario.id, backend)] = play(estates, scenario, backend, lane)
+            except BaseException as exc:  # a harness failure: the scenario's test shows it
+                played[(scenario.id, backend)] = exc
+
+    lanes = []
+    for backend in BACKENDS:
+        mine = [s for s in SCENARIOS if (s.id, backend) in wanted]
+        count = LANES[backend]
+        lanes += [(backend, n, mine[n::count]) for n in range(count) if mine[n::count]]
+    threads = [threading.Thread(target=play_lane, args=lane) for lane in lanes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
     def outcome(scenario: Scenario, backend: str) -> Outcome:
-        key = (scenario.id, backend)
+        key = (by_id[scenario.id].id, backend)
         if key not in played:
             played[key] = play(estates, scenario, backend)
-        return played[key]
+        found = played[key]
+        if isinstance(found, BaseException):
+            raise found
+        return found
 
-    outcome.played = played  # type: ignore[attr-defined]
     return outcome
 
 
@@ -687,7 +756,8 @@ def test_a_hostile_estate_ends_complete_and_true_or_stopped_naming_the_cause(
 ) -> None:
     outcome = outcomes(scenario, backend)
     assert not outcome.problems, (
-        f"{scenario.id} on {backend} ({scenario.what}): " + " | ".join(outcome.problems)
+        f"{scenario.id} on {backend} ({scenario.what}): "
+        + " | ".join(outcome.problems)
         + f" || the run: {outcome.describe()}"
     )
 
@@ -718,10 +788,16 @@ def render(results: list[Outcome]) -> str:
     lines = [head]
     for family, title in FAMILIES.items():
         mine = [o for o in results if o.scenario.family == family]
+        # Each run counted once: a stop or a completion that fails its scenario otherwise
+        # (the wrong cause named, a stop where the catalog said how to finish) is "other".
         count = {v: sum(o.verdict is v for o in mine) for v in Verdict}
-        other = sum(bool(o.problems) for o in mine) - sum(
-            o.verdict in (Verdict.FALSE_COMPLETION, Verdict.WRONG_PERSON) for o in mine
-        )
+        for v in (Verdict.STOPPED, Verdict.TRUE_COMPLETION):
+            count[v] = sum(o.verdict is v and not o.problems for o in mine)
+        other = len(mine) - sum(
+            count[v]
+            for v in (Verdict.FALSE_COMPLETION, Verdict.WRONG_PERSON, Verdict.STOPPED,
+                      Verdict.TRUE_COMPLETION)
+        )  # fmt: skip
         lines.append(
             f"| {family}. {title} | {len(mine)} | {count[Verdict.FALSE_COMPLETION]} "
             f"| {count[Verdict.WRONG_PERSON]} | {count[Verdict.STOPPED]} "
