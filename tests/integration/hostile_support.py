@@ -17,7 +17,8 @@ import shutil
 import threading
 import unicodedata
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -119,6 +120,7 @@ class Estate:
     admin: HostileAdmin | None
     server: str | None  # Postgres server URL without a database
     pristine_keys: set[str] = field(default_factory=set)
+    _reader: Services | None = None
 
     @property
     def catalog_path(self) -> Path:
@@ -132,11 +134,23 @@ class Estate:
         """The system's services, over the catalog as the scenario left it."""
         return Services.open(self.settings)
 
-    def reader(self) -> Services:
+    @contextmanager
+    def reader(self) -> Iterator[Services]:
         """Services over the catalog as copied, before the scenario touched it: what the
-        harness reads and writes with, whatever the scenario did to the system's catalog."""
-        reference = self.catalog_path.with_name("catalog.reference.yaml")
-        return Services.open(self.settings.model_copy(update={"catalog_path": reference}))
+        harness reads and writes with, whatever the scenario did to the system's catalog.
+        Opened once per estate (closed by `close`); table shapes are read afresh each time."""
+        if self._reader is None:
+            reference = self.catalog_path.with_name("catalog.reference.yaml")
+            self._reader = Services.open(
+                self.settings.model_copy(update={"catalog_path": reference})
+            )
+        self._reader.warehouse.forget_tables()
+        yield self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def execute(self, *statements: str, **params: Any) -> None:
         """Run statements on the estate's warehouse, in one transaction."""
@@ -316,6 +330,7 @@ class Drive:
     after_verify: Hook | None = None  # before complete
     complete_after_failed_verify: bool = False  # someone marks verify success in the UI
     noop_dags: frozenset[str] = frozenset()  # runs that end `success` without rebuilding
+    after_complete: Hook | None = None  # what happens to the estate once it completed
 
 
 def request_conf(ref: str, id_type: str, identifier: str) -> dict[str, Any]:
@@ -389,6 +404,9 @@ def drive(estate: Estate, conf: dict[str, Any], how: Drive) -> Run:
                     how.after_verify(estate, svc, ref)
                 step = "complete"
                 workflow.complete(svc, ref)
+                if how.after_complete is not None:
+                    step = "after complete"
+                    how.after_complete(estate, svc, ref)
             except Exception as exc:  # every way a run can stop is an outcome
                 run.stopped_at, run.error, run.reason = step, type(exc).__name__, str(exc)
             return _finish(svc, ref, run)

@@ -14,6 +14,7 @@ scenario ran.
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import re
 import shutil
@@ -31,10 +32,12 @@ import pytest
 import sqlalchemy as sa
 
 from erasure import workflow
+from erasure.crm_ingest import ingest_crm_export
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.pseudonym import subject_hash
 from erasure.sample.embedded import ARCHIVE
 from erasure.services import Services
+from erasure.suppression import identifier_columns
 from tests.integration.hostile_support import (
     BACKENDS,
     SUBJECT,
@@ -42,6 +45,7 @@ from tests.integration.hostile_support import (
     Drive,
     Estate,
     Estates,
+    Hook,
     HostileAdmin,
     People,
     Run,
@@ -376,6 +380,41 @@ def crm_aliased_onto_its_copy(estate: Estate) -> People:
     return People(extra_databases=(url,))
 
 
+def crm_sync(**alice: str | None) -> Hook:
+    """The CRM still holds her: the nightly sync after the completion brings her row (as the
+    CRM now writes it) through the suppression list, as the crm_ingest DAG does."""
+
+    def sync(estate: Estate, svc: Services, ref: str) -> None:
+        row: dict[str, str | None] = {"id": "C0001R", "email": None, "alt_email": None}
+        row.update(phone=None, full_name="Alice Smith", region="north", address_id=None)
+        row.update(alice)
+        export = estate.dir / "crm_delta.csv"
+        with export.open("w", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=list(row))
+            writer.writeheader()
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        dataset = svc.catalog.by_name("crm.customers")
+        ingest_crm_export(
+            export,
+            engine=svc.warehouse.engine("warehouse"),
+            table=dataset.name,
+            identifier_columns=identifier_columns(svc.catalog, dataset),
+            peppers=svc.peppers.all_versions(),
+            suppression=svc.suppression,
+        )
+
+    return sync
+
+
+RESYNCED = People(subject_ids=frozenset({SUBJECT, "C0001R"}))
+
+
+def key_already_gone(estate: Estate) -> None:
+    """Someone destroyed the subject's archive key by hand before the request."""
+    with estate.reader() as svc:
+        svc.keystore.shred(subject_hash(svc.peppers.current(), "customer_id", SUBJECT))
+
+
 # ---------------------------------------------------------------------------------------------
 # The scenarios
 
@@ -444,6 +483,16 @@ SCENARIOS: list[Scenario] = [
                            "2026-11-29T01:00:00Z", inputs=[]),
                      event("ABORT", "01937a10-0000-7000-8000-0000000000a2",
                            "2026-11-29T01:01:00Z", inputs=[])), cause=ARCHIVE_CAUSE),
+    Scenario(1, "later-other-event",
+             "an OTHER event (metadata outside the run lifecycle) lists no inputs",
+             lineage(event("OTHER", "01937a10-0000-7000-8000-0000000000a4",
+                           "2026-11-29T01:04:00Z", inputs=[])), cause=ARCHIVE_CAUSE),
+    Scenario(1, "streaming-run-with-no-inputs",
+             "a later, still RUNNING (streaming) run of the writer lists no inputs",
+             lineage(event("START", "01937a10-0000-7000-8000-0000000000a5",
+                           "2026-11-29T01:00:00Z", inputs=[]),
+                     event("RUNNING", "01937a10-0000-7000-8000-0000000000a5",
+                           "2026-11-29T01:30:00Z", inputs=[])), cause=ARCHIVE_CAUSE),
     Scenario(1, "inputs-renamed",
              "a later COMPLETE reads crm.public.customers_v2/orders_v2 (uncatalogued)",
              lineage(event("COMPLETE", "01937a10-0000-7000-8000-0000000000a3",
@@ -459,6 +508,14 @@ SCENARIOS: list[Scenario] = [
              SHARED_EMAIL, cause=r"email|shar"),
     Scenario(2, "shared-email-tempting", "as above; the DPO deletes the row it asks about",
              SHARED_EMAIL, how=Drive(dpo=Dpo.TEMPTING), cause=r"email|shar"),
+    Scenario(2, "shared-email-honest", "as above; the DPO keeps Bob's row",
+             SHARED_EMAIL, how=Drive(dpo=Dpo.HONEST), cause=r"email|shar"),
+    Scenario(2, "family-mailbox",
+             "two customers share family@example.org; one of them asks, by that address",
+             customers(("C9001", {"email": "family@example.org"}),
+                       ("C9002", {"email": "family@example.org"})),
+             "email", "family@example.org", People(subject_ids=frozenset({"C9001"})),
+             Drive(dpo=Dpo.TEMPTING), expect=STOP, cause=r"email|shar"),
     Scenario(2, "extension-by-phone",
              "colleagues on ext. 99 and ext. 98 of Alice's number; request by ext. 99",
              EXTENSIONS, "phone", "+44 20 7946 0958 ext. 99", COLLEAGUE,
@@ -478,6 +535,16 @@ SCENARIOS: list[Scenario] = [
              catalog_edit("    holds_subject: {customer_id: customer_id}\n",
                           "    holds_subject: {customer_id: customer_ref}\n"),
              expect=STOP, cause=r"customer_ref"),
+    Scenario(3, "root-column-missing",
+             "the catalog's crm.customers.secondary_email (an email column) does not exist",
+             catalog_edit("holds_subject: {email: [email, alt_email],",
+                          "holds_subject: {email: [email, alt_email, secondary_email],"),
+             expect=STOP, cause=r"secondary_email"),
+    Scenario(3, "reference-column-missing",
+             "the catalog's reference column crm.customers.address_ref does not exist",
+             catalog_edit("{column: address_id, dataset: crm.addresses",
+                          "{column: address_ref, dataset: crm.addresses"),
+             expect=STOP, cause=r"address_ref"),
     Scenario(3, "column-type-changed", "crm.customers.phone became a BIGINT; request by phone",
              phone_became_a_number, "phone", "+44 20 7946 0958", cause=r"phone"),
     # 4. Per-column stored forms.
@@ -502,6 +569,9 @@ SCENARIOS: list[Scenario] = [
     Scenario(5, "shred-finds-no-key",
              "the archive key is named from `c0001`: the shred finds no key of C0001",
              archive_key_named_otherwise, expect=STOP, cause=ARCHIVE_CAUSE + "|key"),
+    Scenario(5, "shred-key-already-gone",
+             "the subject's archive key was destroyed by hand before the request",
+             key_already_gone, cause=ARCHIVE_CAUSE + "|key"),
     Scenario(5, "complete-on-stale-verification",
              "the deadline is extended after verify passed; complete runs on that verify",
              how=Drive(after_verify=extend_after_verify), expect=STOP, cause=r"verif"),
@@ -523,6 +593,16 @@ SCENARIOS: list[Scenario] = [
     Scenario(6, "crm-aliased-onto-its-copy",
              "the CRM database (catalogued, holds Alice) is an alias of its warehouse copy",
              crm_aliased_onto_its_copy, cause=r"alias|crm\.customers"),
+    Scenario(6, "crm-resyncs-under-a-new-id",
+             "after completion the CRM syncs her back under a new id, email as first stored",
+             people=RESYNCED, how=Drive(after_complete=crm_sync(email=" Alice.Smith@Example.com"))),
+    Scenario(6, "crm-resyncs-in-display-form",
+             'as above, email as `"Alice Smith" <ALICE.SMITH@EXAMPLE.COM>`',
+             people=RESYNCED,
+             how=Drive(after_complete=crm_sync(email='"Alice Smith" <ALICE.SMITH@EXAMPLE.COM>'))),
+    Scenario(6, "crm-resyncs-by-phone-00",
+             "as above, only her phone, written 0044 20 7946 0958",
+             people=RESYNCED, how=Drive(after_complete=crm_sync(phone="0044 20 7946 0958"))),
     # 7. Stored forms (the subject C9001 stored one way, requested another).
     stored(7, "nfkc-fullwidth", "email in fullwidth forms (NFKC)",
            {"email": fullwidth("ann.lee@example.org")}, "email", "ann.lee@example.org"),
@@ -632,6 +712,15 @@ def judge(scenario: Scenario, backend: str, run: Run, left: dict[str, str],
 def play(estates: Estates, scenario: Scenario, backend: str, lane: int = 0) -> Outcome:
     started = time.perf_counter()
     estate = estates.copy(scenario.id, backend, lane)
+    try:
+        outcome = _play(estate, scenario, backend)
+    finally:
+        estate.close()
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def _play(estate: Estate, scenario: Scenario, backend: str) -> Outcome:
     people = scenario.people
     if scenario.setup is not None:
         changed = scenario.setup(estate)
@@ -648,9 +737,7 @@ def play(estates: Estates, scenario: Scenario, backend: str, lane: int = 0) -> O
     left = residue(estate, people, retained=_retained(run))
     if scenario.false_claims is not None:
         left.update(scenario.false_claims(run))
-    outcome = judge(scenario, backend, run, left, touched(before, others_snapshot(estate, people)))
-    outcome.seconds = time.perf_counter() - started
-    return outcome
+    return judge(scenario, backend, run, left, touched(before, others_snapshot(estate, people)))
 
 
 def _retained(run: Run) -> frozenset[str]:
@@ -774,7 +861,7 @@ FAMILIES = {
     4: "Per-column stored forms (`c0001` for `C0001`, with and without a declaration)",
     5: "Checks that check nothing (rebuilds that did not run, no key, stale verify, "
     "deleting what cannot be reached)",
-    6: "System of record (the CRM aliased onto its warehouse copy)",
+    6: "System of record (the CRM aliased onto its warehouse copy; the CRM syncs her back)",
     7: "Stored forms (NFKC, format characters, case incl. ß and İ, confusables, RFC 5322, "
     "IDNA, phone forms and digits)",
 }
