@@ -319,13 +319,13 @@ def the_subject_comes_back(estate: Estate, svc: Services, ref: str) -> None:
         )
 
 
-def claims_deleted(*names: str) -> Callable[[Run], dict[str, str]]:
+def claims_deleted(name: str, why: str) -> Callable[[Run], dict[str, str]]:
+    """A completion whose record says `name` was deleted, where deleting it is impossible."""
+
     def claims(run: Run) -> dict[str, str]:
-        return {
-            n: "recorded deleted, but the system has nothing it can delete there"
-            for n in names
-            if run.completed and run.rulings.get(n) == "delete_artefact"
-        }
+        if run.completed and run.rulings.get(name) == "delete_artefact":
+            return {name: f"recorded deleted, but {why}"}
+        return {}
 
     return claims
 
@@ -583,12 +583,16 @@ SCENARIOS: list[Scenario] = [
              "the DPO deletes recs.customer_recommendations, which nothing can reach",
              how=Drive(answers={"recs.customer_recommendations": DELETE_IT}), expect=STOP,
              cause=r"recs\.customer_recommendations",
-             false_claims=claims_deleted("recs.customer_recommendations")),
+             false_claims=claims_deleted(
+                 "recs.customer_recommendations", "it is in no catalog: nothing can reach it"
+             )),
     Scenario(5, "delete-an-immutable-backup",
              "the DPO deletes backup.crm_nightly (WORM, holds everyone)",
              how=Drive(answers={"backup.crm_nightly": DELETE_IT}), expect=STOP,
              cause=r"backup\.crm_nightly",
-             false_claims=claims_deleted("backup.crm_nightly")),
+             false_claims=claims_deleted(
+                 "backup.crm_nightly", "an immutable (WORM) backup cannot be deleted"
+             )),
     # 6. System of record.
     Scenario(6, "crm-aliased-onto-its-copy",
              "the CRM database (catalogued, holds Alice) is an alias of its warehouse copy",
@@ -680,6 +684,16 @@ class Outcome:
         if self.verdict is Verdict.UNCLEAR_STOP:
             found.append(f"the stop does not name /{self.scenario.cause}/")
         return found
+
+    def cell(self) -> str:
+        """The run in the published table: its verdict, and ✗ when the scenario failed."""
+        if not self.problems:
+            return self.verdict.value
+        if self.verdict is Verdict.STOPPED:
+            return "stopped, a true completion expected ✗"
+        if self.verdict is Verdict.TRUE_COMPLETION:
+            return "completed (nothing left), but only a stop is right ✗"
+        return f"{self.verdict.value} ✗"
 
     def describe(self) -> str:
         run = self.run
@@ -895,8 +909,7 @@ def render(results: list[Outcome]) -> str:
         cells = []
         for backend in BACKENDS:
             o = next(r for r in results if r.scenario is scenario and r.backend == backend)
-            mark = "" if not o.problems else " ✗"
-            cells.append(f"{o.verdict.value}{mark}")
+            cells.append(o.cell())
         rows.append(f"| `{scenario.id}` | {scenario.what} | " + " | ".join(cells) + " |")
     failing = sum(bool(o.problems) for o in results)
     return SECTION.format(
