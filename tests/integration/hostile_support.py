@@ -85,6 +85,8 @@ LABELS = {
 }
 # Rulings that say on the record that the data is still there (and why, or until when).
 RETAINING = frozenset({"retain_exemption", "rebuild_by_date"})
+# The rules the demo's own escalations are raised under (workflow_support.ANSWERS).
+DEMO_RULES = frozenset({"1", "2a", "4", "6"})
 
 
 def ruling_for(item: PlanItem, dpo: Dpo) -> DpoAnswer | None:
@@ -119,7 +121,6 @@ class Estate:
     base: Path
     admin: HostileAdmin | None
     server: str | None  # Postgres server URL without a database
-    pristine_keys: set[str] = field(default_factory=set)
     _reader: Services | None = None
 
     @property
@@ -235,9 +236,7 @@ class Estates:
             catalog = where / "estate" / "catalog.yaml"
             catalog.write_text(catalog.read_text().replace(self._database(lane_name), warehouse))
             settings = settings.model_copy(update={"store_url": f"{self.server}/{store}"})
-        estate = Estate(
-            name, backend, settings, where, self.admin, self.server, self.keys[lane_name]
-        )
+        estate = Estate(name, backend, settings, where, self.admin, self.server)
         shutil.copy(estate.catalog_path, estate.catalog_path.with_name("catalog.reference.yaml"))
         with estate.reader() as svc:  # keys an earlier scenario shredded are sealed again
             missing = self.keys[lane_name] - set(svc.keystore.list_key_names())
@@ -380,9 +379,11 @@ def drive(estate: Estate, conf: dict[str, Any], how: Drive) -> Run:
                     workflow.confirm_aggregate(svc, ref, ds)
                 for item in workflow.pending_escalations(svc, ref):
                     step = f"dpo_decides {item.dataset.name}"
+                    # The demo's own prompts get the demo's answers; anything the hostile
+                    # estate raised gets the scenario's DPO.
                     given = how.answers.get(item.dataset.name) or (
                         ANSWERS.get(item.dataset.name)
-                        if item.dataset.name in ANSWERS and item.rule in ("1", "2a", "4", "6")
+                        if item.dataset.name in ANSWERS and item.rule in DEMO_RULES
                         else ruling_for(item, how.dpo)
                     )
                     if given is None:
@@ -505,7 +506,7 @@ def others_snapshot(estate: Estate, people: People) -> dict[str, list[str]]:
             archive = rows(conn, "SELECT id, subject_hash FROM archive.customer_events")
             snap["archive.customer_events"] = _sorted([r for r in archive if r[1] not in mine])
     for url in people.extra_databases:
-        engine = _engine(url)
+        engine = database_engine(url)
         with engine.connect() as conn:
             found = rows(conn, "SELECT * FROM crm.customers")
         engine.dispose()
@@ -526,7 +527,7 @@ def touched(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[s
     return found
 
 
-def _engine(url: str) -> sa.Engine:
+def database_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
         path = Path(url.removeprefix("sqlite:///"))
         engine = sa.create_engine(url)
@@ -591,7 +592,7 @@ def residue(estate: Estate, people: People, retained: frozenset[str]) -> dict[st
             if stale:
                 left[name] = "not rebuilt from the cleaned sources (still holds erased rows)"
     for url in people.extra_databases:
-        engine = _engine(url)
+        engine = database_engine(url)
         with engine.connect() as conn:
             n = sum(1 for (v,) in rows(conn, "SELECT id FROM crm.customers") if ids_key(v) in ids)
         engine.dispose()

@@ -40,6 +40,7 @@ from erasure.services import Services
 from erasure.suppression import identifier_columns
 from tests.integration.hostile_support import (
     BACKENDS,
+    RETAINING,
     SUBJECT,
     Dpo,
     Drive,
@@ -50,7 +51,7 @@ from tests.integration.hostile_support import (
     People,
     Run,
     Verdict,
-    _engine,
+    database_engine,
     drive,
     others_snapshot,
     request_conf,
@@ -340,7 +341,7 @@ def crm_aliased_onto_its_copy(estate: Estate) -> People:
     """The CRM (its own database, still holding everyone) is catalogued, and also declared an
     alias of its warehouse copy."""
     url = estate.new_database("crm_source")
-    engine = _engine(url)
+    engine = database_engine(url)
     with estate.reader() as svc, svc.warehouse.engine("warehouse").connect() as wh:
         people = [
             tuple(r) for r in wh.execute(sa.text("SELECT id, email, phone FROM crm.customers"))
@@ -757,10 +758,7 @@ def _play(estate: Estate, scenario: Scenario, backend: str) -> Outcome:
 def _retained(run: Run) -> frozenset[str]:
     """Datasets the completion record says still hold the subject (retained, or rebuilt by a
     date): what remains there is on the record, not a false claim."""
-    return frozenset(n for n, option in run.rulings.items() if option in _ON_RECORD)
-
-
-_ON_RECORD = ("retain_exemption", "rebuild_by_date")
+    return frozenset(n for n, option in run.rulings.items() if option in RETAINING)
 
 
 # ---------------------------------------------------------------------------------------------
