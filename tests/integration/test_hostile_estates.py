@@ -638,6 +638,12 @@ SCENARIOS: list[Scenario] = [
     stored(7, "rfc5322-comment", "stored ann.comment@example.org (Ann at home)",
            {"email": "ann.comment@example.org (Ann at home)"}, "email",
            "ann.comment@example.org"),
+    stored(7, "rfc5322-comment-in-address", "stored ann.cfws(home)@example.org",
+           {"email": "ann.cfws(home)@example.org"}, "email", "ann.cfws@example.org"),
+    stored(7, "rfc5322-quoted-local-part", 'stored "ann.quoted"@example.org',
+           {"email": '"ann.quoted"@example.org'}, "email", "ann.quoted@example.org"),
+    stored(7, "idna-ideographic-full-stop", "stored ann.dot@example\u3002org (an IDNA dot)",
+           {"email": "ann.dot@example\u3002org"}, "email", "ann.dot@example.org"),
     stored(7, "idna-u-label-stored", "stored ann@bücher.example, requested by its A-label",
            {"email": "ann@b\u00fccher.example"}, "email", "ann@xn--bcher-kva.example"),
     stored(7, "idna-a-label-stored", "stored ann@xn--bcher-kva.example, requested by its U-label",
@@ -646,6 +652,8 @@ SCENARIOS: list[Scenario] = [
            {"phone": "020 7946 1234"}, "phone", "+44 20 7946 1234"),
     stored(7, "phone-00", "stored 0044 20 7946 2345",
            {"phone": "0044 20 7946 2345"}, "phone", "+442079462345"),
+    stored(7, "phone-trunk-in-brackets", "stored +44 (0)20 7946 7890",
+           {"phone": "+44 (0)20 7946 7890"}, "phone", "+44 20 7946 7890"),
     stored(7, "phone-dots", "stored +44.20.7946.3456",
            {"phone": "+44.20.7946.3456"}, "phone", "+44 20 7946 3456"),
     stored(7, "phone-arabic-indic-digits", "stored in Arabic-Indic digits",
@@ -747,7 +755,7 @@ def _play(estate: Estate, scenario: Scenario, backend: str) -> Outcome:
                 extra_keys=changed.extra_keys or people.extra_keys,
             )
     before = others_snapshot(estate, people)
-    ref = f"HOSTILE-{scenario.family}-{abs(hash(scenario.name)) % 10**6:06d}"
+    ref = f"HOSTILE-{SCENARIOS.index(scenario) + 1:03d}"
     run = drive(estate, request_conf(ref, scenario.id_type, scenario.identifier), scenario.how)
     left = residue(estate, people, retained=_retained(run))
     if scenario.false_claims is not None:
@@ -881,8 +889,9 @@ FAMILIES = {
 
 def render(results: list[Outcome]) -> str:
     head = (
-        "| family | runs | false completions | wrong-person deletions | stopped with reason "
-        "| true completions | other failures |\n|---|---|---|---|---|---|---|"
+        "| family | scenarios | runs | false completions | wrong-person deletions "
+        "| stopped with reason | true completions | other failures |\n"
+        "|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for family, title in FAMILIES.items():
@@ -898,7 +907,8 @@ def render(results: list[Outcome]) -> str:
                       Verdict.TRUE_COMPLETION)
         )  # fmt: skip
         lines.append(
-            f"| {family}. {title} | {len(mine)} | {count[Verdict.FALSE_COMPLETION]} "
+            f"| {family}. {title} | {len(mine) // len(BACKENDS)} | {len(mine)} "
+            f"| {count[Verdict.FALSE_COMPLETION]} "
             f"| {count[Verdict.WRONG_PERSON]} | {count[Verdict.STOPPED]} "
             f"| {count[Verdict.TRUE_COMPLETION]} | {other} |"
         )
