@@ -47,6 +47,7 @@ from erasure.services import Services
 from erasure.store.database import open_store
 from tests.integration.fault_injection import PostgresAdmin
 from tests.integration.workflow_support import ANSWERS, CONF, answer, register
+from tests.integration.workflow_support import trigger as demo_trigger
 
 BACKENDS = ("SQLite", "Postgres")
 SUBJECT = "C0001"  # the demo subject, Alice: " Alice.Smith@Example.com", "020 7946 0958"
@@ -85,8 +86,9 @@ LABELS = {
 }
 # Rulings that say on the record that the data is still there (and why, or until when).
 RETAINING = frozenset({"retain_exemption", "rebuild_by_date"})
-# The rules the demo's own escalations are raised under (workflow_support.ANSWERS).
-DEMO_RULES = frozenset({"1", "2a", "4", "6"})
+# The rules the demo's own escalations are raised under (workflow_support.ANSWERS); 3a: the
+# archive holds no key of a customer it never sealed events for.
+DEMO_RULES = frozenset({"1", "2a", "3a", "4", "6"})
 
 
 def ruling_for(item: PlanItem, dpo: Dpo) -> DpoAnswer | None:
@@ -324,7 +326,8 @@ class Drive:
     """How the scenario's run deviates from gdpr_erasure's normal course."""
 
     dpo: Dpo = Dpo.NONE
-    answers: dict[str, DpoAnswer] = field(default_factory=dict)  # by dataset name
+    # By dataset name; None: the DPO sends that prompt back (the request stops there).
+    answers: dict[str, DpoAnswer | None] = field(default_factory=dict)
     after_act: Hook | None = None  # before verify
     after_verify: Hook | None = None  # before complete
     complete_after_failed_verify: bool = False  # someone marks verify success in the UI
@@ -343,10 +346,14 @@ def request_conf(ref: str, id_type: str, identifier: str) -> dict[str, Any]:
 
 
 def trigger(svc: Services, how: Drive) -> workflow.TriggerDag:
+    """A rematerialisation DAG run as Airflow runs it (workflow_support.trigger: the tables
+    re-created, its OpenLineage COMPLETE stored); a no-op DAG's run ends `success` having
+    done nothing, as a run marked success by hand does."""
+
     def run(dag_id: str, ready_at: datetime) -> RunOutcome:
-        if dag_id not in how.noop_dags:
-            rematerialise(svc.catalog, svc.warehouse, dag_id)
-        return RunOutcome(run_id=f"manual__{dag_id}", state="success")
+        if dag_id in how.noop_dags:
+            return RunOutcome(run_id=f"manual__{dag_id}", state="success")
+        return demo_trigger(svc)(dag_id, ready_at)
 
     return run
 
@@ -381,11 +388,12 @@ def drive(estate: Estate, conf: dict[str, Any], how: Drive) -> Run:
                     step = f"dpo_decides {item.dataset.name}"
                     # The demo's own prompts get the demo's answers; anything the hostile
                     # estate raised gets the scenario's DPO.
-                    given = how.answers.get(item.dataset.name) or (
-                        ANSWERS.get(item.dataset.name)
-                        if item.dataset.name in ANSWERS and item.rule in DEMO_RULES
-                        else ruling_for(item, how.dpo)
-                    )
+                    if item.dataset.name in how.answers:
+                        given = how.answers[item.dataset.name]
+                    elif item.dataset.name in ANSWERS and item.rule in DEMO_RULES:
+                        given = ANSWERS[item.dataset.name]
+                    else:
+                        given = ruling_for(item, how.dpo)
                     if given is None:
                         run.stopped_at, run.reason = step, f"awaiting the DPO: {item.reason}"
                         return _finish(svc, ref, run)
