@@ -598,7 +598,7 @@ def residue(estate: Estate, people: People, retained: frozenset[str]) -> dict[st
             except sa.exc.DBAPIError:
                 continue  # a source it reads is gone (the scenario renamed it): not comparable
             if stale:
-                left[name] = "not rebuilt from the cleaned sources (still holds erased rows)"
+                left[name] = "differs from its SQL over the sources as they are now"
     for url in people.extra_databases:
         engine = database_engine(url)
         with engine.connect() as conn:
