@@ -7,8 +7,8 @@ request checked: not complete, and no completion record that is not true. The ta
 again (what clearing it does), and once it succeeds the whole state (request, action log and
 its evidence, records, rulings, tombstones, keys, every warehouse table) must equal what the
 run without faults reached after the same task: nothing lost, nothing done twice. The matrix
-goes to docs/reliability.md; the second test fails (and rewrites it) when the committed file
-differs from what this run produced.
+goes to docs/reliability.md (its own section of it); the second test fails (and rewrites it)
+when the committed section differs from what this run produced.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from tests.integration.fault_injection import (
     kill_openbao,
     run_killed,
 )
+from tests.integration.published import publish
 from tests.integration.workflow_support import ANSWERS, CONF, register
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault, pytest.mark.postgres]
@@ -981,7 +982,5 @@ def test_every_fault_at_every_task_clears_to_the_same_completed_request(matrix: 
 
 
 def test_the_published_matrix_is_the_one_this_run_produced(matrix: Matrix) -> None:
-    page = render(matrix)
-    if not DOC.exists() or DOC.read_text() != page:
-        DOC.write_text(page)
+    if publish(DOC, "faults", render(matrix)):
         pytest.fail(f"{DOC.relative_to(REPO)} was out of date: rewritten; review and commit it")
