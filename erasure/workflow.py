@@ -37,6 +37,7 @@ from erasure.actions.tombstone import TombstoneEvidence, insert_tombstones
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.completion import completion_body
 from erasure.errors import (
+    EraseFailed,
     RebuildFailed,
     RequestError,
     SubjectError,
@@ -280,18 +281,33 @@ def erase(svc: Services, ref: str, dataset: DatasetRef) -> ErasureEvidence:
 
     def act() -> ErasureEvidence:
         noted = progress(svc.action_log, ref, item).get("erased")
-        return erase_rows(
-            svc.catalog,
-            svc.warehouse,
-            _relocate(svc, ref),
-            dataset,
-            before_commit=lambda e: save_progress(
-                svc.action_log, ref, item, erased=e.model_dump(mode="json")
-            ),
-            earlier=ErasureEvidence.model_validate(noted) if noted else None,
-        )
+        try:
+            return erase_rows(
+                svc.catalog,
+                svc.warehouse,
+                _relocate(svc, ref),
+                dataset,
+                before_commit=lambda e: save_progress(
+                    svc.action_log, ref, item, erased=e.model_dump(mode="json")
+                ),
+                earlier=ErasureEvidence.model_validate(noted) if noted else None,
+            )
+        except EraseFailed as exc:
+            raise EraseFailed(f"{exc}{_held_back(svc, ref, plan)}") from None
 
     return run_once(svc.action_log, ref, item, ErasureEvidence, act)
+
+
+def _held_back(svc: Services, ref: str, plan: Plan) -> str:
+    """What the plan holds back from erasing (a referencing table among them is what stops a
+    parent's delete): its escalations, with their reasons and whether the DPO ruled."""
+    held = [
+        f"{i.dataset.name} (rule {i.rule}{'' if done(svc.action_log, ref, i) else ', unruled'}: "
+        f"{i.reason})"
+        for i in plan.items
+        if i.action is Action.ESCALATE and i.dataset.namespace != "erasure"
+    ]
+    return ". The plan holds back: " + "; ".join(held) if held else ""
 
 
 def shred(svc: Services, ref: str, dataset: DatasetRef) -> ShredEvidence:

@@ -183,6 +183,15 @@ def delete_artefact(
             f"{ds.name!r} is a root table (it holds people's rows or is referenced by them): "
             "it is never deleted as a whole; rule on the subject's rows instead"
         )
+    if ds is not None and ds.storage == "immutable":
+        # Write-once storage (a backup, an archive) holds everyone's copies: emptying it
+        # would delete other people's data too. Its owner removes the person's copy.
+        return {
+            "done_by": ds.owner or "the artefact's owner",
+            "rows_deleted": None,
+            "detail": "immutable storage holding other people's data too: never emptied by "
+            "this system; its owner removes the person's copy",
+        }
     if ds is None or ds.connection is None or warehouse.table(ds) is None:
         return {
             "done_by": (ds.owner if ds is not None else None) or "the artefact's owner",

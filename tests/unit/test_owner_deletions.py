@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from erasure import workflow
+from erasure.actions.escalate import delete_artefact
 from erasure.errors import VerificationFailed
 from erasure.free_text import NamesSubject
 from erasure.keys.vault import EmbeddedOpenBao
-from erasure.model import Action, DatasetRef
+from erasure.model import Action, DatasetRef, PlanItem
 from erasure.progress import StepError
 from erasure.pseudonym import subject_hash
 from erasure.rulings import RulingOption, options_for
@@ -125,3 +126,30 @@ def test_an_owners_deletion_is_pending_until_confirmed_and_the_record_says_so(
         "Chris (crm-team)",
         "CRM change CHG-1182",
     )
+
+
+def test_deleting_immutable_storage_is_its_owners_never_an_emptied_table(tmp_path: Path) -> None:
+    catalog_text = """
+version: 1
+identifiers: {email: {normalise: email}}
+connections: {warehouse: {url: "sqlite:///wh.db"}}
+datasets:
+  - {namespace: w, name: backup.dump, connection: warehouse, kind: backup, storage: immutable,
+     owner: ops}
+"""
+    catalog, warehouse = make_estate(
+        tmp_path,
+        catalog_text,
+        ["CREATE TABLE backup.dump (email TEXT)", "INSERT INTO backup.dump VALUES ('a@x.org')"],
+    )
+    item = PlanItem(
+        dataset=DatasetRef("w", "backup.dump"),
+        kind="backup",
+        action=Action.ESCALATE,
+        rule="4",
+        reason="immutable",
+    )
+    deletion = delete_artefact(catalog, warehouse, item)
+    assert deletion["done_by"] == "ops" and deletion["rows_deleted"] is None
+    with warehouse.engine("warehouse").connect() as conn:  # everyone else's copy is kept
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM backup.dump").scalar_one() == 1

@@ -68,9 +68,7 @@ def test_after_the_act_step_every_erased_and_rebuilt_dataset_counts_zero(demo: D
     found = recount(demo.catalog, demo.warehouse, *parked, demo.plan, check=False)
 
     checked = {
-        i.dataset.name
-        for i in demo.plan.items
-        if i.action in (Action.ERASE_ROWS, Action.REBUILD)
+        i.dataset.name for i in demo.plan.items if i.action in (Action.ERASE_ROWS, Action.REBUILD)
     }
     assert {r.dataset for r in found} == checked
     searched = [r for r in found if r.searched_by]
@@ -165,3 +163,24 @@ def test_a_column_that_ignores_case_does_not_hide_the_subject_behind_another_id(
 
     assert location.located[catalog.by_name("crm.orders").ref].rows == 2
     assert [(r.dataset, r.found) for r in found] == [("crm.orders", 2)]
+
+
+def test_the_subjects_identifier_in_another_letter_case_fails_the_recount(demo: Demo) -> None:
+    demo.act()
+    # An order system that lower-cases customer ids wrote her id as `c0001`: not her id in
+    # the catalog's form, so neither locate nor the exact recount sees it as hers.
+    demo.run(
+        "INSERT INTO crm.customers (id, email, region, address_id) "
+        "VALUES ('c0001', 'someone.else@example.org', 'north', 1)"
+    )
+    demo.run(
+        "INSERT INTO crm.orders (id, customer_id, product_id, amount, ordered_on, month) "
+        "VALUES (99998, 'c0001', 1, 35, '2026-11-30', '2026-11')"
+    )
+    found = recount(
+        demo.catalog, demo.warehouse, *parked_location(demo.location), demo.plan, check=False
+    )
+    [orders] = [r for r in found if r.dataset == "crm.orders"]
+    assert (orders.found, orders.in_another_case, orders.ok) == (0, 1, False)
+    assert "declare it (stored_forms in the catalog)" in orders.result()
+    assert_no_subject_values(orders.result())
