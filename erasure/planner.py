@@ -14,7 +14,7 @@ from typing import Any
 
 from erasure.catalog import Catalog, DatasetKind, DatasetSpec
 from erasure.drift import drift_gaps
-from erasure.errors import ErasureError, RebuildFailed
+from erasure.errors import ErasureError, RebuildFailed, SubjectError
 from erasure.kanon import measure_k
 from erasure.lineage.graph import Closure, coverage
 from erasure.lineage.openlineage import RunEvent
@@ -152,7 +152,11 @@ def plan_erasure(
     The closure is the erasure view's (`erasure_view`): every edge set whose output may still
     hold rows it wrote, not only today's. Immutable and per-subject-key datasets are in every
     plan, reached or not: an event can never take them out.
+
+    SubjectError when the request reaches several people by a one-per-person key: nothing
+    it matched can then be told to be the subject's, so nothing is planned.
     """
+    _refuse_several_people(location, subject)
     now = now or datetime.now(UTC)
     roots = sorted(location.located)
     view = erasure_view(catalog, lineage, now)
@@ -236,6 +240,22 @@ def plan_erasure(
         lineage_as_of=lineage.as_of,
         created_at=now,
     )
+
+
+def _refuse_several_people(location: Location, subject: SubjectSummary) -> None:
+    """The rows the request matched carry several values of a type that names one person (a
+    customer id): the identifier is several people's (a family mailbox, a colleague's alt
+    address), and erasing what it matched would erase someone else."""
+    for id_type, held in sorted(location.held_back.items()):
+        if held.one_per_person:
+            own = sum(1 for i in location.identities if i.type == id_type)
+            raise SubjectError(
+                f"the requested {subject.type} reaches rows of {held.values + own} different "
+                f"{id_type} values, and the catalog says one {id_type} names one person: the "
+                f"{subject.type} is shared by several people, so nothing is planned or erased. "
+                f"Resubmit the request by the person's {id_type} (the customer record the "
+                "request is about tells which)"
+            )
 
 
 def _closure_datasets(closure: Closure, roots: Sequence[DatasetRef]) -> list[DatasetRef]:
@@ -566,9 +586,10 @@ def _item(
 def _not_found_item(search: SubjectSearch) -> PlanItem:
     """Found nowhere is a question, not a completion: a typo or another spelling leaves the
     subject's rows in place, so the DPO confirms the subject is not held (or resubmits)."""
-    places = ", ".join(
-        f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched
-    ) or "no dataset (none holds this identifier type)"
+    places = (
+        ", ".join(f"{s.dataset.name} ({', '.join(s.columns)})" for s in search.searched)
+        or "no dataset (none holds this identifier type)"
+    )
     near = sum(m.rows for m in search.near_misses)
     return _item(
         SUBJECT_SEARCH,

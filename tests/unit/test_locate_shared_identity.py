@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
 from erasure.catalog import Catalog
+from erasure.errors import SubjectError
 from erasure.locate import Location, locate, parked_location
 from erasure.model import Action, DatasetRef, Identity, Plan, PlanItem, SubjectRef
 from erasure.planner import make_plan
@@ -163,7 +165,7 @@ def test_an_expanded_email_two_customers_hold_is_held_back(tmp_path: Path) -> No
     assert erased_after(catalog, warehouse, found) == {"C2", "C3"}
 
 
-def test_a_customer_id_found_twice_erases_only_what_the_request_matched(tmp_path: Path) -> None:
+def test_an_email_two_customers_hold_stops_the_request(tmp_path: Path) -> None:
     # Ann's address is also Ben's alt_email: two customer rows, two customer ids, one email.
     change = "UPDATE crm.customers SET alt_email = 'ann@example.com' WHERE id = 'C2'"
     catalog, warehouse = estate(tmp_path, change)
@@ -174,10 +176,11 @@ def test_a_customer_id_found_twice_erases_only_what_the_request_matched(tmp_path
     held = found.held_back["customer_id"]
     assert (held.values, held.one_per_person) == (2, True)
     assert {ref: w.rows for ref, w in found.withheld.items()} == {ORDERS: 4}
-    plan = make_plan(catalog, ANN, warehouse=warehouse)
-    ask = question(plan, ORDERS)
-    assert ask.rule == "2b" and "2 different customer_id values" in ask.reason
-    assert ORDERS.name not in erasures(plan)
+    # The email itself is two people's: nothing it matched can be told to be Ann's alone,
+    # so the request stops and says to resubmit by the customer id.
+    with pytest.raises(SubjectError, match="2 different customer_id values") as refused:
+        make_plan(catalog, ANN, warehouse=warehouse)
+    assert "Resubmit the request by the person's customer_id" in str(refused.value)
 
     # Without a one-per-person type the same estate expands as it always did.
     catalog, warehouse = estate(tmp_path / "old", change, catalog=NO_ONE_PER_PERSON)
