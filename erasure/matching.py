@@ -283,9 +283,9 @@ def candidate_predicate(
 
     Text normalisers: the value LIKE a pattern keeping only the target's ASCII characters
     that no other character folds or composes to, in order, with `%` for the rest and around
-    (whitespace, format characters, accents in either form, `ß`/`ss`); case-folded ones
-    compare the value with its ASCII letters lower-cased. Phones: the trailing digits of the
-    national number, in order, anywhere in the value with keypad letters and non-ASCII
+    (whitespace, format characters, accents in either form, `ß`/`ss`, `İ`/`i`); case-folded
+    ones compare the value with its ASCII letters lower-cased. Phones: the trailing digits of
+    the national number, in order, anywhere in the value with keypad letters and non-ASCII
     digits read as digits.
 
     The value is compared under the "C" collation: there `lower()` changes ASCII letters
@@ -603,7 +603,7 @@ def near_miss_kind(matcher: Matcher, target_key: str) -> Callable[[object], str 
                 return NearMiss.SUBADDRESS
             if local and stored_local == local:
                 return NearMiss.SAME_LOCAL_PART
-        if fold_case(key) == fold_case(target_key):
+        if _case_blind(key) == _case_blind(target_key):
             return NearMiss.CASE
         if _turkish(key) == _turkish(target_key):
             return NearMiss.TURKISH_I
@@ -621,10 +621,18 @@ def _base(local: str) -> str:
     return local.partition("+")[0]
 
 
+def _case_blind(text: str) -> str:
+    """Case-folded as Unicode alone folds (`İ` is `i` + COMBINING DOT ABOVE): where a column
+    keeps case, `İD-7731` is another spelling of `ID-7731`'s i (`_turkish`), not its case."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
 def _turkish(text: str) -> str:
     """Case-folded with Turkish dotted capital and dotless small i read as `i`, the way a
-    Turkish locale lowers them."""
-    return fold_case(text).replace("i\u0307", "i").replace("\u0131", "i")
+    Turkish locale lowers them (`fold_case` reads `İ` as `i` already)."""
+    return fold_case(text).replace("\u0131", "i")
 
 
 def _same_digits(a: str, b: str) -> bool:

@@ -10,9 +10,11 @@ real systems store identifiers:
   whitespace around it, and composes it by compatibility (NFKC), so a decomposed accent is
   the precomposed letter and a fullwidth letter is the plain one;
 - `lower` and `email` fold case the Unicode way (casefold: `Ä` is `ä`, `ß` is `ss`), not
-  only ASCII; `email` reads the address out of its RFC 5322 forms (`"Name" <a@b>`, comments,
-  a quoted local part that needs no quotes, the domain's root dot, punycode labels) and
-  requires exactly one `@` with text on both sides;
+  only ASCII, and read the Turkish dotted capital `İ` as `i` (`İRMAK` is `irmak`; the dotless
+  i, U+0131, stays another letter); `email` reads the address out of its RFC 5322 forms
+  (`"Name" <a@b>`, comments, a quoted local part that needs no quotes, the domain's root dot,
+  punycode labels, IDNA's ideographic full stops) and requires exactly one `@` with text on
+  both sides;
 - `e164` reads a phone number written in any national or international format, with
   spaces, dashes, dots, brackets, a leading 0 or 00, non-ASCII digits or a short annotation
   around it ("(home)"), and gives its E.164 form; an extension (`ext.`, `x`, `#`, `;ext=`)
@@ -99,10 +101,21 @@ def canonical_text(value: str) -> str:
 
 def fold_case(text: str) -> str:
     """Unicode caseless form of canonical text: full case folding (`ß` is `ss`, final sigma
-    is sigma), composed again (NFKC), as Unicode's NFKC_Casefold does."""
+    is sigma), composed again (NFKC), as Unicode's NFKC_Casefold does; and the dotted capital
+    `İ` is `i`.
+
+    Case folding makes `İ` an `i` with COMBINING DOT ABOVE (U+0307), which no other `i` has:
+    but a stored `İRMAK` is `irmak` upper-cased by a Turkish locale, the same person. So the
+    dot directly after an `i` is dropped (whether it came from `İ` or was typed). The dotless i
+    (U+0131) stays another letter (a near miss)."""
     if text.isascii():
         return text.lower()
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return unicodedata.normalize("NFKC", _DOT_ABOVE_I.sub("i", folded))
+
+
+# `i` and the COMBINING DOT ABOVE(s) right after it: what case folding makes of `İ`.
+_DOT_ABOVE_I = re.compile("i\u0307+")
 
 
 def _strip(value: str) -> str:

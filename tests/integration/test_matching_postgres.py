@@ -139,6 +139,32 @@ def test_an_id_with_a_capital_i_is_found_in_a_turkish_collated_column(
     assert located[f"{estate.schema}.customer_id_turkish"].rows == 4
 
 
+def _located_as_python_decides(estate: Estate, id_type: str, target: str) -> dict[str, int]:
+    """Locate's row counts per table for a corpus target, and assert they are Python's."""
+    fill_tables(estate.warehouse.engine("warehouse"), estate.schema, CORPUS, estate.tables)
+    estate.warehouse.forget_tables()
+    corpus = CORPUS[id_type]
+    found = locate(estate.catalog, estate.warehouse, corpus.targets[target].subject())
+    located = {ref.name: hit.rows for ref, hit in found.located.items()}
+    decided = {
+        f"{estate.schema}.{t.name}": n
+        for t in estate.tables
+        if t.id_type == id_type and (n := sum(1 for s in t.rows(corpus) if s.subject == target))
+    }
+    assert located == decided
+    return located
+
+
+@pytest.mark.parametrize(("id_type", "target"), [("email", "irmak"), ("username", "istanbul")])
+def test_a_turkish_locales_dotted_capital_i_is_located_as_the_plain_i(
+    estate: Estate, id_type: str, target: str
+) -> None:
+    """`İRMAK@EXAMPLE.ORG` is `irmak@example.org` upper-cased by a Turkish locale: located in
+    every column, Turkish-collated ones too; the dotless i (U+0131) is not."""
+    located = _located_as_python_decides(estate, id_type, target)
+    assert located[f"{estate.schema}.{id_type}_text"] >= 4
+
+
 # ---------------------------------------------------------------------------------------------
 # The probe: generated stored forms under several collations
 
@@ -200,8 +226,7 @@ def test_the_candidate_predicate_never_misses_a_stored_form_python_decides_is_th
                     )
                     missed = wanted[i] - set(conn.execute(query).scalars())
                     misses += [
-                        f"{collation or 'default'}: {probe.target!a} stored as "
-                        f"{rows[m]['value']!a}"
+                        f"{collation or 'default'}: {probe.target!a} stored as {rows[m]['value']!a}"
                         for m in sorted(missed)
                     ]
     finally:

@@ -7,7 +7,8 @@ derives them systematically, as combinations of the families the standards defin
   mathematical alphanumerics, ligatures);
 - default-ignorable and format characters (UAX #44, Cf) anywhere in a value: zero-width
   space, joiners, soft hyphen, word joiner, byte-order mark, bidi marks, variation selector;
-- full case folding (`ß`, final sigma) and the Turkish dotted and dotless i;
+- full case folding (`ß`, final sigma), the Turkish dotted capital I (`İ`, the plain i upper-
+  cased by a Turkish locale) and the dotless i (another letter);
 - confusables (UTS #39): Cyrillic and Greek look-alikes of Latin letters, `0`/`o`, `1`/`l`;
 - RFC 5322 display forms of addresses (display names, angle brackets, comments, quoted local
   parts, the domain's root dot), IDNA punycode domains, `mailto:`;
@@ -227,8 +228,13 @@ def email_family() -> Family:
             fam.add(local.replace("i", "\u0131") + "@" + domain, "dotless i", **{t.name: NEAR})
             fam.add(
                 local.upper().replace("I", "\u0130") + "@" + domain,
-                "dotted capital I (Turkish upper case)",
-                **{t.name: NEAR},
+                "dotted capital I (Turkish upper case of i)",
+                **{t.name: EXACT},
+            )
+            fam.add(
+                local.replace("i", "i\u0307") + "@" + domain,
+                "i + COMBINING DOT ABOVE (what the dotted capital I case-folds to)",
+                **{t.name: EXACT},
             )
         fam.add(f"{local}+news@{domain}", "subaddress", **{t.name: NEAR})
         fam.add(

@@ -23,6 +23,7 @@ from erasure.matching import (
     NearMiss,
     count_by_scan,
     email_pattern,
+    near_miss_kind,
     near_misses,
     one_edit_apart,
 )
@@ -68,6 +69,8 @@ def _sql_reads(stored: str) -> str:
         ('"john"@example.com.', "john@example.com"),
         ("john(comment)@example.com", "john@example.com"),
         ("john@xn--bcher-kva.example", "john@b\u00fccher.example"),
+        ("\u0130RMAK@EXAMPLE.ORG", "irmak@example.org"),  # Turkish upper case of i
+        ("I\u0307RMAK@EXAMPLE.ORG", "irmak@example.org"),  # I + COMBINING DOT ABOVE
     ],
 )
 def test_every_stored_form_matches_the_like_pattern(stored: str, target: str) -> None:
@@ -78,6 +81,25 @@ def test_every_stored_form_matches_the_like_pattern(stored: str, target: str) ->
         read = sa.literal(_sql_reads(stored))
         matched = conn.execute(sa.select(read.like(pattern, escape="\\"))).scalar_one()
     assert matched  # and the SQL prefilter keeps the row
+
+
+@pytest.mark.parametrize("normalise", ["email", "lower"])
+def test_the_dotted_capital_i_is_the_plain_i_and_the_dotless_one_a_near_miss(
+    normalise: str,
+) -> None:
+    matcher = Matcher("x", normalise)
+    kind = near_miss_kind(matcher, "irmak@example.org")
+    assert matcher.key("\u0130RMAK@EXAMPLE.ORG") == "irmak@example.org"
+    assert kind("\u0130RMAK@EXAMPLE.ORG") is None  # the subject itself
+    assert kind("\u0131RMAK@EXAMPLE.ORG") == NearMiss.TURKISH_I
+    assert kind("\u0131rmak@example.org") == NearMiss.TURKISH_I
+
+
+def test_where_case_is_kept_the_dotted_capital_i_is_a_turkish_i_near_miss() -> None:
+    kind = near_miss_kind(Matcher("customer_id", "strip"), "ID-7731")
+    assert kind("\u0130D-7731") == NearMiss.TURKISH_I
+    assert kind("\u0131D-7731") == NearMiss.TURKISH_I
+    assert kind("id-7731") == NearMiss.CASE
 
 
 def test_one_edit_apart() -> None:

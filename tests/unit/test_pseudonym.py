@@ -105,14 +105,32 @@ def test_what_nfkc_and_casefold_do_not_unify_stays_apart() -> None:
     assert hashed("email", "\u0430li.canary.3f8a61c0@example.org") != hashed(
         "email", "ali.canary.3f8a61c0@example.org"
     )
-    # Capital I with dot folds to i + combining dot, never to the plain i of "istanbul".
-    assert hashed("email", "\u0130stanbul.canary.3f8a61c0@example.tr") != hashed(
+    # The dotless i is another letter, never the plain i of "istanbul".
+    assert hashed("email", "\u0131stanbul.canary.3f8a61c0@example.tr") != hashed(
         "email", "istanbul.canary.3f8a61c0@example.tr"
     )
     # Whitespace inside the value is kept: only what surrounds it is dropped.
     assert hashed("email", "ali ce.canary.3f8a61c0@example.org") != hashed(
         "email", "alice.canary.3f8a61c0@example.org"
     )
+
+
+@pytest.mark.parametrize("kind", ["email", "lower"])
+def test_a_turkish_locales_dotted_capital_i_is_the_plain_i(kind: str) -> None:
+    """A Turkish locale upper-cases `i` to `İ` (U+0130), which case folding makes `i` +
+    COMBINING DOT ABOVE: the stored `İRMAK` is still `irmak`."""
+    plain = "irmak.canary.3f8a61c0@example.org"
+    for stored in (
+        "\u0130RMAK.CANARY.3F8A61C0@EXAMPLE.ORG",  # precomposed İ
+        "I\u0307RMAK.CANARY.3F8A61C0@EXAMPLE.ORG",  # I + COMBINING DOT ABOVE
+        "i\u0307rmak.canary.3f8a61c0@example.org",  # what İ case-folds to
+    ):
+        assert normalise(kind, stored) == plain
+        assert hashed(kind, stored) == hashed(kind, plain)
+    # The dotless i stays another letter; strip keeps case and so the dotted capital.
+    assert hashed(kind, "\u0131rmak.canary.3f8a61c0@example.org") != hashed(kind, plain)
+    assert hashed("strip", "\u0130Z-3310") != hashed("strip", "IZ-3310")
+    assert normalise("strip", "I\u0307Z-3310") == "\u0130Z-3310"
 
 
 def test_strip_keeps_case_for_opaque_ids_but_composes_them() -> None:
