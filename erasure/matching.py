@@ -284,9 +284,9 @@ def candidate_predicate(
     Text normalisers: the value LIKE a pattern keeping only the target's ASCII characters
     that no other character folds or composes to, in order, with `%` for the rest and around
     (whitespace, format characters, accents in either form, `ß`/`ss`, `İ`/`i`); case-folded
-    ones compare the value with its ASCII letters lower-cased. Phones: the trailing digits of
-    the national number, in order, anywhere in the value with keypad letters and non-ASCII
-    digits read as digits.
+    ones compare the value with its ASCII letters lower-cased, addresses with IDNA's other
+    full stops (`。`) read as `.`. Phones: the trailing digits of the national number, in
+    order, anywhere in the value with keypad letters and non-ASCII digits read as digits.
 
     The value is compared under the "C" collation: there `lower()` changes ASCII letters
     only, the same in every database, where a Turkish collation (column or database default)
@@ -317,6 +317,14 @@ def candidate_predicate(
         sa.func.regexp_replace(exact, sa.bindparam(None, _IGNORABLE_CLASS), "", "g"),
         sa.literal_column("NFKC"),
     )
+    if matcher.reads_with == "email":
+        # IDNA's other full stops separate a domain's labels as `.` does, and Python reads
+        # them so; NFKC leaves the ideographic one (and makes the halfwidth one it).
+        read = sa.func.translate(
+            read,
+            sa.bindparam(None, IDNA_FULL_STOPS),
+            sa.bindparam(None, "." * len(IDNA_FULL_STOPS)),
+        )
     value = sa.case((plain, exact), else_=read.collate("C"))
     form = matcher.form
     case_folded = matcher.reads_with != "strip" or (form is not None and form.case != "as_is")
@@ -331,6 +339,9 @@ def candidate_predicate(
 
 
 _PLAIN_TEXT = r"[^ -~]"
+# The label separators of IDNA (RFC 3490 3.1) other than `.`: ideographic, fullwidth and
+# halfwidth ideographic full stop.
+IDNA_FULL_STOPS = "\u3002\uff0e\uff61"
 
 
 def _ignorable_class() -> str:

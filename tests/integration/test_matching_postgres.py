@@ -155,6 +155,16 @@ def _located_as_python_decides(estate: Estate, id_type: str, target: str) -> dic
     return located
 
 
+def test_an_address_with_an_ideographic_full_stop_in_its_domain_is_located(
+    estate: Estate,
+) -> None:
+    """The candidate LIKE pattern insisted on `.` in the domain, where Python reads IDNA's
+    ideographic (U+3002) and halfwidth ideographic (U+FF61, NFKC: U+3002) full stops as `.`:
+    SQLite found `ann.dot@example。org`, Postgres did not."""
+    located = _located_as_python_decides(estate, "email", "anndot")
+    assert located[f"{estate.schema}.email_text"] == 5
+
+
 @pytest.mark.parametrize(("id_type", "target"), [("email", "irmak"), ("username", "istanbul")])
 def test_a_turkish_locales_dotted_capital_i_is_located_as_the_plain_i(
     estate: Estate, id_type: str, target: str

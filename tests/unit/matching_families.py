@@ -81,6 +81,12 @@ CONFUSABLE = {
     "1": "l",  # digit one as small L
     "l": "1",
 }
+# The label separators of IDNA (RFC 3490 3.1) besides `.`.
+IDNA_FULL_STOPS = {
+    "\u3002": "IDEOGRAPHIC FULL STOP",
+    "\uff0e": "FULLWIDTH FULL STOP",
+    "\uff61": "HALFWIDTH IDEOGRAPHIC FULL STOP",
+}
 DIGIT_ZEROS = {
     "ascii": "0",
     "fullwidth": "\uff10",
@@ -210,6 +216,17 @@ def email_family() -> Family:
                 **{t.name: EXACT},
             )
         fam.add(_fullwidth(t.request), "fullwidth (keyboard IME)", **{t.name: EXACT})
+        for stop, stop_name in IDNA_FULL_STOPS.items():
+            fam.add(
+                f"{local}@{domain.replace('.', stop)}",
+                f"{stop_name} in the domain",
+                **{t.name: EXACT},
+            )
+            fam.add(
+                f"<{local.upper()}@{domain.upper().replace('.', stop)}{stop}>",
+                f"{stop_name} in the domain and as its root, upper, in brackets",
+                **{t.name: EXACT},
+            )
         fam.add(_math_bold(t.request), "mathematical bold (NFKC)", **{t.name: EXACT})
         # Near: each family, also combined with exact-preserving changes.
         for k, (latin, look) in enumerate(
