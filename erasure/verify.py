@@ -311,8 +311,9 @@ def _recount_one(
                     tests.setdefault(column.name, []).append(matches)
                     searched.append(f"identifier column: {column.name}")
     key = _reference_key(catalog, ds)
-    if key is not None and key in table.c and reference_keys.get(ds.name):
-        wanted = reference_keys[ds.name]
+    # Parked by the referenced dataset's qualified name (locate.parked_location).
+    wanted = reference_keys.get(ds.ref.qualified) or reference_keys.get(ds.name) or set()
+    if key is not None and key in table.c and wanted:
         tests.setdefault(key, []).append(lambda v: v is not None and str(v) in wanted)
         searched.append(f"reference key: {key}")
     if not tests:

@@ -184,3 +184,17 @@ def test_the_subjects_identifier_in_another_letter_case_fails_the_recount(demo: 
     assert (orders.found, orders.in_another_case, orders.ok) == (0, 1, False)
     assert "declare it (stored_forms in the catalog)" in orders.result()
     assert_no_subject_values(orders.result())
+
+
+def test_a_row_found_by_reference_is_recounted_by_its_key(tmp_path: Path) -> None:
+    # C0003 lives alone at address 3: erased through the reference, and recounted by it
+    # (its key parked under the dataset's qualified name), never "nothing to search by".
+    catalog = build_demo(tmp_path / "estate")
+    warehouse = Warehouse(catalog)
+    subject = SubjectRef(type="customer_id", value=SecretStr("C0003"))
+    location = locate(catalog, warehouse, subject)
+    plan = make_plan(catalog, subject, warehouse=warehouse, location=location)
+    found = recount(catalog, warehouse, *parked_location(location), plan, check=False)
+    [addresses] = [r for r in found if r.dataset == "crm.addresses"]
+    assert addresses.searched_by == ["reference key: id"]
+    assert addresses.found == 1 and not addresses.ok
