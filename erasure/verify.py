@@ -219,7 +219,6 @@ class Recount(BaseModel):
         return f"{self.found} row(s) of the subject"
 
 
-
 def recount(
     catalog: Catalog,
     warehouse: Warehouse,
@@ -291,18 +290,7 @@ def _recount_one(
             searched_by=[],
             problem=drift or f"table {ds.name!r} not found",
         )
-    tests: dict[str, list[_Test]] = {}
-    near: dict[str, list[_Test]] = {}
-    searched: list[str] = []
-    for id_type, columns in ds.holds_subject.items():
-        for name in columns:
-            if by_type.get(id_type):
-                matches = _is_one_of(catalog, id_type, by_type[id_type], ds, name)
-                tests.setdefault(name, []).append(matches)
-                near.setdefault(name, []).append(
-                    _in_another_case(catalog, id_type, by_type[id_type], ds, name)
-                )
-                searched.append(f"{id_type}: {name}")
+    tests, near, searched = _identifier_tests(catalog, ds, by_type)
     if action is Action.REBUILD:
         for column in table.columns:
             for id_type in sorted(by_column.get(column.name, set())):
@@ -330,6 +318,26 @@ def _recount_one(
     )
 
 
+def _identifier_tests(
+    catalog: Catalog, ds: DatasetSpec, by_type: Mapping[str, set[str]]
+) -> tuple[dict[str, list[_Test]], dict[str, list[_Test]], list[str]]:
+    """For each `holds_subject` column the subject has values of a type for: whether a stored
+    value is the subject's (in the column's declared form), whether it is one of theirs in
+    another letter case, and how it was searched."""
+    tests: dict[str, list[_Test]] = {}
+    near: dict[str, list[_Test]] = {}
+    searched: list[str] = []
+    for id_type, columns in ds.holds_subject.items():
+        values = by_type.get(id_type)
+        if not values:
+            continue
+        for name in columns:
+            tests.setdefault(name, []).append(_is_one_of(catalog, id_type, values, ds, name))
+            near.setdefault(name, []).append(_in_another_case(catalog, id_type, values, ds, name))
+            searched.append(f"{id_type}: {name}")
+    return tests, near, searched
+
+
 def _other_forms(
     catalog: Catalog,
     warehouse: Warehouse,
@@ -349,18 +357,7 @@ def _other_forms(
         table = warehouse.table(ds)
         if table is None or catalog_drift(catalog, warehouse, ds) is not None:
             continue  # drift is the re-plan's failed check
-        tests: dict[str, list[_Test]] = {}
-        near: dict[str, list[_Test]] = {}
-        for id_type, columns in ds.holds_subject.items():
-            for name in columns:
-                if by_type.get(id_type):
-                    values = by_type[id_type]
-                    tests.setdefault(name, []).append(
-                        _is_one_of(catalog, id_type, values, ds, name)
-                    )
-                    near.setdefault(name, []).append(
-                        _in_another_case(catalog, id_type, values, ds, name)
-                    )
+        tests, near, _searched = _identifier_tests(catalog, ds, by_type)
         if not tests:
             continue
         with warehouse.connect(ds) as conn:

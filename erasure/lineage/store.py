@@ -964,19 +964,7 @@ class LineageStore:
             store_errors(self._store, "read the lineage runs"),
             self._store.engine.connect() as conn,
         ):
-            return [
-                {
-                    "job": r.job,
-                    "run_id": r.run_id,
-                    "state": r.state,
-                    "event_time": r.event_time,
-                    "completed_at": r.completed_at,
-                    "events": r.events,
-                    "inputs": json.loads(r.inputs),
-                    "outputs": json.loads(r.outputs),
-                }
-                for r in conn.execute(query)
-            ]
+            return [_run(r) for r in conn.execute(query)]
 
     def completed_writes(
         self, dataset: DatasetRef, after: datetime, until: datetime
@@ -999,16 +987,8 @@ class LineageStore:
             store_errors(self._store, "read the lineage runs"),
             self._store.engine.connect() as conn,
         ):
-            return [
-                {
-                    "job": r.job,
-                    "run_id": r.run_id,
-                    "completed_at": r.completed_at,
-                    "inputs": json.loads(r.inputs),
-                }
-                for r in conn.execute(query)
-                if dataset.qualified in json.loads(r.outputs)
-            ]
+            runs = [_run(r) for r in conn.execute(query)]
+        return [run for run in runs if dataset.qualified in run["outputs"]]
 
     # -- retention ------------------------------------------------------------------------------
 
@@ -1671,6 +1651,20 @@ def _run_key(event: RunEvent | ObservedEvent) -> tuple[str, str]:
     if isinstance(event, ObservedEvent):
         return event.producer, event.run_id
     return f"{event.job.namespace}/{event.job.name}", event.run.run_id
+
+
+def _run(row: sa.Row[Any]) -> dict[str, Any]:
+    """A `lineage_runs` row as `runs()` and `completed_writes()` return it."""
+    return {
+        "job": row.job,
+        "run_id": row.run_id,
+        "state": row.state,
+        "event_time": row.event_time,
+        "completed_at": row.completed_at,
+        "events": row.events,
+        "inputs": json.loads(row.inputs),
+        "outputs": json.loads(row.outputs),
+    }
 
 
 def _dump(value: Any) -> str:
