@@ -32,7 +32,13 @@ from erasure.actions.rebuild import (
     fresh_write_proof,
     rebuild,
 )
-from erasure.actions.shred import ShredEvidence, destroyed_by_others, key_hashes, shred_keys
+from erasure.actions.shred import (
+    ShredEvidence,
+    destroyed_by_others,
+    destroyed_by_request,
+    key_hashes,
+    shred_keys,
+)
 from erasure.actions.tombstone import TombstoneEvidence, insert_tombstones
 from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.completion import completion_body
@@ -332,6 +338,9 @@ def shred(svc: Services, ref: str, dataset: DatasetRef) -> ShredEvidence:
             snapshot_retention_days=svc.settings.vault_snapshot_retention_days,
             destroying=destroying,
             destroyed_earlier=progress(svc.action_log, ref, item).get("destroying", []),
+            by_other_requests=lambda key_id: destroyed_by_request(
+                svc.action_log.done_elsewhere(Action.CRYPTO_SHRED, key_id, ref), key_id
+            ),
         ),
     )
 

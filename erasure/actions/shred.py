@@ -46,13 +46,16 @@ def shred_keys(
     snapshot_retention_days: int,
     destroying: Callable[[str], None] | None = None,
     destroyed_earlier: Collection[str] = (),
+    by_other_requests: Callable[[str], dict[str, Any] | None] = lambda _key_id: None,
 ) -> ShredEvidence:
     """Destroy every key of the subject that exists; cite those already destroyed here.
 
     `destroying` logs a key's hash before it is destroyed; `destroyed_earlier` is what an
     earlier try so logged: a retry that finds such a key gone (that try died after destroying
-    it) claims it, proving it gone again, instead of reporting no key at all. A shred that
-    finds no key at all raises ShredError: it would prove nothing.
+    it) claims it, proving it gone again, instead of reporting no key at all;
+    `by_other_requests` cites, by key id, the shred of another request for the same person
+    that destroyed it. A shred that finds no key at all raises ShredError: it would prove
+    nothing.
     """
     keystore = cipher.keystore
     keys = []
@@ -66,6 +69,11 @@ def shred_keys(
             keys.append(dict(cited[keystore.key_id(key_hash)]))
         elif key_hash in destroyed_earlier:  # proven gone again, and claimed as this shred's
             keys.append({**cipher.shred(key_hash).model_dump(mode="json"), "already_absent": False})
+        elif (elsewhere := by_other_requests(keystore.key_id(key_hash))) is not None:
+            # Another request for the same person destroyed it first (two requests of one
+            # subject at once): it is gone, proven again now, and that request's record says
+            # when. Cited, not claimed.
+            keys.append(elsewhere)
     if not keys:
         raise ShredError(
             f"no per-subject key of the subject exists for {dataset.name} under pepper "
@@ -88,6 +96,21 @@ def shred_keys(
         snapshot_expiry_date=expiry,
         shredded_at=now,
     )
+
+
+def destroyed_by_request(records: Iterable[ActionRecord], key_id: str) -> dict[str, Any] | None:
+    """The first of `records` (other requests' done crypto-shreds) that destroyed `key_id`,
+    as a citation naming that request; None if none did."""
+    for record in records:
+        for key in record.evidence.get("keys", []):
+            if key.get("key_id") == key_id and not key.get("already_absent"):
+                return {
+                    **key,
+                    "already_absent": True,
+                    "destroyed_with": record.dataset.qualified,
+                    "destroyed_by_request": record.request_ref,
+                }
+    return None
 
 
 def destroyed_by_others(

@@ -138,6 +138,24 @@ class ActionLog:
         with self._db("read the action log"), self._engine.connect() as conn:
             return [_action_record(row) for row in conn.execute(query)]
 
+    def done_elsewhere(
+        self, action: Action | str, mentioning: str, request_ref: str
+    ) -> builtins.list[ActionRecord]:
+        """Done actions of other requests than `request_ref` whose evidence mentions
+        `mentioning` (a key id, a hash: never an identifier), oldest first."""
+        query = (
+            sa.select(action_log)
+            .where(
+                action_log.c.action == _check_action(action),
+                action_log.c.status == ActionStatus.DONE.value,
+                action_log.c.request_ref != request_ref,
+                action_log.c.evidence_json.contains(mentioning, autoescape=True),
+            )
+            .order_by(action_log.c.updated_at)
+        )
+        with self._db("read the action log"), self._engine.connect() as conn:
+            return [_action_record(row) for row in conn.execute(query)]
+
     def _db(self, verb: str) -> Any:
         return store_errors(self._store, verb)
 

@@ -560,3 +560,35 @@ def test_a_dag_rebuild_whose_run_failed_or_was_deleted_fails_naming_the_run(
         with pytest.raises(ErasureError, match=rf"ended in state '{state}', not success"):
             workflow.rebuild_artefact(svc, ref, target, lambda dag_id, ready_at, e=ended: e)
         assert svc.action_log.status(ref, target, Action.REBUILD) is ActionStatus.FAILED
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_two_requests_of_one_person_at_once_each_prove_the_key_gone(
+    tmp_path: Path, openbao: EmbeddedOpenBao, request: pytest.FixtureRequest, backend: str
+) -> None:
+    """Both planned while the key existed; the first shreds it. The second finds it gone and
+    cites the first request's destruction (checked again: the key is absent) instead of
+    failing "no key of the subject exists"; both complete, the key destroyed once."""
+    settings = open_demo(tmp_path / "demo", openbao)
+    if backend == "postgres":
+        settings = settings.model_copy(
+            update={"store_url": request.getfixturevalue("postgres_schema_url")}
+        )
+    first, second = "REQ-2026-0101", "REQ-2026-0102"
+    with Services.open(settings) as svc:
+        for ref, typed in ((first, CONF["identifier"]), (second, "alice.smith@EXAMPLE.com")):
+            register(svc, {**CONF, "request_ref": ref, "identifier": typed}, f"erasure-{ref}")
+            workflow.plan_request(svc, ref)
+        archive = item_named(svc, first, "archive.customer_events")
+        destroyed = workflow.shred(svc, first, archive)
+        cited = workflow.shred(svc, second, archive)
+        for ref in (first, second):
+            act(svc, ref)
+            workflow.verify(svc, ref)
+            assert workflow.complete(svc, ref).status is RecordStatus.COMPLETE_WITH_EXEMPTIONS
+    assert destroyed.keys_shredded == 1 and cited.keys_shredded == 0
+    [key] = cited.keys
+    assert key["key_id"] == destroyed.keys[0]["key_id"] and key["already_absent"] is True
+    assert key["destroyed_by_request"] == first
