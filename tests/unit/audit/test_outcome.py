@@ -21,17 +21,24 @@ from erasure.audit.outcome import (
     requests_on_record,
 )
 from erasure.audit.records import CompletionRecord, RecordKind, RecordLedger, RecordStatus
-from erasure.catalog import Catalog
-from erasure.registry.requests import RegisteredRequest, RequestStatus
+from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
 from erasure.store import Store, open_store
-from tests.unit.audit.support import SUBJECT, LocalSigner, completion_body, received_body
-from tests.unit.registry.support import CATALOG, MemoryKeyStore, Peppers, request
-from tests.unit.registry_support import books_for, register
+from tests.unit.audit.support import (
+    DELETED,
+    DRY,
+    OPEN,
+    RESUMED,
+    STOPPED,
+    STUCK,
+    SUBJECT,
+    TAPE_RETENTION,
+    LocalSigner,
+    received_body,
+    record_lifecycles,
+)
 
 REF = "REQ-2026-0042"
 DAY_ONE = datetime(2026, 11, 2, 9, 14, tzinfo=UTC)
-STOPPED = "run erasure-REQ-2026-0042: task erase_rows failed"
-DELETED = "run erasure-REQ-2026-0042 is gone from Airflow (deleted)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,54 +276,24 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 def test_each_request_on_record_has_the_status_its_records_and_registry_give(
     store: Store,
 ) -> None:
-    books = books_for(store, MemoryKeyStore(), Peppers())
     ledger = RecordLedger(store, LocalSigner())
+    record_lifecycles(store, ledger)
+    registry = {r.request_ref: r for r in RequestBook(store).list()}
 
-    def start(ref: str, **fields: Any) -> str:
-        """Registered, with its `received` record, as the register step leaves it."""
-        done = register(
-            books, request(ref, f"{ref.lower()}@example.org", **fields),
-            catalog=Catalog.model_validate(CATALOG), run_id=f"erasure-{ref}",
-        )  # fmt: skip
-        ledger.append(ref, done.subject_hash, RecordKind.RECEIVED, received_body(ref))
-        return done.subject_hash
-
-    def fail(ref: str, subject: str, reason: str) -> None:
-        """As `workflow.fail` does: the request moves to failed, then the record is signed."""
-        assert books.requests.move(ref, RequestStatus.FAILED)
-        ledger.append(ref, subject, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED)
-
-    resumed = start("REQ-RESUMED")
-    books.requests.set_status("REQ-RESUMED", "planned")
-    fail("REQ-RESUMED", resumed, STOPPED)
-    books.requests.set_status("REQ-RESUMED", "acting")  # the runbook's resume
-    books.requests.set_status("REQ-RESUMED", "verifying")
-    ledger.append(
-        "REQ-RESUMED", resumed, RecordKind.COMPLETED, completion_body(with_tape=True),
-        RecordStatus.COMPLETE_WITH_EXEMPTIONS,
-    )  # fmt: skip
-    books.requests.set_status("REQ-RESUMED", "complete_with_exemptions")
-    stuck = start("REQ-STUCK")
-    fail("REQ-STUCK", stuck, DELETED)
-    start("REQ-DRY", dry_run="true")
-    books.requests.set_status("REQ-DRY", "planned")  # where a dry run ends
-    start("REQ-OPEN")
-    books.requests.set_status("REQ-OPEN", "planned")
-
-    registry = {r.request_ref: r for r in books.requests.list()}
     shown = {r.request_ref: r for r in requests_on_record(ledger.list(), registry)}
 
-    assert list(shown) == ["REQ-RESUMED", "REQ-STUCK", "REQ-DRY", "REQ-OPEN"]  # first record
-    done = shown["REQ-RESUMED"].outcome
-    assert done.status is OutcomeStatus.COMPLETE_WITH_EXEMPTIONS
-    assert done.effective_erasure_date == date(2027, 2, 27)  # the tape's retention, ruled on
-    assert [f.reason for f in done.earlier_failures] == [STOPPED]
-    assert [r.kind for r in shown["REQ-RESUMED"].records] == [
+    assert list(shown) == [RESUMED, STUCK, DRY, OPEN]  # in the order of their first record
+    resumed = shown[RESUMED]
+    assert resumed.outcome.status is OutcomeStatus.COMPLETE_WITH_EXEMPTIONS
+    assert resumed.outcome.effective_erasure_date == TAPE_RETENTION  # the tape, ruled on
+    assert [f.reason for f in resumed.outcome.earlier_failures] == [STOPPED]
+    assert [r.kind for r in resumed.records] == [
         RecordKind.RECEIVED, RecordKind.FAILED, RecordKind.COMPLETED,
     ]  # fmt: skip
-    assert shown["REQ-STUCK"].outcome.status is OutcomeStatus.FAILED
-    assert shown["REQ-STUCK"].outcome.failure is not None
-    assert shown["REQ-DRY"].outcome.status is OutcomeStatus.DRY_RUN and shown["REQ-DRY"].dry_run
-    assert shown["REQ-OPEN"].outcome.status is OutcomeStatus.IN_PROGRESS
+    stuck = shown[STUCK].outcome
+    assert stuck.status is OutcomeStatus.FAILED
+    assert stuck.failure is not None and stuck.failure.reason == DELETED
+    assert shown[DRY].outcome.status is OutcomeStatus.DRY_RUN and shown[DRY].dry_run
+    assert shown[OPEN].outcome.status is OutcomeStatus.IN_PROGRESS
     failed_only = RequestFilter.parse(status="failed")
-    assert [r for r in shown if failed_only.matches(shown[r])] == ["REQ-STUCK"]
+    assert [ref for ref, r in shown.items() if failed_only.matches(r)] == [STUCK]
