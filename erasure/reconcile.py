@@ -87,7 +87,7 @@ def _open(record: RegisteredRequest) -> bool:
     a dry run that has its plan (a dry run ends there)."""
     if record.closed or record.status is RequestStatus.FAILED:
         return False
-    return not (record.dry_run and record.status is RequestStatus.PLANNED)
+    return not record.dry_run_done
 
 
 def _utc(value: datetime) -> datetime:

@@ -101,6 +101,11 @@ class RegisteredRequest(BaseModel):
     def closed(self) -> bool:
         return self.status in CLOSED_STATUSES
 
+    @property
+    def dry_run_done(self) -> bool:
+        """A dry run ends with its saved plan (the plan is its answer); no record says so."""
+        return self.dry_run and self.status is RequestStatus.PLANNED
+
 
 def add_months(day: date, months: int) -> date:
     """`day` plus calendar months, clamped to the month's end (31 Jan + 1 = 28/29 Feb)."""

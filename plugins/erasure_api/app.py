@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import sqlalchemy as sa
 from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -47,6 +48,7 @@ def create_app(backend: ErasureBackend | None = None) -> FastAPI:
     app.include_router(dashboard.pages)
     app.include_router(respondents.router)
     app.add_exception_handler(StarletteHTTPException, _refused_page)
+    app.add_exception_handler(RequestValidationError, _invalid_parameters)
     app.add_exception_handler(ErasureError, _erasure_error)
     app.add_exception_handler(sa.exc.SQLAlchemyError, _database_error)
     return app
@@ -74,6 +76,14 @@ _REFUSED = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>
 .refused{{padding:.75rem 1rem;border-radius:6px;background:#ffe3e3;border:1px solid #e12d39}}
 </style></head><body><h1>{title}</h1><p class="refused" id="refused">{detail}</p>
 <p><a href="{home}">Back to Airflow</a></p></body></html>"""
+
+
+async def _invalid_parameters(request: Request, exc: Exception) -> JSONResponse:
+    """422 naming each bad parameter and what it accepts. FastAPI's own answer also quotes the
+    value sent, and that may be a subject's identifier typed into the wrong box."""
+    assert isinstance(exc, RequestValidationError)
+    detail = [{"type": e["type"], "loc": e["loc"], "msg": e["msg"]} for e in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
 
 
 async def _erasure_error(request: Request, exc: Exception) -> JSONResponse:

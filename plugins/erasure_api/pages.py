@@ -1,16 +1,18 @@
 """`/erasure/records`: the auditor's page, server-rendered, one self-contained HTML file.
 
-The chain verification comes first, then one row per request (status, effective erasure
-date, links to its evidence pack), then every record in chain order. Subjects appear only
-as keyed hashes; every value is escaped. Opened from the Airflow UI ("Browse > Erasure
-records"), it is authenticated by the UI's `_token` cookie.
+The chain verification comes first, then a filter form (status, the day of a request's last
+record, reference), one row per request (its status on record, effective erasure date,
+earlier failures, links to its evidence pack), then the shown requests' records in chain
+order. A request's status is `erasure.audit.outcome`'s, as the JSON API gives it. Subjects
+appear only as keyed hashes; every value is escaped. Opened from the Airflow UI ("Browse >
+Erasure records"), it is authenticated by the UI's `_token` cookie.
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Annotated
 from urllib.parse import quote
 
@@ -18,85 +20,112 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse
 
 from erasure.audit.chain import ChainReport
-from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
+from erasure.audit.outcome import (
+    FailureOnRecord,
+    FilterError,
+    OutcomeStatus,
+    RequestFilter,
+    RequestOnRecord,
+    requests_on_record,
+)
+from erasure.audit.records import CompletionRecord
 from erasure_api.auth import ReaderDep, backend_of
 from erasure_api.backend import ErasureBackend, Unavailable
 from erasure_api.routes import verify_chain
 
 router = APIRouter()
 
+_STATUS_LABELS = {
+    OutcomeStatus.COMPLETE: "complete",
+    OutcomeStatus.COMPLETE_WITH_EXEMPTIONS: "complete with exemptions",
+    OutcomeStatus.FAILED: "failed",
+    OutcomeStatus.IN_PROGRESS: "in progress",
+    OutcomeStatus.DRY_RUN: "dry run (nothing erased)",
+}
+_STATUS_CLASS = {
+    OutcomeStatus.COMPLETE: "done",
+    OutcomeStatus.COMPLETE_WITH_EXEMPTIONS: "done",
+    OutcomeStatus.FAILED: "failed",
+    OutcomeStatus.IN_PROGRESS: "open",
+    OutcomeStatus.DRY_RUN: "dry",
+}
+
 
 @router.get("/records", response_class=HTMLResponse)
 def records_page(
     caller: ReaderDep,
     backend: Annotated[ErasureBackend, Depends(backend_of)],
-    since: date | None = None,
-    status: RecordStatus | None = None,
+    status: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    ref: str | None = None,
 ) -> HTMLResponse:
-    """Completion records for people: verification, requests, the chain."""
-    records = backend.ledger().list(since=since, status=status)
+    """Completion records for people: verification, the requests asked for, their records."""
+    try:
+        wanted = RequestFilter.parse(status=status, since=since, until=until, ref=ref)
+    except FilterError as exc:
+        return HTMLResponse(
+            render_filter_refused(str(exc)), status_code=HTTPStatus.UNPROCESSABLE_ENTITY
+        )
+    registry = {r.request_ref: r for r in backend.requests().list()}
+    requests = requests_on_record(backend.ledger().list(), registry)
     try:
         report: ChainReport | str = verify_chain(backend)
     except Unavailable as exc:
         report = str(exc)  # the page still lists the records; it says why it could not verify
-    return HTMLResponse(render_records_page(records, report, datetime.now(UTC)))
-
-
-@dataclass
-class _Request:
-    ref: str
-    subject_hash: str
-    records: list[CompletionRecord] = field(default_factory=list)
-
-    @property
-    def outcome(self) -> CompletionRecord | None:
-        return next(
-            (r for r in self.records if r.kind in (RecordKind.COMPLETED, RecordKind.FAILED)),
-            None,
+    return HTMLResponse(
+        render_records_page(
+            [r for r in requests if wanted.matches(r)], report, datetime.now(UTC), wanted
         )
-
-    @property
-    def status(self) -> str:
-        outcome = self.outcome
-        if outcome is not None and outcome.status is not None:
-            return outcome.status.value
-        return f"in progress (last: {self.records[-1].kind.value})"
-
-    @property
-    def effective_date(self) -> str:
-        outcome = self.outcome
-        value = outcome.body.get("effective_erasure_date") if outcome is not None else None
-        return str(value) if value else ""
+    )
 
 
 def render_records_page(
-    records: list[CompletionRecord], report: ChainReport | str, generated: datetime
+    requests: list[RequestOnRecord],
+    report: ChainReport | str,
+    generated: datetime,
+    wanted: RequestFilter,
 ) -> str:
-    """The page: `report` is the chain report, or why there is none."""
-    requests: dict[str, _Request] = {}
-    for record in records:
-        requests.setdefault(
-            record.request_ref, _Request(record.request_ref, record.subject_hash)
-        ).records.append(record)
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>Erasure records</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>Erasure completion records</h1>",
+    """The page: `report` is the chain report, or why there is none; `wanted` the filter the
+    requests were chosen by (shown in the form)."""
+    records = sorted((r for req in requests for r in req.records), key=lambda r: r.seq)
+    return _page(
         _verification(report),
+        _filter_form(wanted),
         f"<h2>Requests ({len(requests)})</h2>",
-        _requests_table(list(requests.values())),
+        _requests_table(requests, filtered=wanted != RequestFilter()),
         f"<h2>Records in chain order ({len(records)})</h2>",
         _records_table(records),
         '<p class="note">Subjects appear only as keyed hashes (HMAC-SHA256 with a pepper held '
         "in Vault); no record holds a raw identifier. Each evidence pack carries the public "
         "keys and the chain segment needed to check it offline. Generated "
         f"{_e(generated.strftime('%Y-%m-%d %H:%M:%S UTC'))}.</p>",
-        "</body></html>",
-    ]
-    return "\n".join(parts)
+    )
+
+
+def render_filter_refused(problem: str) -> str:
+    """The page for a filter that cannot be applied: what is wrong, never the value typed (it
+    may be a subject's identifier put in the wrong box), and an empty form."""
+    return _page(
+        f'<div class="verify bad" id="refused"><strong>Filter not applied</strong>: '
+        f"{_e(problem)}. What was typed is not shown back.</div>",
+        _filter_form(RequestFilter()),
+    )
+
+
+def _page(*body: str) -> str:
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            "<title>Erasure records</title>",
+            f"<style>{_CSS}</style></head><body>",
+            "<h1>Erasure completion records</h1>",
+            *body,
+            "</body></html>",
+        ]
+    )
 
 
 def _e(value: object) -> str:
@@ -135,9 +164,31 @@ def _export_link(ref: str, fmt: str) -> str:
     return f"api/v1/records/{quote(ref, safe='')}/export?format={fmt}"
 
 
-def _requests_table(requests: list[_Request]) -> str:
+def _filter_form(wanted: RequestFilter) -> str:
+    options = "".join(
+        f'<option value="{_e(s.value)}"{" selected" if wanted.status is s else ""}>'
+        f"{_e(label)}</option>"
+        for s, label in _STATUS_LABELS.items()
+    )
+    since = wanted.since.isoformat() if wanted.since else ""
+    until = wanted.until.isoformat() if wanted.until else ""
+    # Relative to /erasure/records, so it works under any API root path.
+    return (
+        '<form class="filters" method="get" action="records">'
+        f'<label>Status <select name="status"><option value="">any</option>{options}</select>'
+        "</label>"
+        f'<label>Last record from <input type="date" name="since" value="{_e(since)}"></label>'
+        f'<label>to <input type="date" name="until" value="{_e(until)}"></label>'
+        '<label>Reference <input type="text" name="ref" size="24" '
+        f'value="{_e(wanted.ref or "")}" placeholder="REQ-2026-0042 or REQ-2026-*"></label>'
+        '<button type="submit">Filter</button> <a href="records">All requests</a></form>'
+    )
+
+
+def _requests_table(requests: list[RequestOnRecord], *, filtered: bool) -> str:
     if not requests:
-        return "<p>No completion records yet.</p>"
+        empty = "No request matches this filter" if filtered else "No completion records yet"
+        return f"<p>{empty}.</p>"
     head = (
         "<tr><th>Request</th><th>Subject (keyed hash)</th><th>Status</th>"
         "<th>Effective erasure date</th><th>Records</th><th>Last record (UTC)</th>"
@@ -145,21 +196,48 @@ def _requests_table(requests: list[_Request]) -> str:
     )
     rows = []
     for req in requests:
-        last = req.records[-1]
-        status_class = "done" if req.outcome is not None else "open"
-        if req.outcome is not None and req.outcome.status is RecordStatus.FAILED:
-            status_class = "failed"
+        effective = req.outcome.effective_erasure_date
         rows.append(
-            f"<tr><td><strong>{_e(req.ref)}</strong></td>"
+            f'<tr data-ref="{_e(req.request_ref)}" data-status="{_e(req.outcome.status.value)}">'
+            f"<td><strong>{_e(req.request_ref)}</strong></td>"
             f'<td><code title="{_e(req.subject_hash)}">{_e(req.subject_hash[:16])}…</code></td>'
-            f'<td><span class="status {status_class}">{_e(_words(req.status))}</span></td>'
-            f"<td>{_e(req.effective_date)}</td><td>{len(req.records)}</td>"
-            f"<td>{_e(last.created_at.strftime('%Y-%m-%d %H:%M'))}</td>"
-            f'<td><a href="{_e(_export_link(req.ref, "html"))}" target="_blank" '
-            f'rel="noopener">evidence page</a> · <a href="{_e(_export_link(req.ref, "json"))}" '
-            'target="_blank" rel="noopener">JSON pack</a></td></tr>'
+            f"<td>{_status(req)}</td>"
+            f"<td>{_e(effective.isoformat() if effective else '')}</td><td>{len(req.records)}</td>"
+            f"<td>{_e(_minute(req.last_record.created_at))}</td>"
+            f'<td><a href="{_e(_export_link(req.request_ref, "html"))}" target="_blank" '
+            f'rel="noopener">evidence page</a> · <a href="'
+            f'{_e(_export_link(req.request_ref, "json"))}" target="_blank" rel="noopener">'
+            "JSON pack</a></td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _status(req: RequestOnRecord) -> str:
+    """The status, what it stands on, and the failures the request was resumed from."""
+    outcome = req.outcome
+    label = _STATUS_LABELS[outcome.status]
+    if outcome.status is OutcomeStatus.IN_PROGRESS:
+        dry = "dry run; " if req.dry_run else ""
+        label += f" ({dry}last record: {req.last_record.kind.value})"
+    cell = f'<span class="status {_STATUS_CLASS[outcome.status]}">{_e(label)}</span>'
+    if outcome.failure is not None:
+        cell += f" · {_e(_failure(outcome.failure))}"
+    earlier = outcome.earlier_failures
+    if earlier:
+        count = f"{len(earlier)} earlier failure{'s' if len(earlier) > 1 else ''}"
+        cell += (
+            f' <span class="earlier">· {count}: '
+            f"{_e('; '.join(_failure(f) for f in earlier))}</span>"
+        )
+    return cell
+
+
+def _failure(failure: FailureOnRecord) -> str:
+    return f"{_minute(failure.failed_at)}, {failure.reason or 'no reason recorded'}"
+
+
+def _minute(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M")
 
 
 def _records_table(records: list[CompletionRecord]) -> str:
@@ -193,5 +271,8 @@ code{font:12px/1.3 ui-monospace,SFMono-Regular,Menlo,monospace}
 .verify.unknown{background:#fffbea;border-color:#f0b429;color:#513c06}
 .status{padding:.1rem .45rem;border-radius:4px;white-space:nowrap}
 .status.done{background:#e3f9e5}.status.open{background:#fffbea}.status.failed{background:#ffe3e3}
+.status.dry{background:#e4e7eb}.earlier{color:#8a6116}
+.filters{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;margin:1rem 0}
+.filters input,.filters select{font:inherit}
 a{color:#0b69a3}.note{color:#52606d;margin-top:2rem;font-size:12px}
 """

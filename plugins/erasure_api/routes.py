@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from erasure.audit.chain import ChainReport
 from erasure.audit.export import export_json, render_html
+from erasure.audit.outcome import RequestOutcome, by_request, outcome_of
 from erasure.audit.records import CompletionRecord, RecordError, RecordStatus
 from erasure.deadlines import DUE_SOON_DAYS, Deadline, deadline_of
 from erasure.errors import LineageError
@@ -99,6 +100,7 @@ class RequestSummary(BaseModel):
     secrets_destroyed_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    on_record: RequestOutcome  # what its completion records say (the records page's status)
 
 
 class RequestDetail(RequestSummary):
@@ -222,7 +224,11 @@ def list_requests(
 ) -> list[RequestSummary]:
     """Every request (or those in `status`), oldest received first."""
     today = datetime.now(UTC).date()
-    return [_summary(r, today) for r in backend.requests().list(status)]
+    records = by_request(backend.ledger().list())
+    return [
+        _summary(r, today, outcome_of(records.get(r.request_ref, []), r))
+        for r in backend.requests().list(status)
+    ]
 
 
 @router.get("/requests/{ref}")
@@ -231,8 +237,9 @@ def get_request(ref: str, caller: ReaderDep, backend: BackendDep) -> RequestDeta
     record = _registered(backend.requests(), ref)
     versions = backend.plans().versions(ref)
     plan = backend.plans().get(ref, 1) if versions else None  # acted on; later ones re-check
+    on_record = outcome_of(backend.ledger().show(ref), record)
     return RequestDetail(
-        **_summary(record, datetime.now(UTC).date()).model_dump(),
+        **_summary(record, datetime.now(UTC).date(), on_record).model_dump(),
         extension_reason=record.extension_reason,
         plan_versions=versions,
         plan=_plan_summary(plan, versions[-1]) if plan is not None else None,
@@ -249,7 +256,7 @@ def _registered(requests: RequestBook, ref: str) -> RegisteredRequest:
     return found
 
 
-def _summary(r: RegisteredRequest, today: date) -> RequestSummary:
+def _summary(r: RegisteredRequest, today: date, on_record: RequestOutcome) -> RequestSummary:
     return RequestSummary(
         request_ref=r.request_ref,
         status=r.status,
@@ -267,6 +274,7 @@ def _summary(r: RegisteredRequest, today: date) -> RequestSummary:
         secrets_destroyed_at=r.secrets_destroyed_at,
         created_at=r.created_at,
         updated_at=r.updated_at,
+        on_record=on_record,
     )
 
 

@@ -11,7 +11,9 @@ erasure run in Airflow's metadata DB, so what Airflow keeps is checked row by ro
 from __future__ import annotations
 
 import gzip
+import html
 import json
+import re
 import sqlite3
 import sys
 import textwrap
@@ -40,7 +42,17 @@ from erasure.model import Action, DatasetRef, Gap, GapKind, Plan, PlanItem, Root
 from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
 from local.bench.load import submission as desk_submission
-from tests.unit.audit.support import record_request
+from tests.unit.audit.support import (
+    DELETED,
+    DRY,
+    OPEN,
+    RESUMED,
+    STOPPED,
+    STUCK,
+    TAPE_RETENTION,
+    record_lifecycles,
+    record_request,
+)
 from tests.unit.registry_support import Books, books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
@@ -743,6 +755,124 @@ def test_the_records_page_renders_with_the_ui_cookie(
     for secret in (CANARY, OTHER_CANARY, NOTE_CANARY):
         assert secret.casefold() not in html.casefold()
     assert client.get("/erasure/records").status_code == 401
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def lifecycles(
+    request: pytest.FixtureRequest,
+    env: dict[str, str],
+    openbao: EmbeddedOpenBao,
+    ledger: RecordLedger,
+    tmp_path: Path,
+) -> Iterator[Any]:
+    """The erasure app over a store of its own holding four requests' lives (completed after
+    a failure, failed, a dry run, in progress), signed by the key the app verifies with."""
+    import erasure_api
+    from fastapi.testclient import TestClient
+
+    url = (
+        f"sqlite:///{tmp_path}/lifecycles.db"
+        if request.param == "sqlite"
+        else str(request.getfixturevalue("postgres_schema_url"))
+    )
+    settings = Settings.model_construct(
+        store_url=url,
+        vault_addr=openbao.address,
+        vault_token=SecretStr(openbao.token),
+        vault_transit_mount=env["ERASURE_VAULT_TRANSIT_MOUNT"],
+    )
+    with open_store(url) as store:
+        signer = TransitSigner(openbao.client(), settings.vault_transit_mount, DEFAULT_KEY_NAME)
+        record_lifecycles(store, RecordLedger(store, signer))
+    with TestClient(erasure_api.create_app(ErasureBackend(settings))) as app:
+        yield app
+
+
+def request_rows(page: str) -> dict[str, tuple[str, str]]:
+    """The records page's request rows: ref -> (status, the row's text as a browser shows it)."""
+    rows = re.findall(r'<tr data-ref="([^"]+)" data-status="([^"]+)">(.*?)</tr>', page)
+    return {
+        ref: (status, " ".join(html.unescape(re.sub(r"<[^>]+>", " ", row)).split()))
+        for ref, status, row in rows
+    }
+
+
+def test_the_records_page_shows_each_requests_last_outcome_as_the_api_does(
+    lifecycles: Any, tokens: dict[str, str]
+) -> None:
+    headers = bearer(tokens["auditor"])
+    page = lifecycles.get("/records", headers=headers)
+    assert page.status_code == 200 and "Chain verified" in page.text
+    rows = request_rows(page.text)
+    statuses = {ref: status for ref, (status, _text) in rows.items()}
+    assert statuses == {
+        RESUMED: "complete_with_exemptions",
+        STUCK: "failed",
+        DRY: "dry_run",
+        OPEN: "in_progress",
+    }
+    resumed = rows[RESUMED][1]
+    assert "complete with exemptions · 1 earlier failure: " in resumed
+    assert STOPPED in resumed and TAPE_RETENTION.isoformat() in resumed
+    assert "failed · " in rows[STUCK][1] and DELETED in rows[STUCK][1]
+    assert "dry run (nothing erased)" in rows[DRY][1]
+    assert "in progress (last record: escalated)" in rows[OPEN][1]
+    assert "Records in chain order (8)" in page.text
+
+    # The JSON API gives every request the same status, from the same derivation.
+    listed = lifecycles.get("/api/v1/requests", headers=headers).json()
+    on_record = {r["request_ref"]: r["on_record"] for r in listed}
+    assert {ref: o["status"] for ref, o in on_record.items()} == statuses
+    assert on_record[RESUMED]["effective_erasure_date"] == TAPE_RETENTION.isoformat()
+    assert [f["reason"] for f in on_record[RESUMED]["failures"]] == [STOPPED]
+    detail = lifecycles.get(f"/api/v1/requests/{DRY}", headers=headers).json()
+    assert detail["dry_run"] is True and detail["on_record"]["status"] == "dry_run"
+
+
+def test_the_records_page_filters_requests_by_status_day_and_reference(
+    lifecycles: Any, tokens: dict[str, str]
+) -> None:
+    def shown(**params: str) -> tuple[list[str], str]:
+        page = lifecycles.get("/records", params=params, headers=bearer(tokens["auditor"]))
+        assert page.status_code == 200
+        return list(request_rows(page.text)), page.text
+
+    everyone = [RESUMED, STUCK, DRY, OPEN]
+    failed, page = shown(status="failed")
+    assert failed == [STUCK]
+    assert '<option value="failed" selected>' in page  # the form shows the filter in force
+    assert "Records in chain order (2)" in page  # the shown request's records only
+    assert shown(status="complete_with_exemptions")[0] == [RESUMED]
+    assert shown(status="complete")[0] == []
+    assert shown(status="dry_run")[0] == [DRY]
+    assert shown(ref="REQ-2026-010*")[0] == everyone
+    assert shown(ref=RESUMED, status="")[0] == [RESUMED]  # an empty field does not filter
+    nothing, page = shown(ref="REQ-2026-01")  # exact unless it ends in *
+    assert nothing == [] and "No request matches this filter." in page
+    today = datetime.now(UTC).date()
+    assert shown(since=today.isoformat(), until=today.isoformat())[0] == everyone
+    assert shown(until=date.fromordinal(today.toordinal() - 1).isoformat())[0] == []
+
+
+def test_a_bad_filter_is_refused_naming_the_parameter_never_the_value(
+    client: Any, tokens: dict[str, str]
+) -> None:
+    headers = bearer(tokens["auditor"])
+    for name, accepted in (
+        ("status", "complete, complete_with_exemptions, failed, in_progress, dry_run"),
+        ("since", "YYYY-MM-DD"),
+        ("until", "YYYY-MM-DD"),
+        ("ref", "followed by *"),
+    ):
+        page = client.get("/erasure/records", params={name: CANARY}, headers=headers)
+        assert page.status_code == 422 and page.headers["content-type"].startswith("text/html")
+        assert "Filter not applied" in page.text and f"{name}: " in page.text
+        assert accepted in page.text and 'name="ref" size="24" value=""' in page.text
+        assert CANARY.casefold() not in page.text.casefold(), name
+    # The JSON API's own parameter checks do not echo the value either (FastAPI's would).
+    listing = client.get("/erasure/api/v1/records", params={"since": CANARY}, headers=headers)
+    assert listing.status_code == 422 and listing.json()["detail"][0]["loc"] == ["query", "since"]
+    assert CANARY.casefold() not in listing.text.casefold()
 
 
 # ---------------------------------------------------------------------------------------------

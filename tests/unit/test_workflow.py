@@ -21,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from erasure import workflow
+from erasure.audit.outcome import OutcomeStatus, outcome_of
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.config import Settings
 from erasure.errors import RequestError, ShredError, VerificationFailed
@@ -495,6 +496,11 @@ def test_complete_looks_again_and_signs_nothing_that_stopped_being_true(svc: Ser
     workflow.verify(svc, REF)
     record = workflow.complete(svc, REF)
     assert record.kind is RecordKind.COMPLETED
+    # On record it is complete, with the failure it was resumed from listed as earlier.
+    outcome = outcome_of(svc.ledger.show(REF), svc.requests.require(REF))
+    assert outcome.status is OutcomeStatus.COMPLETE_WITH_EXEMPTIONS
+    assert outcome.effective_erasure_date is not None
+    assert [f.reason for f in outcome.earlier_failures] == ["the run was marked failed by hand"]
     [check] = [
         c
         for c in record.body["verification"]["checks"]
@@ -512,7 +518,10 @@ def test_a_dry_run_plans_changes_nothing_and_keeps_no_identifier(svc: Services) 
     with pytest.raises(RequestError, match="no longer holds the identifier"):
         svc.secrets.unpark(REF)
     assert svc.suppression.count() == 0
-    assert not [r for r in svc.ledger.show(REF) if r.kind is RecordKind.ESCALATED]
+    assert svc.ledger.show(REF) == []  # the plan step signs nothing: its end is the registry's
+    assert outcome_of(svc.ledger.show(REF), svc.requests.require(REF)).status is (
+        OutcomeStatus.DRY_RUN
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A realistic customer erasure for the audit tests, and a Vault-shaped signer in memory."""
+"""A realistic customer erasure for the audit tests, a Vault-shaped signer in memory, and four
+requests' lives (completed after a failure, failed, a dry run, in progress) in one store."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from erasure.audit.records import RecordKind, RecordLedger, RecordStatus
+from erasure.catalog import Catalog
 from erasure.pseudonym import Pepper, normalise, subject_hash
+from erasure.registry.requests import RequestStatus
+from erasure.store import Store
+from tests.unit.registry.support import CATALOG, MemoryKeyStore, Peppers, request
+from tests.unit.registry_support import books_for, register
 
 # The raw identifier of the test subject: it must never appear in a record or a pack.
 CANARY = "Jane.Canary-7f3a@Example.org"
@@ -287,3 +294,49 @@ def record_request(ledger: Any, ref: str, *, with_tape: bool = False) -> None:
         completion_body(with_tape=with_tape),
         status="complete_with_exemptions" if with_tape else "complete",
     )
+
+
+# Four requests' lives, as the workflow leaves them in the registry and on record.
+RESUMED = "REQ-2026-0100"  # failed, resumed as the runbook says, completed with exemptions
+STUCK = "REQ-2026-0101"  # failed, not resumed
+DRY = "REQ-2026-0102"  # a dry run, ended with its plan
+OPEN = "REQ-2026-0103"  # planned, waiting for the DPO
+STOPPED = f"run erasure-{RESUMED}: task erase_rows failed"
+DELETED = f"run erasure-{STUCK} is gone from Airflow (deleted)"
+
+
+def record_lifecycles(store: Store, ledger: RecordLedger) -> None:
+    """Register the four requests and write their records as `workflow` does: `received` at
+    registration, `failed` once the request moved to failed, `completed` from verifying."""
+    books = books_for(store, MemoryKeyStore(), Peppers())
+    catalog = Catalog.model_validate(CATALOG)
+
+    def start(ref: str, **fields: Any) -> str:
+        registration = register(
+            books, request(ref, f"{ref.lower()}@example.org", **fields), catalog=catalog,
+            run_id=f"erasure-{ref}",
+        )  # fmt: skip
+        ledger.append(ref, registration.subject_hash, RecordKind.RECEIVED, received_body(ref))
+        return registration.subject_hash
+
+    def fail(ref: str, subject: str, reason: str) -> None:
+        assert books.requests.move(ref, RequestStatus.FAILED)
+        ledger.append(ref, subject, RecordKind.FAILED, {"reason": reason}, RecordStatus.FAILED)
+
+    subject = start(RESUMED)
+    books.requests.set_status(RESUMED, RequestStatus.PLANNED)
+    fail(RESUMED, subject, STOPPED)
+    books.requests.set_status(RESUMED, RequestStatus.ACTING)  # the failed task cleared
+    books.requests.set_status(RESUMED, RequestStatus.VERIFYING)
+    ledger.append(
+        RESUMED, subject, RecordKind.COMPLETED, completion_body(with_tape=True),
+        RecordStatus.COMPLETE_WITH_EXEMPTIONS,
+    )  # fmt: skip
+    books.requests.set_status(RESUMED, RequestStatus.COMPLETE_WITH_EXEMPTIONS)
+    fail(STUCK, start(STUCK), DELETED)
+    start(DRY, dry_run="true")
+    books.requests.set_status(DRY, RequestStatus.PLANNED)  # where a dry run ends
+    subject = start(OPEN)
+    books.requests.set_status(OPEN, RequestStatus.PLANNED)
+    books.requests.set_status(OPEN, RequestStatus.AWAITING_DPO)
+    ledger.append(OPEN, subject, RecordKind.ESCALATED, escalated_body())
