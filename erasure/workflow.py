@@ -45,6 +45,7 @@ from erasure.errors import (
     describe_invalid,
 )
 from erasure.free_text import NamesSubject, refuse_if_named
+from erasure.identifier_types import refuse_misfit
 from erasure.intake import Ticket
 from erasure.lineage.store import LineageStore
 from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
@@ -88,8 +89,9 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
 
     What would put an identifier on record is refused here, before anything is kept: a
     request reference or notes naming the subject, by the identifier given or by one it
-    expands to (another of the subject's identifiers the warehouse holds). Registered or
-    refused, the sealed copy is destroyed; a cleared and rerun run finds its request
+    expands to (another of the subject's identifiers the warehouse holds); so is a value that
+    cannot be of the type chosen (`erasure.identifier_types`). Registered or refused, the
+    sealed copy is destroyed; a cleared and rerun run finds its request
     registered and resumes it. Only a failure a retry can mend keeps the sealed copy.
     """
     ticket = Ticket.parse(conf)
@@ -117,6 +119,9 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
 
 
 def _register(svc: Services, request: ErasureRequest, run_id: str) -> Registration:
+    refuse_misfit(  # the desk refused it already, unless it could not read the catalog
+        svc.catalog.identifiers, request.identifier_type, request.identifier.get_secret_value()
+    )
     identity = normalise_subject(svc.catalog, request.subject)
     _refuse_naming(svc, request, [identity])
     if svc.requests.get(request.request_ref) is None:
