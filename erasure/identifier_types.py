@@ -179,13 +179,16 @@ def _claimed(identifiers: Mapping[str, IdentifierSpec], id_type: str, value: str
 
 
 def _email_problem(value: str) -> str | None:
-    unreadable = _unreadable("email", value, None)
-    if unreadable is not None:
-        return unreadable
-    local, _, domain = normalise("email", value).rpartition("@")
-    if not (_dot_atom(local) or _quoted_string(local)) or not _domain(domain):
-        return _EMAIL_RULE
-    if len(local.encode()) > _MAX_LOCAL_OCTETS:
+    try:
+        address = normalise("email", value)
+    except SubjectError as exc:  # its messages never hold the value
+        return str(exc)
+    local, _, domain = address.rpartition("@")
+    if (
+        not (_dot_atom(local) or _quoted_string(local))
+        or len(local.encode()) > _MAX_LOCAL_OCTETS
+        or not _domain(domain)
+    ):
         return _EMAIL_RULE
     return None
 

@@ -91,8 +91,8 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
     request reference or notes naming the subject, by the identifier given or by one it
     expands to (another of the subject's identifiers the warehouse holds); so is a value that
     cannot be of the type chosen (`erasure.identifier_types`). Registered or refused, the
-    sealed copy is destroyed; a cleared and rerun run finds its request
-    registered and resumes it. Only a failure a retry can mend keeps the sealed copy.
+    sealed copy is destroyed; a cleared and rerun run finds its request registered and
+    resumes it. Only a failure a retry can mend keeps the sealed copy.
     """
     ticket = Ticket.parse(conf)
     owned = svc.requests.get(ticket.request_ref)
