@@ -1,4 +1,5 @@
-"""Tombstones, the suppression list on SQLite, and the ingest filter."""
+"""Tombstones, the suppression list on SQLite (a subject's tombstones looked up on Postgres too),
+and the ingest filter."""
 
 from __future__ import annotations
 
