@@ -11,9 +11,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from erasure.model import Action, Cycle, Gap, Plan, RootHit
+from erasure.model import (
+    NOT_FOUND_RULE,
+    Action,
+    Cycle,
+    ErasedBefore,
+    Gap,
+    Plan,
+    RootHit,
+    SubjectSearch,
+)
 from erasure.registry.action_log import ActionRecord
 from erasure.registry.requests import RegisteredRequest
 from erasure.rulings import Ruling
@@ -56,6 +65,8 @@ class CompletionBody(BaseModel):
     tombstone: dict[str, Any] | None
     legal_ground: str
     subject_found: bool  # False: found nowhere, and the DPO confirmed the subject is not held
+    # Found nowhere because an earlier request erased them: which, and when.
+    already_erased_by: ErasedBefore | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 def completion_body(
@@ -106,4 +117,12 @@ def completion_body(
         tombstone=tombstone,
         legal_ground=record.legal_ground.value,
         subject_found=bool(plan.roots),
+        already_erased_by=next(
+            (
+                SubjectSearch.model_validate(item.evidence).already_erased_by
+                for item in plan.items
+                if item.rule == NOT_FOUND_RULE
+            ),
+            None,
+        ),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -197,6 +197,14 @@ class NearMissCount(BaseModel):
     rows: int
 
 
+class ErasedBefore(BaseModel):
+    """The earlier request that erased a subject now found nowhere (its tombstone says which,
+    and when): why the identifier matches nothing, rather than a typo."""
+
+    request_ref: str
+    on: date
+
+
 class SubjectSearch(BaseModel):
     """Where an identifier found nowhere was looked for (a typo? a homoglyph?), and what
     nearly matched it: the DPO confirms the subject is not held, or corrects the request."""
@@ -204,6 +212,7 @@ class SubjectSearch(BaseModel):
     identifier_type: str
     searched: list[SearchedColumns]
     near_misses: list[NearMissCount]
+    already_erased_by: ErasedBefore | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 # Decision-table rows that change what the DPO may answer (erasure.rulings.options_for).

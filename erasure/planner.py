@@ -591,13 +591,22 @@ def _not_found_item(search: SubjectSearch) -> PlanItem:
         or "no dataset (none holds this identifier type)"
     )
     near = sum(m.rows for m in search.near_misses)
+    found = f"searched {places}; {near} row(s) match it only loosely"
+    erased = search.already_erased_by
+    reason = (
+        f"the {search.identifier_type} was found in no dataset: {found}. The identifier may "
+        "be mistyped"
+        if erased is None
+        else f"the {search.identifier_type} was already erased by {erased.request_ref}, on "
+        f"{erased.on.isoformat()}: its tombstone is on the suppression list, and it was found "
+        f"in no dataset ({found})"
+    )
     return _item(
         SUBJECT_SEARCH,
         "search",
         Action.ESCALATE,
         NOT_FOUND_RULE,
-        f"the {search.identifier_type} was found in no dataset: searched {places}; "
-        f"{near} row(s) match it only loosely. The identifier may be mistyped",
+        reason,
         search.model_dump(mode="json"),
         [],
     )

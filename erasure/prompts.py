@@ -1,7 +1,8 @@
 """What the DPO is shown: one prompt per escalated plan item, with its own options.
 
 Prompts name datasets, rules, counts and reasons; never an identifier. A subject found
-nowhere gets a question of its own: where it was looked for, and how many rows nearly match.
+nowhere gets a question of its own: where it was looked for, how many rows nearly match, and
+which earlier request erased them if one did.
 """
 
 from __future__ import annotations
@@ -125,10 +126,16 @@ def _held_back(held_back: list[dict[str, Any]]) -> list[str]:
 
 def _not_found_prompt(item: PlanItem) -> Prompt:
     search = SubjectSearch.model_validate(item.evidence)
+    erased = search.already_erased_by
     lines = [
         f"**The {search.identifier_type} of this request was found in no dataset.** It may "
         "be mistyped or spelt differently from how the systems hold it (the value is not "
-        "shown here; it is parked encrypted).",
+        "shown here; it is parked encrypted)."
+        if erased is None
+        else f"**The {search.identifier_type} of this request was already erased by "
+        f"{erased.request_ref}, on {erased.on.isoformat()}.** That request's tombstone of it "
+        "is on the suppression list, and it is found in no dataset (the value is not shown "
+        "here; it is parked encrypted).",
         "**Searched**: "
         + (
             ", ".join(f"`{s.dataset.name}` ({', '.join(s.columns)})" for s in search.searched)

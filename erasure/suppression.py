@@ -25,6 +25,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import SubjectError, SuppressionError
+from erasure.model import Identity
 from erasure.pseudonym import BINARY_TYPES, Normaliser, Pepper, normaliser, subject_hash
 from erasure.store import Store, store_errors
 from erasure.store.dialect import conflict_insert
@@ -103,20 +104,31 @@ class SuppressionList:
         self, id_type: str, value: str, peppers: Sequence[Pepper], normaliser: Normaliser
     ) -> list[Tombstone]:
         """Tombstones of the subject `id_type=value` under any of `peppers` (empty: none)."""
+        return self.tombstones_of([Identity(id_type, normaliser(value))], peppers)
+
+    def tombstones_of(
+        self, identities: Iterable[Identity], peppers: Sequence[Pepper]
+    ) -> list[Tombstone]:
+        """Tombstones of any of the (normalised) `identities` under any of `peppers`, the
+        oldest first (empty: none)."""
         if not peppers:
             raise SuppressionError("no pepper versions given: cannot hash the identifier to check")
-        normalised = normaliser(value)
         c = suppression_list.c
-        wanted = sa.or_(
-            *(
-                sa.and_(
-                    c.subject_hash == subject_hash(p, id_type, normalised),
-                    c.pepper_version == p.version,
-                )
-                for p in peppers
+        wanted = [
+            sa.and_(
+                c.subject_hash == subject_hash(p, identity.type, identity.value),
+                c.pepper_version == p.version,
             )
+            for identity in identities
+            for p in peppers
+        ]
+        if not wanted:
+            return []
+        stmt = (
+            sa.select(suppression_list)
+            .where(sa.or_(*wanted))
+            .order_by(c.created_at, c.pepper_version, c.subject_hash)
         )
-        stmt = sa.select(suppression_list).where(wanted).order_by(c.pepper_version)
         with self._access("read"), self._engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [Tombstone.model_validate(dict(row)) for row in rows]

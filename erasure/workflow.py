@@ -51,10 +51,11 @@ from erasure.errors import (
     describe_invalid,
 )
 from erasure.free_text import NamesSubject, refuse_if_named
+from erasure.identifier_types import refuse_misfit
 from erasure.intake import Ticket
 from erasure.lineage.store import LineageStore
 from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
-from erasure.model import Action, DatasetRef, Identity, Plan, PlanItem, SubjectRef
+from erasure.model import Action, DatasetRef, ErasedBefore, Identity, Plan, PlanItem, SubjectRef
 from erasure.planner import SUPPRESSION_LIST, escalate_unkeyed, make_plan, must_precede
 from erasure.progress import (
     NotYet,
@@ -94,9 +95,10 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
 
     What would put an identifier on record is refused here, before anything is kept: a
     request reference or notes naming the subject, by the identifier given or by one it
-    expands to (another of the subject's identifiers the warehouse holds). Registered or
-    refused, the sealed copy is destroyed; a cleared and rerun run finds its request
-    registered and resumes it. Only a failure a retry can mend keeps the sealed copy.
+    expands to (another of the subject's identifiers the warehouse holds); so is a value that
+    cannot be of the type chosen (`erasure.identifier_types`). Registered or refused, the
+    sealed copy is destroyed; a cleared and rerun run finds its request registered and
+    resumes it. Only a failure a retry can mend keeps the sealed copy.
     """
     ticket = Ticket.parse(conf)
     owned = svc.requests.get(ticket.request_ref)
@@ -123,6 +125,9 @@ def register(svc: Services, conf: Mapping[str, Any], run_id: str) -> Registratio
 
 
 def _register(svc: Services, request: ErasureRequest, run_id: str) -> Registration:
+    refuse_misfit(  # the desk refused it already, unless it could not read the catalog
+        svc.catalog.identifiers, request.identifier_type, request.identifier.get_secret_value()
+    )
     identity = normalise_subject(svc.catalog, request.subject)
     _refuse_naming(svc, request, [identity])
     if svc.requests.get(request.request_ref) is None:
@@ -175,6 +180,9 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
     parked = svc.secrets.unpark(ref)
     subject = SubjectRef(type=record.identifier_type, value=parked.identifier)
     location = locate(svc.catalog, svc.warehouse, subject)
+    if location.search is not None:
+        erased = _erased_before(svc, ref, location.identities)
+        location.search = location.search.model_copy(update={"already_erased_by": erased})
     identities, reference_keys = parked_location(location)
     svc.secrets.update(
         ref, parked.model_copy(update={"identities": identities, "reference_keys": reference_keys})
@@ -207,6 +215,19 @@ def _plan(
     if items_for(plan, Action.CRYPTO_SHRED) and not any(svc.keystore.exists(h) for h in hashes):
         return escalate_unkeyed(plan)
     return plan
+
+
+def _erased_before(svc: Services, ref: str, identities: set[Identity]) -> ErasedBefore | None:
+    """The earlier request that erased a subject now found nowhere: the first whose tombstone
+    of one of its identifiers is on the suppression list and whose plan found them (one that
+    found nobody tombstoned the typo it was given, and erased nothing)."""
+    for stone in svc.suppression.tombstones_of(identities, svc.peppers.all_versions()):
+        earlier = stone.request_ref
+        if earlier is None or earlier == ref or 1 not in svc.plans.versions(earlier):
+            continue
+        if svc.plans.get(earlier, 1).roots:
+            return ErasedBefore(request_ref=earlier, on=stone.created_at.date())
+    return None
 
 
 def _before_acting(svc: Services, record: RegisteredRequest) -> bool:

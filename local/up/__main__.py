@@ -98,7 +98,8 @@ def _print_ready(stack: Stack, seconds: float) -> None:
         print(f"Airflow's metadata DB: {stack.metadata.describe()}.")
     print(
         f"The DPO's desk: {stack.base_url}/erasure/desk (log in as dpo); submit a request at "
-        f"{stack.base_url}/erasure/requests/new, e.g. identifier {DEMO_SUBJECT[1]}.\n"
+        f"{stack.base_url}/erasure/requests/new, e.g. identifier type {DEMO_SUBJECT[0]}, "
+        f"identifier {DEMO_SUBJECT[1]}.\n"
         f"Auditors: {stack.base_url}/erasure/records (log in as auditor)."
     )
     print(

@@ -21,7 +21,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
+from erasure.catalog import IdentifierSpec
 from erasure.errors import RequestError
+from erasure.identifier_types import WrongIdentifierType, refuse_misfit
 from erasure.intake import Ticket
 from erasure.model import REQUEST_REF_PATTERN
 from erasure.submission import LEGAL_GROUNDS, ErasureRequest
@@ -80,6 +82,7 @@ async def submit_request(request: Request, caller: DpoDep, backend: BackendDep) 
 
 
 def _submit(backend: ErasureBackend, submission: ErasureRequest, caller: Caller) -> Submitted:
+    _refuse_misfit(backend, submission)
     ref = submission.request_ref
     registered = backend.requests().get(ref)
     if registered is not None:
@@ -109,6 +112,22 @@ def _submit(backend: ErasureBackend, submission: ErasureRequest, caller: Caller)
         request_url=f"/erasure/api/v1/requests/{ref}",
         run_url=f"/dags/{ERASURE_DAG_ID}/runs/{run_id}",
     )
+
+
+def _refuse_misfit(backend: ErasureBackend, submission: ErasureRequest) -> None:
+    """422 for a value that cannot be of the type chosen (an address typed as a customer id),
+    naming the type it looks like: refused before anything is sealed or any run started."""
+    identifiers = _catalog_identifiers(backend)
+    if identifiers is None:
+        return  # the register step checks it against the catalog the workers read
+    try:
+        refuse_misfit(
+            identifiers, submission.identifier_type, submission.identifier.get_secret_value()
+        )
+    except WrongIdentifierType as exc:  # names the field and the types, never the value
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_ENTITY, f"invalid erasure request: {exc}"
+        ) from None
 
 
 def _start_run(ticket: Ticket, user: str) -> str:
@@ -168,22 +187,29 @@ def _start_run(ticket: Ticket, user: str) -> str:
 @pages.get("/requests/new", response_class=HTMLResponse)
 def new_request_page(caller: DpoDep, backend: BackendDep) -> HTMLResponse:
     """The DPO's form; it posts JSON to the route above with the UI's login cookie."""
-    return HTMLResponse(render_new_request_page(_identifier_types(backend)))
+    return HTMLResponse(render_new_request_page(sorted(_catalog_identifiers(backend) or ())))
 
 
-def _identifier_types(backend: ErasureBackend) -> list[str]:
+def _catalog_identifiers(backend: ErasureBackend) -> dict[str, IdentifierSpec] | None:
+    """The catalog's identifier types; None if it cannot be read (the form still works: the
+    register step names a wrong type)."""
     try:
-        return sorted(backend.catalog().identifiers)
-    except Exception:  # the form still works: the register step names a wrong type
-        log.warning("the catalog could not be read for the erasure desk's form", exc_info=True)
-        return []
+        return backend.catalog().identifiers
+    except Exception:
+        log.warning("the catalog could not be read for the erasure desk", exc_info=True)
+        return None
 
 
 def render_new_request_page(identifier_types: list[str]) -> str:
     e = html.escape
     if identifier_types:
-        options = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in identifier_types)
-        type_input = f'<select id="identifier_type" name="identifier_type">{options}</select>'
+        # No default: a type chosen for the DPO files an address as a customer id.
+        options = '<option value="">choose…</option>' + "".join(
+            f'<option value="{e(t)}">{e(t)}</option>' for t in identifier_types
+        )
+        type_input = (
+            f'<select id="identifier_type" name="identifier_type" required>{options}</select>'
+        )
     else:
         type_input = '<input id="identifier_type" name="identifier_type" required>'
     grounds = "".join(
@@ -224,6 +250,8 @@ only the reference and a handle. See also: <a href="../desk">the desk</a> ·
 <p class="hint">Your reference: 3-64 letters, digits, '.', '_' or '-'. One reference, one
 erasure. It must not contain the person's email, phone or customer number.</p>
 <label for="identifier_type">Identifier type</label>{type_input}
+<p class="hint">The type of the value below; there is no default. A value that cannot be of
+the type chosen is refused before anything is sealed.</p>
 <label for="identifier">Identifier</label>
 <input id="identifier" name="identifier" required spellcheck="false">
 <p class="hint">The email address, customer number or phone number the person gave.</p>
@@ -271,4 +299,3 @@ document.getElementById("desk").addEventListener("submit", async (event) => {{
 </script>
 </body></html>
 """
-

@@ -43,7 +43,8 @@ pytestmark = [
 
 REF = f"DSR-E2E-{uuid.uuid4().hex[:8]}"
 RUN_ID = f"erasure-{REF}"
-REJECTED_REF = f"{REF}-typo"
+# A reference naming the customer id it is about: refused at register (the desk cannot know).
+REJECTED_REF = f"{REF}-C0001"
 REJECTED_RUN_ID = f"erasure-{REJECTED_REF}"
 # The demo subject, as a person might type her address: a stray space, odd capitals.
 CANARY = " ALICE.Smith@example.com"
@@ -94,7 +95,8 @@ def customers_holding_subject(stack: Stack) -> int:
 @pytest.fixture(scope="module")
 def erasure(airflow_standalone: Stack, dpo_api: AirflowApi) -> Erasure:
     """Submit the request on the desk, answer its prompts, wait; then submit it again (refused),
-    and once more with the address pasted into the phone field (refused at register)."""
+    with the address pasted into the phone field (refused by the desk, no run), and with a
+    reference naming the customer id it is about (refused at register)."""
     stack = airflow_standalone
     rows_before = customers_holding_subject(stack)
     assert rows_before >= 1, "the demo estate should hold the demo subject before the erasure"
@@ -104,7 +106,12 @@ def erasure(airflow_standalone: Stack, dpo_api: AirflowApi) -> Erasure:
     if state != "success":
         pytest.fail(f"{RUN_ID} ended {state}\n{dpo_api.explain_failure(RUN_ID)}", pytrace=False)
     resubmitted = dpo_api.submit(typed, expect=409)
-    rejected = dpo_api.submit(erasure_request(REJECTED_REF, CANARY, identifier_type="phone"))
+    misfit = dpo_api.submit(
+        erasure_request(f"{REF}-phone", CANARY, identifier_type="phone"), expect=422
+    )
+    assert "choose identifier type email" in misfit["detail"], misfit
+    assert not holds_canary(str(misfit))
+    rejected = dpo_api.submit(erasure_request(REJECTED_REF, "C0001", identifier_type="customer_id"))
     assert rejected["run_id"] == REJECTED_RUN_ID
     rejected_state, _ = dpo_api.wait(REJECTED_RUN_ID, timeout=180)
     return Erasure(stack, rows_before, state, answered, resubmitted, rejected_state)
@@ -159,7 +166,7 @@ def test_a_rejected_submission_says_what_to_fix_and_leaves_nothing(
 ) -> None:
     assert erasure.rejected_state == "failed"
     log = dpo_api.task_log(REJECTED_RUN_ID, "register")
-    assert "the phone identifier cannot be parsed" in log, log[-3000:]
+    assert "request_ref contains the subject's customer_id" in log, log[-3000:]
     conf = dpo_api.run(REJECTED_RUN_ID)["conf"]
     assert set(conf) == {"request_ref", "submission"} and conf["request_ref"] == REJECTED_REF
     with sqlite3.connect(f"file:{store_file(erasure.stack)}?mode=ro", uri=True) as conn:

@@ -16,6 +16,7 @@ from erasure import workflow
 from erasure.actions.escalate import DeletionRefused
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.free_text import NamesSubject
+from erasure.identifier_types import WrongIdentifierType
 from erasure.keys.pepper import PepperMissing, PepperStore
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
@@ -151,6 +152,19 @@ def test_a_reference_naming_the_subject_is_refused_before_anything_is_kept(
             "erasure-DSR-LOAD-0021",
         )  # fmt: skip
     assert svc.requests.list() == []
+
+
+def test_a_value_that_cannot_be_of_its_type_is_refused_at_register_too(svc: Services) -> None:
+    # The desk refuses it before sealing; one that could not read the catalog leaves it here.
+    with pytest.raises(WrongIdentifierType, match="choose identifier type email") as refused:
+        register(
+            svc,
+            request("DSR-TYPED", "customer_id", "alice.smith@example.com"),
+            "erasure-DSR-TYPED",
+        )
+    assert "alice" not in str(refused.value)
+    assert svc.requests.list() == []
+    assert svc.submissions.held("DSR-TYPED") == 0  # refused: the sealed copy is destroyed
 
 
 def test_a_justification_naming_the_subject_is_refused_when_the_dpo_enters_it(

@@ -642,6 +642,60 @@ def test_a_bad_submission_names_the_field_never_its_value(
     assert airflow_rows_containing(CANARY) == []
 
 
+PHONE_TYPED = f"+44 20 7946 {uuid.uuid4().int % 10_000:04d}"
+
+
+@pytest.mark.parametrize(
+    ("id_type", "identifier", "said"),
+    [
+        (
+            "customer_id",
+            CANARY,
+            "this looks like an email address, not a customer_id: choose identifier type email",
+        ),
+        (
+            "phone",
+            CANARY,
+            "this looks like an email address, not a phone: choose identifier type email",
+        ),
+        (
+            "email",
+            PHONE_TYPED,
+            "this looks like a phone number, not an email: choose identifier type phone",
+        ),
+        ("phone", f"{PHONE_TYPED} (home)", "this cannot be a phone: a phone number is digits"),
+        ("customer_id", f"C {RUN}", "this cannot be a customer_id: a customer_id holds no spaces"),
+        ("passport", CANARY, "identifier_type: not an identifier type of the catalog; allowed: "),
+    ],
+)
+def test_a_value_that_cannot_be_of_its_type_is_refused_before_anything_is_sealed(
+    client: Any,
+    tokens: dict[str, str],
+    erasure_dag: str,
+    submissions_key: str,
+    store: Store,
+    id_type: str,
+    identifier: str,
+    said: str,
+) -> None:
+    ref = f"DESK-{RUN}-TYPE"
+    response = client.post(
+        "/erasure/api/v1/requests",
+        json=submission(ref, identifier, identifier_type=id_type),
+        headers=bearer(tokens["dpo"]),
+    )
+    assert response.status_code == 422, response.text
+    assert said in response.json()["detail"]
+    for typed in (identifier, identifier.replace(" ", ""), RUN):
+        assert typed.lower() not in response.text.lower()
+    assert airflow_rows_containing(ref) == []  # no run was started
+    with store.engine.connect() as conn:
+        sealed = conn.execute(
+            sa.text("SELECT COUNT(*) FROM submissions WHERE request_ref = :r"), {"r": ref}
+        ).scalar_one()
+    assert sealed == 0
+
+
 def test_only_a_json_object_is_a_submission(client: Any, tokens: dict[str, str]) -> None:
     form = client.post(
         "/erasure/api/v1/requests",
@@ -689,6 +743,10 @@ def test_the_desk_page_is_the_dpos(client: Any, tokens: dict[str, str]) -> None:
         client.cookies.clear()
     assert page.status_code == 200
     assert "New erasure request" in page.text and 'value="email"' in page.text
+    # No type is chosen for the DPO: an address filed under the first type finds nobody.
+    assert '<select id="identifier_type" name="identifier_type" required>' in page.text
+    assert '<option value="">choose…</option><option value="customer_id">' in page.text
+    assert "selected" not in page.text.split('id="identifier_type"')[1].split("</select>")[0]
     assert "../api/v1/requests" in page.text  # the form posts JSON to the desk's route
 
 

@@ -1,10 +1,11 @@
-"""Tombstones, the suppression list on SQLite, and the ingest filter."""
+"""Tombstones, the suppression list on SQLite (a subject's tombstones looked up on Postgres too),
+and the ingest filter."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 
 from erasure.catalog import Catalog
 from erasure.errors import SubjectError, SuppressionError
+from erasure.model import Identity
 from erasure.pseudonym import Pepper, normalise, subject_hash
 from erasure.store import Store, open_store
 from erasure.suppression import (
@@ -106,6 +108,35 @@ def test_add_is_idempotent_and_keeps_the_first_tombstone(store: Store) -> None:
     assert suppression.count() == 1
     [found] = suppression.check("email", EMAIL, [V1], lambda v: normalise("email", v))
     assert found == first
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The store once on SQLite and once on Postgres."""
+    url = (
+        f"sqlite:///{tmp_path}/erasure.db"
+        if request.param == "sqlite"
+        else str(request.getfixturevalue("postgres_schema_url"))
+    )
+    with open_store(url) as store:
+        yield store
+
+
+def test_the_tombstones_of_a_subject_s_identities_come_oldest_first(any_store: Store) -> None:
+    # Who erased a subject, and when: the request that wrote the first of its tombstones.
+    suppression = SuppressionList(any_store)
+    older = tomb(V1, "customer_id", "C1", ref="req-1").model_copy(
+        update={"created_at": datetime(2026, 11, 2, 9, tzinfo=UTC)}
+    )
+    newer = tomb(V2, "email", EMAIL, ref="req-2").model_copy(
+        update={"created_at": datetime(2026, 11, 20, 9, tzinfo=UTC)}
+    )
+    for stone in (newer, older, tomb(V1, "email", "other@example.com", ref="req-3")):
+        suppression.add(stone)
+    identities = [Identity("email", EMAIL), Identity("customer_id", "C1")]
+    assert suppression.tombstones_of(identities, [V1, V2]) == [older, newer]
+    assert suppression.tombstones_of(identities, [V1]) == [older]  # under the peppers given
+    assert suppression.tombstones_of([], [V1, V2]) == []
 
 
 def test_contains_and_hashes_are_per_pepper_version(store: Store) -> None:
