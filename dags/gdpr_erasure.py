@@ -10,10 +10,11 @@ register task's log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import BaseOperator, Param, dag, get_current_context, task
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from erasure.rulings import DpoAnswer
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 WAIT_FOR_ORDER = timedelta(seconds=2)
@@ -167,6 +169,51 @@ class RebuildOperator(BaseOperator):
         return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
 
 
+class DpoPrompt(HITLOperator):
+    """dpo_decides: one prompt, bound to the artefact it asks about (`asked`). When it resumes
+    with the answer Airflow recorded (who gave it, when), that answer is recorded here as the
+    ruling on that artefact and on nothing else. A prompt marked success or skipped by hand
+    never resumes, so it is never a ruling; `record_rulings` then names it."""
+
+    def __init__(self, *, asked: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.asked = asked
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        from erasure_respondents import author_roles, dpo_respondents
+
+        from erasure import workflow
+        from erasure.prompts import Asked
+
+        answer = dict(super().execute_complete(context, event))  # a timeout raises here
+        asked = Asked.model_validate(self.asked)
+        with _services() as svc:
+            # Asked now, not when the prompt was assigned: whoever lost the role since may
+            # not rule.
+            roles = author_roles(dpo_respondents(svc.settings), answer.get("responded_by_user"))
+            ruled = _transient_retries(
+                lambda: workflow.rule_on(svc, asked, dpo_answer(answer, roles))
+            )
+        log.info("ruling on %s recorded: %s", asked.dataset.name, ruled.ruling.option.value)
+        return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
+
+
+def _transient_retries(step: Callable[[], T], attempts: int = 3) -> T:
+    """`step`, tried again on a store or Vault failure: a prompt is never retried by Airflow
+    (a retry asks the DPO again and drops her answer), so its own step retries in place."""
+    from erasure.errors import StoreError, VaultError
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return step()
+        except (StoreError, VaultError) as exc:
+            if attempt == attempts:
+                raise
+            log.warning("try %d of %d failed (%s): trying again", attempt, attempts, exc)
+            time.sleep(RETRIES["retry_delay"].total_seconds())
+    raise AssertionError("unreachable")
+
+
 @dag(
     dag_id="gdpr_erasure",
     schedule=None,
@@ -221,7 +268,7 @@ def gdpr_erasure() -> None:
     def plan(registration: dict[str, Any]) -> dict[str, Any]:
         from erasure import workflow
         from erasure.model import Action
-        from erasure.prompts import escalation_prompt
+        from erasure.prompts import bound_prompts
 
         ref = registration["request_ref"]
         with _services() as svc:
@@ -241,8 +288,8 @@ def gdpr_erasure() -> None:
             "shred": _refs(workflow.items_for(planned, Action.CRYPTO_SHRED)),
             "rebuild": _refs(workflow.items_for(planned, Action.REBUILD)),
             "aggregate": _refs(workflow.items_for(planned, Action.AGGREGATE_OK)),
-            "escalate": _refs([item.dataset for item in pending]),
-            "prompts": [escalation_prompt(item).model_dump() for item in pending],
+            # Each prompt carries the artefact it asks about and the plan it was asked from.
+            "prompts": [p.model_dump(mode="json") for p in bound_prompts(ref, planned, pending)],
         }
 
     @task.short_circuit
@@ -291,7 +338,7 @@ def gdpr_erasure() -> None:
     # No retries: a retry would ask the DPO again and drop the answer given (an answer given
     # as the prompt appears is kept by the stack's executor and API middleware, see
     # plugins/erasure_executor.py and plugins/erasure_hitl.py).
-    dpo_decides = HITLOperator.partial(
+    dpo_decides = DpoPrompt.partial(
         task_id="dpo_decides",
         retries=0,
         # An answered prompt resumes before other queued work: the DPO's answer is recorded
@@ -348,21 +395,12 @@ def gdpr_erasure() -> None:
         return [{**prompt, "assigned_users": assigned} for prompt in prompts]
 
     @task(trigger_rule="none_failed", **RETRIES)
-    def record_rulings(ref: str, datasets: list[dict[str, str]], answers: Any) -> int:
-        from erasure_respondents import author_roles, dpo_respondents
-
+    def record_rulings(ref: str) -> int:
+        """Every escalation is ruled: each prompt recorded its own answer as it resumed."""
         from erasure import workflow
-        from erasure.model import DatasetRef
 
         with _services() as svc:
-            # Asked now, not at prompt time: whoever lost the DPO role since may not rule.
-            respondents = dpo_respondents(svc.settings) if datasets else None
-            # By index: one answer per prompt, in the order the prompts were mapped.
-            for index, dataset in enumerate(datasets):
-                answer = answers[index]
-                roles = author_roles(respondents, answer.get("responded_by_user"))
-                workflow.rule(svc, ref, DatasetRef(**dataset), dpo_answer(answer, roles))
-        return len(datasets)
+            return workflow.require_rulings(svc, ref)
 
     @task(trigger_rule="none_failed", **RETRIES)
     def tombstone(ref: str) -> int:
@@ -407,7 +445,8 @@ def gdpr_erasure() -> None:
     kept = aggregate_ok.partial(ref=ref).expand(dataset=items("aggregate"))
     assigned = assign_prompts(planned)
     decided = dpo_decides.expand_kwargs(assigned)
-    ruled = record_rulings(ref, items("escalate"), decided.output)
+    ruled = record_rulings(ref)
+    decided >> ruled
     stone = tombstone(ref)
     # Tombstoned before any row goes: the nightly CRM sync, while the DPO decides, would
     # otherwise load the erased rows again.

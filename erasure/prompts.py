@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from erasure.matching import NearMiss
 from erasure.model import (
@@ -18,6 +18,8 @@ from erasure.model import (
     SHARED_IDENTITY_RULE,
     SHARED_ROW_RULE,
     UNKEYED_SHRED_RULE,
+    DatasetRef,
+    Plan,
     PlanItem,
     SubjectSearch,
 )
@@ -40,12 +42,48 @@ _NEAR_MISS_TEXT = {
 }
 
 
+class Asked(BaseModel):
+    """What one prompt asks about: the request, the escalated artefact and the plan it was
+    asked from. The prompt carries it, and its answer is a ruling on this artefact and
+    nothing else: never paired with another prompt's artefact by position."""
+
+    model_config = ConfigDict(frozen=True)
+
+    request_ref: str
+    dataset: DatasetRef
+    plan_version: int
+    lineage_snapshot: str  # the plan's: a prompt asked from another plan is not answered here
+
+
 class Prompt(BaseModel):
     """A human-in-the-loop prompt: what Airflow's HITL operator shows the DPO."""
 
     subject: str
     body: str  # Markdown
     options: list[str]  # the button labels, OPTION_LABELS of options_for(item)
+
+
+class BoundPrompt(Prompt):
+    """A prompt with what it asks about: the run's prompt operator records its answer as the
+    ruling on `asked` only."""
+
+    asked: Asked
+
+
+def bound_prompts(request_ref: str, plan: Plan, items: list[PlanItem]) -> list[BoundPrompt]:
+    """One prompt per escalated item of `plan`, the request's acting plan (version 1)."""
+    return [
+        BoundPrompt(
+            **escalation_prompt(item).model_dump(),
+            asked=Asked(
+                request_ref=request_ref,
+                dataset=item.dataset,
+                plan_version=1,
+                lineage_snapshot=plan.lineage_snapshot,
+            ),
+        )
+        for item in items
+    ]
 
 
 def escalation_prompt(item: PlanItem) -> Prompt:

@@ -71,6 +71,7 @@ from erasure.progress import (
     save_progress,
     wait_for,
 )
+from erasure.prompts import Asked
 from erasure.reconcile import Limbo, RunState, find_limbo
 from erasure.registry.action_log import ActionStatus
 from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
@@ -489,6 +490,37 @@ def rule(svc: Services, ref: str, dataset: DatasetRef, answer: DpoAnswer) -> Rul
             "clear its dpo_decides prompt and the tasks after it, and answer again"
         ) from None
     return _carry_out(svc, ref, item, ruling)
+
+
+def rule_on(svc: Services, asked: Asked, answer: DpoAnswer) -> RulingEvidence:
+    """Record the answer to one prompt as the ruling on the artefact that prompt asked about,
+    and on nothing else: the prompt must come from the request's acting plan."""
+    ref, name = asked.request_ref, asked.dataset.name
+    plan = svc.plans.get(ref, 1)
+    if asked.plan_version != 1 or asked.lineage_snapshot != plan.lineage_snapshot:
+        raise StepError(
+            f"the prompt on {name!r} was asked from another plan than request {ref}'s (plan "
+            f"version {asked.plan_version}, lineage {asked.lineage_snapshot[:12]}): its answer "
+            "is no ruling on this request. Clear the run's plan task and everything after it "
+            "to ask again"
+        )
+    return rule(svc, ref, asked.dataset, answer)
+
+
+def require_rulings(svc: Services, ref: str) -> int:
+    """Every escalation of the plan has a ruling on record (the DPO's answer to its own prompt,
+    or a standing ruling); the number of escalations. A prompt marked success or skipped by
+    hand was not answered, so it is no ruling: this says which to clear and answer."""
+    pending = pending_escalations(svc, ref)
+    if pending:
+        names = ", ".join(repr(item.dataset.name) for item in pending)
+        raise StepError(
+            f"request {ref}: no ruling on record for {names}: the prompt was not answered "
+            "(marked success or skipped by hand, or it failed before the answer was recorded). "
+            "Clear that dpo_decides prompt (with the tasks after it) and answer it"
+        )
+    plan = svc.plans.get(ref, 1)
+    return sum(1 for item in plan.items if item.action is Action.ESCALATE)
 
 
 def _check_answer(svc: Services, ref: str, item: PlanItem, answer: DpoAnswer) -> None:

@@ -104,34 +104,46 @@ class PromptAnswerer:
                 print(f"cannot answer a prompt: {exc}", file=sys.stderr, flush=True)
 
     def answer_pending(self) -> None:
-        from airflow.models.hitl import HITLDetail
-        from airflow.models.taskinstance import TaskInstance
-        from airflow.models.trigger import handle_event_submit
-        from airflow.triggers.base import TriggerEvent
         from airflow.utils.session import create_session
 
         with create_session() as session:
-            for detail in session.query(HITLDetail).filter(HITLDetail.responded_at.is_(None)):
-                ti = session.get(TaskInstance, detail.ti_id)
-                if ti is None or ti.state != "awaiting_input":
-                    continue  # not parked yet: answering now would race the task
-                if datetime.now(UTC) - detail.created_at < PROMPT_SETTLE:
-                    continue  # Airflow 3.3.2 can fail a prompt answered within ~1 s of parking
-                dataset, choice = decision_for(detail.subject, detail.options, self.decisions)
-                detail.chosen_options = [choice.pop("option")]
-                detail.params_input = {
-                    key: (str(choice[key]) if choice.get(key) is not None else None)
-                    for key in ("justification", "scheduled_by", "exemption", "standing_until")
-                }
-                detail.responded_at = datetime.now(UTC)
-                detail.responded_by = dict(DEMO_DPO)
-                session.flush()
-                handle_event_submit(
-                    TriggerEvent(detail.as_resume_event_payload()),
-                    task_instance=ti,
-                    session=session,
-                )
-                self.answered.append(dataset)
+            for detail, ti in self.parked(session):
+                self.answer(session, detail, ti)
+
+    @staticmethod
+    def parked(session: Any) -> list[tuple[Any, Any]]:
+        """(HITL detail, task instance) of every prompt parked long enough to be answered."""
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.taskinstance import TaskInstance
+
+        ready = []
+        for detail in session.query(HITLDetail).filter(HITLDetail.responded_at.is_(None)):
+            ti = session.get(TaskInstance, detail.ti_id)
+            if ti is None or ti.state != "awaiting_input":
+                continue  # not parked yet: answering now would race the task
+            if datetime.now(UTC) - detail.created_at < PROMPT_SETTLE:
+                continue  # Airflow 3.3.2 can fail a prompt answered within ~1 s of parking
+            ready.append((detail, ti))
+        return ready
+
+    def answer(self, session: Any, detail: Any, ti: Any) -> None:
+        """Answer one parked prompt from the decisions, as the demo's DPO."""
+        from airflow.models.trigger import handle_event_submit
+        from airflow.triggers.base import TriggerEvent
+
+        dataset, choice = decision_for(detail.subject, detail.options, self.decisions)
+        detail.chosen_options = [choice.pop("option")]
+        detail.params_input = {
+            key: (str(choice[key]) if choice.get(key) is not None else None)
+            for key in ("justification", "scheduled_by", "exemption", "standing_until")
+        }
+        detail.responded_at = datetime.now(UTC)
+        detail.responded_by = dict(DEMO_DPO)
+        session.flush()
+        handle_event_submit(
+            TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
+        )
+        self.answered.append(dataset)
 
 
 def import_airflow_models() -> None:
@@ -149,8 +161,10 @@ def run_erasure(
     decisions: Mapping[str, Mapping[str, Any]],
     *,
     logical_date: datetime | None = None,
+    answerer: PromptAnswerer | None = None,
 ) -> Any:
-    """Run gdpr_erasure with `conf` under dag.test(), answering prompts; the DagRun.
+    """Run gdpr_erasure with `conf` under dag.test(), answering prompts (from `decisions`, or
+    as `answerer` does); the DagRun.
 
     The same `logical_date` twice is the same run cleared and run again (a DPO's retry).
     """
@@ -160,7 +174,7 @@ def run_erasure(
     dag = DagBag(str(REPO / "dags")).get_dag("gdpr_erasure")
     if dag is None:
         raise SystemExit("gdpr_erasure did not load: run `airflow dags list-import-errors`")
-    with PromptAnswerer(decisions):
+    with answerer or PromptAnswerer(decisions):
         if logical_date is None:
             run = dag.test(run_conf=dict(conf))
         else:

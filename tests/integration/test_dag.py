@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,18 @@ import sqlalchemy as sa
 from erasure.config import Settings
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action
+from erasure.rulings import option_for_label
 from erasure.sample.embedded import open_demo
 from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
 from erasure.workflow import items_for
-from local.demo.runner import erasure_environment, load_decisions, run_erasure
+from local.demo.runner import (
+    PromptAnswerer,
+    decision_for,
+    erasure_environment,
+    load_decisions,
+    run_erasure,
+)
 from tests.integration.workflow_support import sealed
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
@@ -51,7 +58,23 @@ def conf(ref: str, **fields: Any) -> dict[str, str]:
 
 @pytest.fixture
 def estate(tmp_path: Path, openbao: EmbeddedOpenBao, airflow_db: Path) -> Iterator[Any]:
+    yield from _tasks_use(open_demo(tmp_path / "demo", openbao))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def estate_on_each_store(
+    request: pytest.FixtureRequest, tmp_path: Path, openbao: EmbeddedOpenBao, airflow_db: Path
+) -> Iterator[Any]:
+    """The demo estate, its erasure store on SQLite and on Postgres."""
     settings = open_demo(tmp_path / "demo", openbao)
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_schema_url")
+        settings = settings.model_copy(update={"store_url": url})
+    yield from _tasks_use(settings)
+
+
+def _tasks_use(settings: Any) -> Iterator[Any]:
+    """`settings`, with the environment the DAG's tasks read set to them meanwhile."""
     saved = dict(os.environ)
     os.environ.update(erasure_environment(settings))
     try:
@@ -243,3 +266,99 @@ def test_a_subject_found_nowhere_waits_for_the_dpo_then_completes_as_not_found(
             "not_held",
             "retain_exemption",
         ]
+
+
+class MarksSomeAnswersTheRest(PromptAnswerer):
+    """Waits until every prompt of the run is parked, then goes through them last first: the
+    prompts of the datasets in `mark` are set to that state by hand (as the ✓ on the prompt
+    page or the API does), the others answered from the decisions. Once."""
+
+    def __init__(self, decisions: Mapping[str, Mapping[str, Any]], mark: dict[str, str]) -> None:
+        super().__init__(decisions)
+        self.mark, self.marked, self.done = mark, list[str](), False
+
+    def answer_pending(self) -> None:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from airflow.utils.state import State
+
+        if self.done:
+            return
+        with create_session() as session:
+            parked = self.parked(session)
+            prompts = session.scalar(
+                sa.select(sa.func.count())
+                .select_from(TaskInstance)
+                .where(
+                    TaskInstance.task_id == "dpo_decides",
+                    TaskInstance.map_index >= 0,
+                    sa.or_(
+                        TaskInstance.state.is_(None),
+                        TaskInstance.state.notin_([str(s) for s in State.finished]),
+                    ),
+                )
+            )
+            if not parked or len(parked) < prompts:
+                return
+            for detail, ti in sorted(parked, key=lambda p: -p[1].map_index):
+                dataset, _ = decision_for(detail.subject, detail.options, self.decisions)
+                if dataset in self.mark:
+                    ti.set_state(self.mark[dataset], session=session)
+                    self.marked.append(dataset)
+                else:
+                    self.answer(session, detail, ti)
+            self.done = True
+
+
+def rulings_on_record(svc: Services, ref: str) -> dict[str, str]:
+    """dataset -> the option its signed `decided` record names."""
+    return {
+        r.body["dataset"]["name"]: r.body["ruling"]["option"]
+        for r in svc.ledger.show(ref)
+        if r.kind.value == "decided"
+    }
+
+
+def test_a_ruling_is_the_answer_to_its_own_prompt_never_a_neighbours(
+    estate_on_each_store: Any, airflow_db: Path
+) -> None:
+    """Issue 19: prompts marked success or skipped by hand, the rest answered last first. Each
+    answer is signed as the ruling on the artefact its prompt asked about; the marked ones
+    are no ruling, and the run stops naming them. Cleared and answered, it completes, and
+    nothing signed before changes."""
+    decisions = load_decisions()
+    when = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    marking = MarksSomeAnswersTheRest(
+        decisions,
+        mark={"backup.crm_nightly": "success", "agg.customers_by_postcode": "skipped"},
+    )
+    first = run_erasure(conf("DAG-BOUND-1"), decisions, logical_date=when, answerer=marking)
+    assert sorted(marking.marked) == ["agg.customers_by_postcode", "backup.crm_nightly"]
+    assert str(first.state) == "failed"
+    with Services.open(estate_on_each_store) as svc:
+        expected = {  # each escalation's own answer in the decisions file
+            item.dataset.name: option_for_label(
+                (decisions.get(item.dataset.name) or decisions["default"])["option"]
+            ).value
+            for item in svc.plans.get("DAG-BOUND-1", 1).items
+            if item.action is Action.ESCALATE
+        }
+        assert len(expected) >= 4 and len(set(expected.values())) >= 3, expected
+        ruled = rulings_on_record(svc, "DAG-BOUND-1")
+        assert ruled == {k: v for k, v in expected.items() if k not in marking.mark}, (
+            "an answer was signed against another artefact"
+        )
+        kinds = [r.kind.value for r in svc.ledger.show("DAG-BOUND-1")]
+        assert "completed" not in kinds
+        [failed] = [r for r in svc.ledger.show("DAG-BOUND-1") if r.kind.value == "failed"]
+        assert "record_rulings" in failed.body["reason"], failed.body
+        signed_before = {r.seq: r.record_hash for r in svc.ledger.show("DAG-BOUND-1")}
+    second = run_erasure(conf("DAG-BOUND-1"), decisions, logical_date=when)  # cleared, answered
+    assert str(second.state) == "success"
+    with Services.open(estate_on_each_store) as svc:
+        assert rulings_on_record(svc, "DAG-BOUND-1") == expected
+        after = {r.seq: r.record_hash for r in svc.ledger.show("DAG-BOUND-1")}
+        assert all(after[seq] == digest for seq, digest in signed_before.items())
+        decided = [r for r in svc.ledger.show("DAG-BOUND-1") if r.kind.value == "decided"]
+        assert len(decided) == len(expected)  # answered again, signed once
+        assert svc.requests.get("DAG-BOUND-1").status.value == "complete_with_exemptions"  # type: ignore[union-attr]
