@@ -57,9 +57,7 @@ with DAG(
     tags=["gdpr", "erasure"],
     doc_md=__doc__,
     params={
-        "request_ref": Param(
-            type="string", pattern=REQUEST_REF_PATTERN, title="Request reference"
-        ),
+        "request_ref": Param(type="string", pattern=REQUEST_REF_PATTERN, title="Request reference"),
         "months": Param(
             1,
             type="integer",
@@ -79,13 +77,30 @@ with DAG(
 
     @task
     def extend() -> str:
+        from erasure_respondents import dpo_respondents
+
         from erasure import workflow
         from erasure.config import Settings
+        from erasure.errors import ErasureError
         from erasure.services import Services
 
-        params = get_current_context()["params"]
-        with Services.open(Settings()) as svc:
-            until = workflow.extend(svc, params["request_ref"], params["months"], params["reason"])
+        context = get_current_context()
+        params = context["params"]
+        # The erasure desk creates these runs for the DPO logged in (nobody may trigger this
+        # DAG over the API: plugins/erasure_auth.py): the run names her.
+        by = str(getattr(context["dag_run"], "triggering_user_name", None) or "")
+        settings = Settings()
+        respondents = dpo_respondents(settings)
+        if respondents is not None and by not in {str(r["name"]) for r in respondents}:
+            raise ErasureError(
+                f"this extension was asked for by {by or 'nobody named'}, who holds none of the "
+                f"roles {', '.join(settings.dpo_roles)}: only the DPO extends a deadline, on "
+                "the erasure desk"
+            )
+        with Services.open(settings) as svc:
+            until = workflow.extend(
+                svc, params["request_ref"], params["months"], params["reason"], by or "unknown"
+            )
         return until.isoformat()
 
     extend()

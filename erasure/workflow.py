@@ -729,10 +729,13 @@ def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None
 # deadlines (Art. 12(3))
 
 
-def extend(svc: Services, ref: str, months: int, reason: str) -> date:
-    """Extend the deadline by one or two months, once, with the reason; signed on record."""
+def extend(svc: Services, ref: str, months: int, reason: str, by: str) -> date:
+    """Extend the deadline by one or two months, once, with the reason and the DPO who asked
+    (`by`, her login); signed on record."""
     if months not in (1, 2):
         raise StepError("an extension is 1 or 2 months (Art. 12(3))")
+    if not by.strip():
+        raise StepError("an extension names the DPO who asked for it: none was given")
     if svc.requests.require(ref).secrets_destroyed_at is None:
         refuse_if_named(svc.catalog, "reason", reason, _identities(svc, ref))
     record = svc.requests.extend(ref, 1 if months == 1 else 2, reason)
@@ -746,6 +749,7 @@ def extend(svc: Services, ref: str, months: int, reason: str) -> date:
             "extended_until": record.extended_until.isoformat(),
             "months": months,
             "reason": record.extension_reason,
+            "by": by,
         },
     )
     return record.extended_until

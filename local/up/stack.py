@@ -35,7 +35,8 @@ from local.up.metadata_db import MetadataDb, choose_metadata_db, drop_metadata_d
 
 REPO = Path(__file__).resolve().parents[2]
 ERASURE_DAG = "gdpr_erasure"
-# One login per FAB role of the chart (helm/values.yaml fab.roles; Admin is Airflow's own).
+# One login per FAB role of the chart (helm/values.yaml fab.roles) and per role Airflow
+# itself creates (Admin, and Viewer, User and Op, to which real deployments map most people).
 # The tasks log in as TASKS_USER to trigger rematerialisation DAGs and to read who the DPOs
 # are (the prompts are assigned to them); that is all its role allows.
 TASKS_USER = "erasure-tasks"
@@ -45,9 +46,13 @@ USERS = {
     "auditor": "Auditor",
     "operator": "Operator",
     TASKS_USER: "ErasureTasks",
+    "viewer": "Viewer",
+    "user": "User",
+    "op": "Op",
 }
 PASSWORDS_FILE = "erasure_passwords.json"  # in AIRFLOW_HOME, 0600; kept between starts
-FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+# FAB, with the erasure DAGs kept to the roles granted them by name (plugins/erasure_auth.py).
+AUTH_MANAGER = "erasure_auth.ErasureAuthManager"
 WEBSERVER_CONFIG = REPO / "helm" / "files" / "webserver_config.py"  # the chart's, as is
 HELM_VALUES = REPO / "helm" / "values.yaml"
 AIRFLOW_COMMAND = [sys.executable, str(REPO / "local" / "up" / "components.py")]
@@ -192,7 +197,7 @@ def openlineage_environment(api_url: str, lineage_api_key: str) -> dict[str, str
 def auth_environment(home: Path) -> dict[str, str]:
     """The FAB auth manager, configured by the chart's webserver_config.py (copied to `home`)."""
     return {
-        "AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER,
+        "AIRFLOW__CORE__AUTH_MANAGER": AUTH_MANAGER,
         "AIRFLOW__FAB__CONFIG_FILE": str(home / "webserver_config.py"),
         # Role and permission changes reach a logged-in user within this many seconds.
         "AIRFLOW__FAB__CACHE_TTL": "5",

@@ -14,12 +14,12 @@ from __future__ import annotations
 import html
 import json
 import logging
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from erasure.catalog import IdentifierSpec
 from erasure.errors import RequestError
@@ -33,6 +33,7 @@ from erasure_api.backend import ErasureBackend
 log = logging.getLogger(__name__)
 
 ERASURE_DAG_ID = "gdpr_erasure"
+EXTEND_DAG_ID = "gdpr_erasure_extend"
 MAX_SUBMISSION_BYTES = 64 * 1024
 MAX_RESUBMISSIONS = 50  # run ids erasure-<ref>, erasure-<ref>-2, ... for refused submissions
 
@@ -133,11 +134,8 @@ def _refuse_misfit(backend: ErasureBackend, submission: ErasureRequest) -> None:
 def _start_run(ticket: Ticket, user: str) -> str:
     """Create the run in Airflow's metadata DB (the API server may use the ORM)."""
     import sqlalchemy as sa
-    from airflow.api.common.trigger_dag import trigger_dag
-    from airflow.exceptions import DagNotFound, DagRunAlreadyExists
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
-    from airflow.utils.types import DagRunTriggeredByType
 
     base = f"erasure-{ticket.request_ref}"
     with create_session() as session:
@@ -157,27 +155,91 @@ def _start_run(ticket: Ticket, user: str) -> str:
                 f"request {ticket.request_ref} was submitted {MAX_RESUBMISSIONS} times: use a "
                 "new reference",
             )
-        try:
-            trigger_dag(
-                ERASURE_DAG_ID,
-                triggered_by=DagRunTriggeredByType.REST_API,
-                triggering_user_name=user,
-                run_id=run_id,
-                conf=ticket.conf(),
-                session=session,
-            )
-        except DagNotFound:
-            raise HTTPException(
-                status.HTTP_503_SERVICE_UNAVAILABLE,
-                f"the {ERASURE_DAG_ID} DAG is not loaded in Airflow yet: check the DAG "
-                "processor and `airflow dags list-import-errors`",
-            ) from None
-        except DagRunAlreadyExists:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                f"run {run_id} was created by another submission a moment ago",
-            ) from None
+        _create_run(ERASURE_DAG_ID, run_id, ticket.conf(), user, session)
     return run_id
+
+
+def _create_run(dag_id: str, run_id: str, conf: dict[str, Any], user: str, session: Any) -> None:
+    """A run of `dag_id` created for `user`, who is its triggering user (nobody may trigger
+    the erasure DAGs over Airflow's API: plugins/erasure_auth.py)."""
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.exceptions import DagNotFound, DagRunAlreadyExists
+    from airflow.utils.types import DagRunTriggeredByType
+
+    try:
+        trigger_dag(
+            dag_id,
+            triggered_by=DagRunTriggeredByType.REST_API,
+            triggering_user_name=user,
+            run_id=run_id,
+            conf=conf,
+            session=session,
+        )
+    except DagNotFound:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"the {dag_id} DAG is not loaded in Airflow yet: check the DAG processor and "
+            "`airflow dags list-import-errors`",
+        ) from None
+    except DagRunAlreadyExists:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT, f"run {run_id} was created by another request a moment ago"
+        ) from None
+
+
+class Extension(BaseModel):
+    """The DPO's extension of a deadline (Art. 12(3)): by how long, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    months: Literal[1, 2]
+    reason: str = Field(min_length=10, max_length=2000)
+
+
+class Extending(BaseModel):
+    """What the desk answers: the run that records the extension (signed, with her name)."""
+
+    request_ref: str
+    run_id: str
+    run_url: str
+
+
+@api.post("/requests/{ref}/extend", status_code=status.HTTP_201_CREATED)
+async def extend_request(
+    ref: str, extension: Extension, caller: DpoDep, backend: BackendDep
+) -> Extending:
+    """Extend an open request's deadline by one or two months, once: the DPO's desk action.
+    The `gdpr_erasure_extend` run is created here in her name, and the signed `extended`
+    record names her."""
+    return await run_in_threadpool(_extend, backend, ref, extension, caller)
+
+
+def _extend(backend: ErasureBackend, ref: str, extension: Extension, caller: Caller) -> Extending:
+    import re
+    from datetime import UTC, datetime
+
+    from airflow.utils.session import create_session
+
+    registered = backend.requests().get(ref) if re.fullmatch(REQUEST_REF_PATTERN, ref) else None
+    if registered is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such request: check the reference")
+    if registered.closed:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"request {ref} is {registered.status.value}: nothing to extend",
+        )
+    if registered.extended_until is not None:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"request {ref} was extended already (to {registered.extended_until}): Art. 12(3) "
+            "allows one extension",
+        )
+    run_id = f"extend-{ref}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
+    conf = {"request_ref": ref, "months": extension.months, "reason": extension.reason}
+    with create_session() as session:
+        _create_run(EXTEND_DAG_ID, run_id, conf, caller.name, session)
+    log.info("extension of request %s asked for by %s: run %s", ref, caller.name, run_id)
+    return Extending(request_ref=ref, run_id=run_id, run_url=f"/dags/{EXTEND_DAG_ID}/runs/{run_id}")
 
 
 # ---------------------------------------------------------------------------------------------

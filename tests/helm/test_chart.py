@@ -180,7 +180,7 @@ def test_what_the_airflow_chart_is_handed_exists(chart: helm.Chart) -> None:
     assert (
         values["apiServer"]["serviceAccount"]["name"] == chart.values["vault"]["roles"]["apiServer"]
     )
-    assert values["config"]["core"]["auth_manager"].endswith("FabAuthManager")
+    assert values["config"]["core"]["auth_manager"] == "erasure_auth.ErasureAuthManager"
 
 
 def _refs(node: Any) -> Iterator[tuple[str, str]]:

@@ -31,7 +31,7 @@ from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
 from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
-from local.up.stack import PASSWORDS_FILE, USERS
+from local.up.stack import AUTH_MANAGER, PASSWORDS_FILE, USERS
 from tests.unit.registry_support import Books, books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,6 @@ TODAY = date.today()
 CANARY = f"desk.canary.{RUN}@example.org"
 NOTE_CANARY = f"desk-note-{RUN}"
 CATALOG = REPO / "erasure" / "sample" / "estate" / "catalog.yaml"
-FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 # One request per thing the desk shows; the registered ones by days since received.
 OVERDUE = f"DESK-{RUN}-OVERDUE"
 DUE_SOON = f"DESK-{RUN}-SOON"
@@ -86,6 +85,22 @@ STANDIN = '''
 '''
 
 
+EXTEND_STANDIN = '''
+    """Stand-in for the extension DAG: the desk creates its runs."""
+    from airflow.sdk import dag, task
+
+    @dag(dag_id="gdpr_erasure_extend", schedule=None)
+    def gdpr_erasure_extend():
+        @task
+        def extend():
+            return "extended"
+
+        extend()
+
+    gdpr_erasure_extend()
+'''
+
+
 # ---------------------------------------------------------------------------------------------
 # Fixtures: FAB with the chart's roles, the plugin, a desk full of requests
 
@@ -102,7 +117,7 @@ def env(
         (REPO / "helm" / "files" / "webserver_config.py").read_text()
     )
     values = {
-        "AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER,
+        "AIRFLOW__CORE__AUTH_MANAGER": AUTH_MANAGER,
         "AIRFLOW__FAB__CONFIG_FILE": str(home / "webserver_config.py"),
         "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex * 2,
         "ERASURE_STORE_URL": f"sqlite:///{home}/erasure.db",
@@ -207,6 +222,7 @@ def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
 
     folder = tmp_path_factory.mktemp("desk-dags")
     (folder / "gdpr_erasure.py").write_text(textwrap.dedent(STANDIN))
+    (folder / "gdpr_erasure_extend.py").write_text(textwrap.dedent(EXTEND_STANDIN))
     with create_session() as session:
         DagBundlesManager().sync_bundles_to_db(session=session)
     bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
@@ -428,7 +444,7 @@ def test_the_desk_page_marks_what_needs_the_dpo_and_never_the_identifier(
 # Roles: every plugin route, every role of the chart
 
 
-ROLES = ("dpo", "auditor", "operator", "erasure-tasks", "admin")
+ROLES = tuple(USERS)  # the chart's roles, Admin, and Airflow's Viewer, User and Op
 RECORD_ROUTES = (
     "GET /erasure/api/v1/requests",
     f"GET /erasure/api/v1/requests/{DONE}",
@@ -441,6 +457,7 @@ SUBMIT_ROUTES = (
     "GET /erasure/requests/new",
     "POST /erasure/api/v1/requests",
     f"POST /erasure/api/v1/requests/{DONE}/resume",
+    f"POST /erasure/api/v1/requests/{DONE}/extend",
 )
 LINEAGE_ROUTES = ("POST /erasure/api/v1/lineage",)
 TASK_ROUTES = ("GET /erasure/api/v1/respondents",)
@@ -452,6 +469,10 @@ ALLOWED = {
     "erasure-tasks": {*TASK_ROUTES},
     # FAB gives Admin every permission; submitting also needs the DPO role, which it lacks.
     "admin": {*RECORD_ROUTES, *DESK_ROUTES, *LINEAGE_ROUTES, *TASK_ROUTES},
+    # Airflow's own roles hold nothing of the plugin.
+    "viewer": set(),
+    "user": set(),
+    "op": set(),
 }
 
 
@@ -480,7 +501,8 @@ def test_each_role_reaches_exactly_its_plugin_routes(
     refused = {r for r, code in seen.items() if code == 403}
     assert refused == set(routes) - ALLOWED[user], seen
     for route in ALLOWED[user]:
-        expected = 422 if route == "POST /erasure/api/v1/requests" else 200
+        posted = route == "POST /erasure/api/v1/requests" or route.endswith("/extend")
+        expected = 422 if posted else 200  # an empty body, refused once authorised
         if route.endswith("/resume"):
             expected = 409  # a completed request has no run to start again
         assert seen[route] == expected, (route, seen[route])
@@ -518,9 +540,7 @@ def test_a_person_refused_a_page_gets_a_page_saying_why(
     assert anonymous.status_code == 401 and "Log in to Airflow first" in anonymous.text
 
 
-def test_the_roles_job_takes_back_a_grant_made_by_hand(
-    client: Any, fab_roles: list[str]
-) -> None:
+def test_the_roles_job_takes_back_a_grant_made_by_hand(client: Any, fab_roles: list[str]) -> None:
     """The chart owns its roles: an upgrade leaves each with exactly its listed permissions."""
     from airflow.providers.fab.auth_manager.models import Action, Permission, Resource, Role
     from airflow.utils.session import create_session
@@ -552,3 +572,104 @@ def test_the_roles_job_takes_back_a_grant_made_by_hand(
         for line in lines
     ), lines
     assert not dpo_may_trigger_any_dag()
+
+
+# ---------------------------------------------------------------------------------------------
+# Airflow's own routes on the erasure DAG: only the roles granted it by name (erasure_auth)
+
+RUN_PATH = f"/api/v2/dags/gdpr_erasure/dagRuns/erasure-{WAITING}"
+TI_PATH = f"{RUN_PATH}/taskInstances/register"
+READ_ERASURE = {"dpo", "operator", "admin"}
+ACT_ON_ERASURE = {"dpo", "admin"}
+# (route, body, who gets through, the status once through: a body malformed on purpose, or a
+# run that does not exist, so that nothing is triggered, changed or deleted)
+CORE_CELLS = [
+    ("POST /api/v2/dags/gdpr_erasure/dagRuns", {"logical_date": "x"}, set(), 422),
+    ("POST /api/v2/dags/gdpr_erasure_extend/dagRuns", {"logical_date": "x"}, set(), 422),
+    (f"GET {RUN_PATH}", None, READ_ERASURE, 200),
+    (f"PATCH {RUN_PATH}", {"state": "not a state"}, ACT_ON_ERASURE, 422),
+    ("DELETE /api/v2/dags/gdpr_erasure/dagRuns/no-such-run", None, {"admin"}, 404),
+    ("POST /api/v2/dags/gdpr_erasure/clearTaskInstances", {"dry_run": "x"}, ACT_ON_ERASURE, 422),
+    (f"GET {TI_PATH}", None, READ_ERASURE, 200),
+    (f"PATCH {TI_PATH}", {"new_state": "not a state"}, ACT_ON_ERASURE, 422),
+    # XComs (the plan's datasets and prompts) and deleting runs: the chart grants them nobody.
+    (f"GET {TI_PATH}/xcomEntries", None, {"admin"}, 200),
+    (f"POST {TI_PATH}/xcomEntries", {"key": 1}, {"admin"}, 422),
+    ("PATCH /api/v2/dags/gdpr_erasure", {"is_paused": "x"}, ACT_ON_ERASURE, 422),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("user", ROLES)
+def test_airflows_own_routes_on_an_erasure_run_are_the_dpos_alone(
+    client: Any, tokens: dict[str, str], desk: dict[str, str], user: str
+) -> None:
+    """Issue 19: Viewer, User and Op hold global DAG permissions under FAB; on the erasure
+    DAGs they count for nothing. Nobody triggers gdpr_erasure or the extension over the API."""
+    wrong = []
+    for route, body, allowed, through in CORE_CELLS:
+        method, path = route.split(" ", 1)
+        response = client.request(method, path, headers=bearer(tokens[user]), json=body)
+        expected = through if user in allowed else 403
+        if response.status_code != expected:
+            wrong.append(f"{route}: {response.status_code}, expected {expected}")
+    assert not wrong, f"{user}:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("user", ROLES)
+def test_lists_of_dags_runs_and_prompts_hide_the_erasure_dags_from_other_roles(
+    client: Any, tokens: dict[str, str], desk: dict[str, str], user: str
+) -> None:
+    headers = bearer(tokens[user])
+    dags = client.get("/api/v2/dags", headers=headers)
+    runs = client.get("/api/v2/dags/~/dagRuns", headers=headers)
+    prompts = client.get("/api/v2/dags/~/dagRuns/~/hitlDetails", headers=headers)
+    seen = set()
+    if dags.status_code == 200:
+        seen |= {d["dag_id"] for d in dags.json()["dags"]}
+    if runs.status_code == 200:
+        seen |= {r["dag_id"] for r in runs.json()["dag_runs"]}
+    if prompts.status_code == 200:
+        seen |= {p["task_instance"]["dag_id"] for p in prompts.json()["hitl_details"]}
+    if user in READ_ERASURE:
+        assert "gdpr_erasure" in seen, (user, dags.text[:300])
+    else:
+        assert not seen & {"gdpr_erasure", "gdpr_erasure_extend"}, (user, seen)
+
+
+def test_another_role_cannot_answer_an_erasure_prompt(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    path = f"{RUN_PATH}/taskInstances/dpo_decides/-1/hitlDetails"
+    answer = {"chosen_options": ["Delete this row"], "params_input": {}}
+    for user in ("viewer", "user", "op", "operator", "auditor"):
+        response = client.patch(path, headers=bearer(tokens[user]), json=answer)
+        assert response.status_code == 403, (user, response.status_code, response.text[:200])
+
+
+def test_the_dpo_extends_a_deadline_on_the_desk_and_the_run_names_her(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    asked = {"months": 2, "reason": "Three systems' backups must be searched by hand."}
+    path = f"/erasure/api/v1/requests/{OVERDUE}/extend"
+    for user in ("operator", "admin", "user", "op"):
+        assert client.post(path, json=asked, headers=bearer(tokens[user])).status_code == 403
+    made = client.post(path, json=asked, headers=bearer(tokens["dpo"]))
+    assert made.status_code == 201, made.text
+    with create_session() as session:
+        run_id = made.json()["run_id"]
+        run = session.scalars(sa.select(DagRun).where(DagRun.run_id == run_id)).one()
+        assert run.dag_id == "gdpr_erasure_extend" and run.triggering_user_name == "dpo"
+        assert run.conf == {"request_ref": OVERDUE, **asked}
+    refusals = {
+        f"/erasure/api/v1/requests/{EXTENDED}/extend": 409,  # Art. 12(3): once
+        f"/erasure/api/v1/requests/{DONE}/extend": 409,  # closed: nothing to extend
+        "/erasure/api/v1/requests/DESK-NO-SUCH/extend": 404,
+    }
+    for refused, status in refusals.items():
+        response = client.post(refused, json=asked, headers=bearer(tokens["dpo"]))
+        assert response.status_code == status, (refused, response.text)
+    bad = client.post(path, json={"months": 3, "reason": "x"}, headers=bearer(tokens["dpo"]))
+    assert bad.status_code == 422 and "months" in bad.text

@@ -299,7 +299,7 @@ def archive_key_named_otherwise(estate: Estate) -> People:
 
 
 def extend_after_verify(estate: Estate, svc: Services, ref: str) -> None:
-    workflow.extend(svc, ref, 1, "complex request: the archive restore takes longer")
+    workflow.extend(svc, ref, 1, "complex request: the archive restore takes longer", "dana")
 
 
 def the_subject_comes_back(estate: Estate, svc: Services, ref: str) -> None:

@@ -550,13 +550,14 @@ def test_an_extension_is_one_or_two_months_with_a_reason_that_names_nobody(
     register(svc)
     workflow.plan_request(svc, REF)  # the plan pins the customer id the email expands to
     with pytest.raises(StepError, match="1 or 2 months"):
-        workflow.extend(svc, REF, 3, "a large estate")
+        workflow.extend(svc, REF, 3, "a large estate", "dana")
     with pytest.raises(NamesSubject, match="reason contains the subject's customer_id"):
-        workflow.extend(svc, REF, 2, f"{CANARY_ID} has 14 backups to search")
+        workflow.extend(svc, REF, 2, f"{CANARY_ID} has 14 backups to search", "dana")
     due = svc.requests.require(REF).due_on
 
-    until = workflow.extend(svc, REF, 2, "14 backups to restore and search")
+    until = workflow.extend(svc, REF, 2, "14 backups to restore and search", "dana")
     assert until > due and (until.year * 12 + until.month) - (due.year * 12 + due.month) == 2
     [extended] = [r for r in svc.ledger.show(REF) if r.kind is RecordKind.EXTENDED]
     assert extended.body["extended_until"] == until.isoformat()
     assert extended.body["reason"] == "14 backups to restore and search"
+    assert extended.body["by"] == "dana"  # the DPO who asked, signed with it
