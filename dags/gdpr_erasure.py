@@ -32,6 +32,7 @@ T = TypeVar("T")
 
 
 WAIT_FOR_ORDER = timedelta(seconds=2)
+WAIT_FOR_DPO = timedelta(seconds=60)
 POLL_SECONDS = 3.0  # how often the triggerer asks whether a rematerialisation run ended
 # A transient failure (warehouse, Vault) is retried soon; a lasting one fails the run, and the
 # DPO clears the failed task after fixing it: every step resumes without acting twice.
@@ -112,7 +113,7 @@ def _refs(datasets: list[DatasetRef]) -> list[dict[str, str]]:
 
 
 @contextmanager
-def _in_order() -> Iterator[None]:
+def _in_order(wait: timedelta = WAIT_FOR_ORDER) -> Iterator[None]:
     """A step that must wait for an earlier one of this run is rescheduled, not failed."""
     from airflow.sdk.exceptions import AirflowRescheduleException
 
@@ -120,9 +121,9 @@ def _in_order() -> Iterator[None]:
 
     try:
         yield
-    except NotYet as wait:
-        log.info("%s", wait)
-        raise AirflowRescheduleException(datetime.now(UTC) + WAIT_FOR_ORDER) from None
+    except NotYet as waiting:
+        log.info("%s", waiting)
+        raise AirflowRescheduleException(datetime.now(UTC) + wait) from None
 
 
 class RebuildOperator(BaseOperator):
@@ -420,7 +421,8 @@ def gdpr_erasure() -> None:
     def complete(ref: str, verified: bool) -> dict[str, Any]:
         from erasure import workflow
 
-        with _services() as svc:
+        # Reached with verify marked success by hand, it waits for the DPO and then verifies.
+        with _services() as svc, _in_order(WAIT_FOR_DPO):
             record = workflow.complete(svc, ref)
         return {"seq": record.seq, "status": record.status, "record_hash": record.record_hash}
 

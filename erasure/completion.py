@@ -24,6 +24,7 @@ from erasure.model import (
     SubjectSearch,
 )
 from erasure.registry.action_log import ActionRecord
+from erasure.registry.interventions import Intervention
 from erasure.registry.requests import RegisteredRequest
 from erasure.rulings import Ruling
 from erasure.verify import VerificationEvidence
@@ -67,6 +68,8 @@ class CompletionBody(BaseModel):
     subject_found: bool  # False: found nowhere, and the DPO confirmed the subject is not held
     # Found nowhere because an earlier request erased them: which, and when.
     already_erased_by: ErasedBefore | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Run or task states a person set by hand in Airflow meanwhile: what, who, when.
+    interventions: list[Intervention] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 def completion_body(
@@ -77,6 +80,7 @@ def completion_body(
     verification: VerificationEvidence,
     *,
     completed: datetime,
+    interventions: Sequence[Intervention] = (),
 ) -> CompletionBody:
     """The completed record's body for `record`, from its plan and its action log."""
     logged = {(a.dataset, a.action): a for a in actions}
@@ -125,4 +129,5 @@ def completion_body(
             ),
             None,
         ),
+        interventions=list(interventions),
     )

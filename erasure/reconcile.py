@@ -48,9 +48,11 @@ def find_limbo(
     *,
     now: datetime | None = None,
     grace: timedelta = CALLBACK_GRACE,
+    forced: Callable[[RegisteredRequest], str | None] = lambda _record: None,
 ) -> list[Limbo]:
     """Open requests whose own run is gone, or ended (longer than `grace` ago, as far as the
-    request last moved) without closing them."""
+    request last moved; at once when `forced` says who set the run's state by hand) without
+    closing them."""
     now = now or datetime.now(UTC)
     found = []
     for record in requests.list():
@@ -61,6 +63,11 @@ def find_limbo(
             reason = (
                 f"its run {record.run_id} is gone (deleted from Airflow) while the request "
                 f"was {record.status.value}: start it again under the same run id to resume"
+            )
+        elif state in ENDED and (by_hand := forced(record)) is not None:
+            reason = (
+                f"its run {record.run_id} ended {state} while the request was "
+                f"{record.status.value}: {by_hand}. Clear the run's tasks to resume"
             )
         elif state in ENDED and now - _utc(record.updated_at) > grace:
             reason = (

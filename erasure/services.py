@@ -24,6 +24,7 @@ from erasure.keys.pepper import PepperStore, would_orphan
 from erasure.keys.vault import connect, ensure_transit
 from erasure.pseudonym import Pepper
 from erasure.registry.action_log import ActionLog
+from erasure.registry.interventions import InterventionBook
 from erasure.registry.plans import PlanBook
 from erasure.registry.registration import Registrar
 from erasure.registry.rematerialisations import RunBook
@@ -81,6 +82,7 @@ class Services:
     ledger: RecordLedger
     submissions: SubmissionBox
     rematerialisations: RunBook
+    interventions: InterventionBook
 
     @classmethod
     def open(
@@ -136,6 +138,7 @@ class Services:
                 store, TransitSubmissionKey(vault, settings.vault_transit_mount)
             ),
             rematerialisations=RunBook(store),
+            interventions=InterventionBook(store),
         )
 
     def close(self) -> None:

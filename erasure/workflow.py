@@ -74,6 +74,7 @@ from erasure.progress import (
 from erasure.prompts import Asked
 from erasure.reconcile import Limbo, RunState, find_limbo
 from erasure.registry.action_log import ActionStatus
+from erasure.registry.interventions import RUN
 from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
 from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
 from erasure.services import Services
@@ -690,6 +691,7 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         svc.rulings.for_request(ref),
         verification,
         completed=now,
+        interventions=svc.interventions.for_request(ref),
     )
     status = (
         RecordStatus.COMPLETE_WITH_EXEMPTIONS
@@ -719,7 +721,17 @@ def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
 def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None) -> list[Limbo]:
     """Record failed every open request whose run is gone or ended without closing it (the
     parked identifier kept: clearing or restarting the run resumes it); those it found."""
-    found = find_limbo(svc.requests, run_state, now=now)
+
+    def forced(record: RegisteredRequest) -> str | None:
+        """The last time a person set the request's run's state by hand, described."""
+        marked = [
+            i
+            for i in svc.interventions.for_request(record.request_ref)
+            if i.run_id == record.run_id and i.target == RUN
+        ]
+        return marked[-1].describe() if marked else None
+
+    found = find_limbo(svc.requests, run_state, now=now, forced=forced)
     for limbo in found:
         fail(svc, limbo.request_ref, limbo.reason, limbo.run_id)
     return found
@@ -814,18 +826,35 @@ def _identities(svc: Services, ref: str) -> list[Identity]:
 def _verification(svc: Services, ref: str, record: RegisteredRequest) -> VerificationEvidence:
     """The verification `complete` signs, taken again now while the identifier is held: rows
     restored, a ruling given or a failure since the verify step all leave the record true.
+    Without a passed verify step (a task marked success by hand) it waits (NotYet) until
+    every action of the plan is done.
 
     Once the identifier is destroyed (a retry of a complete that died after destroying it,
     recorded or not) nothing can be looked at again: the verification on record is signed
     only if it passed and nothing of the request changed after it."""
     entry = svc.action_log.get(ref, VERIFICATION, _VERIFY)
+    request_key = svc.secrets.key_hash(ref, record.pepper_version)
+    held = record.secrets_destroyed_at is None and svc.keystore.exists(request_key)
+    if held and 1 in svc.plans.versions(ref):
+        if entry is None or entry.status is not ActionStatus.DONE:
+            # The verify task did not pass here (marked success by hand, say): what it checks
+            # is checked now, once everything it checks is done; until then this step waits.
+            unfinished = [
+                f"{item.dataset.name} ({item.action.value})"
+                for item in svc.plans.get(ref, 1).items
+                if svc.action_log.status(ref, item.dataset, item.action) is not ActionStatus.DONE
+            ]
+            if unfinished:
+                raise NotYet(
+                    f"request {ref} is not verified and {len(unfinished)} action(s) of its plan "
+                    f"are not done ({', '.join(unfinished[:5])}): complete waits for them, "
+                    "then verifies"
+                )
+        return verify(svc, ref)
     if entry is None or entry.status is not ActionStatus.DONE:
         raise StepError(
             f"request {ref}: not verified; nothing is reported complete before verify passes"
         )
-    request_key = svc.secrets.key_hash(ref, record.pepper_version)
-    if record.secrets_destroyed_at is None and svc.keystore.exists(request_key):
-        return verify(svc, ref)
     later = [
         a
         for a in svc.action_log.list(ref)

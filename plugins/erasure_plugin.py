@@ -4,13 +4,15 @@ The app lives in the `erasure_api` package beside this file; this module only re
 with Airflow's API server and adds "Erasure desk", "New erasure request" and "Erasure records"
 to the UI's Browse menu (a user without the access gets the page's 403, saying what it needs).
 It also adds the API-server middleware that resumes a HITL prompt answered while its task
-parked (erasure_hitl.py says why).
+parked (erasure_hitl.py says why), and the listener that records an erasure run or task set
+to a state by hand (erasure_listener.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import erasure_listener
 from airflow.plugins_manager import AirflowPlugin
 from erasure_api import app
 from erasure_hitl import ResumeAnsweredPrompts
@@ -20,6 +22,8 @@ class ErasurePlugin(AirflowPlugin):
     """Mounts the erasure FastAPI app at /erasure and links its records page in the UI."""
 
     name = "erasure"
+    # Records an erasure run or task set to a state by hand, and who did it (in the API server).
+    listeners: list[Any] = [erasure_listener]
     fastapi_apps: list[Any] = [{"app": app, "url_prefix": "/erasure", "name": "erasure"}]
     fastapi_root_middlewares: list[Any] = [
         {"middleware": ResumeAnsweredPrompts, "name": "erasure: resume answered prompts"}

@@ -223,6 +223,20 @@ rematerialisation_runs = sa.Table(
     "whose erasures were done before it started (erasure.actions.coalesce).",
 )
 
+interventions = sa.Table(
+    "interventions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("request_ref", sa.String(REQUEST_REF_LENGTH), nullable=False, index=True),
+    sa.Column("run_id", sa.String(255), nullable=False),
+    sa.Column("target", sa.String(512), nullable=False),  # "run", or "<task_id>[<map_index>]"
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("by", sa.String(255), nullable=False),
+    sa.Column("at", UtcDateTime, nullable=False),
+    comment="Erasure runs and tasks whose state a person set by hand in Airflow (UI or API), "
+    "as the API server heard it: who, when, what (erasure_listener).",
+)
+
 # ---------------------------------------------------------------------------------------------
 # Observed lineage (erasure.lineage.event_store): raw OpenLineage run events, stored as
 # received, once each (keyed by their content hash). The database refuses UPDATE on them

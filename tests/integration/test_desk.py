@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -161,10 +162,13 @@ def client(env: dict[str, str], fab_roles: list[str]) -> Iterator[Any]:
     from fastapi.testclient import TestClient
 
     def reload_plugins() -> None:
+        from airflow.listeners.listener import get_listener_manager
+
         for cached in (
             plugins_manager._get_plugins,
             plugins_manager.get_fastapi_plugins,
             plugins_manager._get_ui_plugins,
+            get_listener_manager,  # the plugin's listener, as the API server registers it
         ):
             cached.cache_clear()
 
@@ -223,6 +227,9 @@ def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
     folder = tmp_path_factory.mktemp("desk-dags")
     (folder / "gdpr_erasure.py").write_text(textwrap.dedent(STANDIN))
     (folder / "gdpr_erasure_extend.py").write_text(textwrap.dedent(EXTEND_STANDIN))
+    (folder / "erasure_reconcile.py").write_text(
+        textwrap.dedent(EXTEND_STANDIN).replace("gdpr_erasure_extend", "erasure_reconcile")
+    )
     with create_session() as session:
         DagBundlesManager().sync_bundles_to_db(session=session)
     bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
@@ -673,3 +680,54 @@ def test_the_dpo_extends_a_deadline_on_the_desk_and_the_run_names_her(
         assert response.status_code == status, (refused, response.text)
     bad = client.post(path, json={"months": 3, "reason": "x"}, headers=bearer(tokens["dpo"]))
     assert bad.status_code == 422 and "months" in bad.text
+
+
+def test_a_run_or_task_set_by_hand_is_recorded_at_once_naming_who(
+    client: Any, tokens: dict[str, str], registry: Books, store: Store, desk: dict[str, str]
+) -> None:
+    """Issue 19: the listener hears the API set an erasure task's and run's state, records who
+    did it in the erasure store, and starts the reconciler at once."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    from erasure.registry.interventions import InterventionBook
+
+    forced = f"DESK-{RUN}-FORCED"
+    register(
+        registry,
+        ErasureRequest.parse(
+            {
+                "request_ref": forced,
+                "identifier_type": "email",
+                "identifier": CANARY.replace("desk.", "forced."),
+                "received_on": TODAY.isoformat(),
+                "legal_ground": "art17_1_b",
+            }
+        ),
+        catalog=load_catalog(CATALOG),
+        run_id=_start_run(forced),
+    )
+    admin = bearer(tokens["admin"])
+    run_path = f"/api/v2/dags/gdpr_erasure/dagRuns/erasure-{forced}"
+    marked = client.patch(
+        f"{run_path}/taskInstances/dpo_decides", json={"new_state": "success"}, headers=admin
+    )
+    assert marked.status_code == 200, marked.text
+    ended = client.patch(run_path, json={"state": "failed"}, headers=admin)
+    assert ended.status_code == 200, ended.text
+
+    heard = InterventionBook(store).for_request(forced)
+    assert [(i.target, i.state, i.by) for i in heard] == [
+        ("dpo_decides", "success", "admin"),
+        ("run", "failed", "admin"),
+    ]
+    deadline = time.monotonic() + 30
+    while True:  # started by the listener right after the route's transaction ended
+        with create_session() as session:
+            started = session.scalars(
+                sa.select(DagRun.run_id).where(DagRun.dag_id == "erasure_reconcile")
+            ).all()
+        if [r for r in started if r.startswith("forced-")] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [r for r in started if r.startswith("forced-")], started

@@ -89,3 +89,39 @@ def test_running_closed_just_ended_and_finished_dry_runs_are_left_alone(svc: Ser
     ]
     assert svc.requests.require(running).status is RequestStatus.PLANNED
     assert svc.requests.require(dry).status is RequestStatus.PLANNED
+
+
+def test_a_run_set_to_success_by_hand_is_recorded_failed_at_once_naming_who(
+    svc: Services,
+) -> None:
+    """Issue 19: the listener recorded who forced the run's state; the reconciler the listener
+    starts records the request failed at once (no grace), naming them, never complete."""
+    from erasure.registry.interventions import RUN, Intervention
+
+    register(svc)
+    workflow.plan_request(svc, REF)
+    workflow.tombstone(svc, REF)
+    runs = {f"erasure-{REF}": "success"}  # forced to success from the UI mid-erasure
+    assert workflow.reconcile(svc, runs.get) == []  # within the grace, unheard: left alone
+    svc.interventions.note(
+        Intervention(
+            request_ref=REF,
+            run_id=f"erasure-{REF}",
+            target=RUN,
+            state="success",
+            by="admin",
+            at=datetime.now(UTC),
+        )
+    )
+
+    [limbo] = workflow.reconcile(svc, runs.get)  # at once: no grace for a forced end
+    assert limbo.run_state == "success"
+    [reason] = failed_records(svc, REF)
+    assert "the run set to success by admin" in reason and "Clear the run's tasks" in reason
+    assert svc.requests.require(REF).status is RequestStatus.FAILED
+    assert not [r for r in svc.ledger.show(REF) if r.kind is RecordKind.COMPLETED]
+    # Cleared and run to its end, the signed completion lists what was done by hand.
+    act(svc)
+    record = workflow.complete(svc, REF)
+    [listed] = record.body["interventions"]
+    assert (listed["target"], listed["state"], listed["by"]) == (RUN, "success", "admin")
