@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,10 @@ REF = f"DSR-ROLES-{uuid.uuid4().hex[:8]}"
 RUN_ID = f"erasure-{REF}"
 NOBODY = f"nobody.{uuid.uuid4().hex[:8]}@example.invalid"  # held nowhere: one prompt
 REBUILD_DAG = "build_marts"
-ROLES = ("dpo", "auditor", "operator", TASKS_USER, "admin")
+TASK = f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{{run}}/taskInstances/register"
+# The chart's roles, Admin, and the roles Airflow itself creates (real deployments map most
+# people to Viewer, User and Op).
+ROLES = ("dpo", "auditor", "operator", TASKS_USER, "admin", "viewer", "user", "op")
 NOT_A_DATE = {"logical_date": "not a date"}  # 422 once authorised: nothing is triggered
 NOT_HELD = {
     "chosen_options": ["Confirm the subject is not held"],
@@ -64,6 +67,8 @@ class Cell:
     ok: int = 200
     body: Any = None
     after_completion: bool = False  # tried once the run has completed (its records exist)
+    # For a list: whether the response shows erasure runs (a list is filtered, not refused).
+    shows: Callable[[httpx.Response], bool] | None = None
 
 
 def cell(name: str, route: str, allowed: set[str], **extra: Any) -> Cell:
@@ -90,14 +95,17 @@ CELLS = [
     cell("lineage ingest by login", "POST /erasure/api/v1/lineage", {"dpo", "admin"}, body=[]),
     cell("who may answer", "GET /erasure/api/v1/respondents", {TASKS_USER, "admin"}),
     # Airflow: triggers, the DPO's run controls, what a run and its prompt show.
-    cell("trigger gdpr_erasure", f"POST /api/v2/dags/{ERASURE_DAG}/dagRuns", {"admin"},
+    # Only the desk starts erasure and extension runs, in the API server: nobody over the API.
+    cell("trigger gdpr_erasure", f"POST /api/v2/dags/{ERASURE_DAG}/dagRuns", set(),
          ok=422, body=NOT_A_DATE),
     cell("trigger a rematerialisation DAG", f"POST /api/v2/dags/{REBUILD_DAG}/dagRuns",
          {TASKS_USER, "admin"}, ok=422, body=NOT_A_DATE),
     cell("follow a rematerialisation run", f"GET /api/v2/dags/{REBUILD_DAG}/dagRuns",
          {TASKS_USER, "operator", "admin"}),
-    cell("extend a deadline", "POST /api/v2/dags/gdpr_erasure_extend/dagRuns",
-         {"dpo", "admin"}, ok=422, body=NOT_A_DATE),
+    cell("trigger the extension DAG", "POST /api/v2/dags/gdpr_erasure_extend/dagRuns",
+         set(), ok=422, body=NOT_A_DATE),
+    cell("extend a deadline on the desk", "POST /erasure/api/v1/requests/{ref}/extend",
+         {"dpo"}, ok=422, body={"months": 3}),
     cell("fail (discard) an erasure run", f"PATCH /api/v2/dags/{ERASURE_DAG}/dagRuns/{{run}}",
          {"dpo", "admin"}, ok=422, body={"state": "not a state"}),
     cell("clear an erasure task", f"POST /api/v2/dags/{ERASURE_DAG}/clearTaskInstances",
@@ -106,7 +114,21 @@ CELLS = [
          {"operator", "admin"}, ok=422, body={"dry_run": "not a boolean"}),
     cell("read an erasure run's conf", f"GET /api/v2/dags/{ERASURE_DAG}/dagRuns/{{run}}",
          {"dpo", "operator", "admin"}),
-    cell("list the prompts", "GET /api/v2/dags/~/dagRuns/~/hitlDetails", {"dpo", "admin"}),
+    cell("mark an erasure task", f"PATCH {TASK}", {"dpo", "admin"}, ok=422,
+         body={"new_state": "not a state"}),
+    cell("read an erasure task's log", f"GET {TASK}/logs/1", {"dpo", "operator", "admin"}),
+    cell("read an erasure task's XCom", f"GET {TASK}/xcomEntries", {"admin"}),
+    cell("write an erasure task's XCom", f"POST {TASK}/xcomEntries", {"admin"}, ok=422,
+         body={"key": 1}),
+    cell("delete an erasure run", f"DELETE /api/v2/dags/{ERASURE_DAG}/dagRuns/no-such-run",
+         {"admin"}, ok=404),
+    cell("pause the erasure DAG", f"PATCH /api/v2/dags/{ERASURE_DAG}", {"dpo", "admin"},
+         ok=422, body={"is_paused": "not a boolean"}),
+    # Lists are filtered, not refused: who sees the erasure runs and prompts in them.
+    cell("list the DAG runs", "GET /api/v2/dags/~/dagRuns?limit=1000",
+         {"dpo", "operator", "admin"}, shows=lambda r: ERASURE_DAG in r.text),
+    cell("list the prompts", "GET /api/v2/dags/~/dagRuns/~/hitlDetails", {"dpo", "admin"},
+         shows=lambda r: ERASURE_DAG in r.text),
     # Airflow's audit log holds every trigger's body: nobody but Admin reads it.
     cell("read the audit log", "GET /api/v2/eventLogs", {"admin"}),
     # Answered for real: the DPO last, her answer completes the run.
@@ -118,6 +140,7 @@ CELLS = [
 class Matrix:
     seen: dict[tuple[str, str], int]  # (role, cell name) -> HTTP status
     details: dict[tuple[str, str], str]
+    shown: dict[tuple[str, str], bool]  # (role, list cell) -> whether it showed erasure runs
     state: str
     records: list[dict[str, Any]]
 
@@ -161,6 +184,7 @@ def matrix(airflow_standalone: Stack, dpo_api: AirflowApi) -> Matrix:
     }
     seen: dict[tuple[str, str], int] = {}
     details: dict[tuple[str, str], str] = {}
+    shown: dict[tuple[str, str], bool] = {}
     clients = dict(_clients(stack))
     try:
         order = sorted(ROLES, key=lambda role: role == "dpo")  # the DPO answers last
@@ -168,6 +192,8 @@ def matrix(airflow_standalone: Stack, dpo_api: AirflowApi) -> Matrix:
             for c in (c for c in CELLS if not c.after_completion):
                 response = _try(clients[role], c, fill)
                 seen[role, c.name], details[role, c.name] = response.status_code, response.text
+                if c.shows is not None:
+                    shown[role, c.name] = response.status_code == 200 and c.shows(response)
         # The plan's other questions (the archive without a key of a nobody, the backup) are
         # answered as the demo's DPO answers them; the cells above answered the search's.
         state, _ = dpo_api.wait(RUN_ID, decisions=load_decisions(), timeout=240)
@@ -179,7 +205,7 @@ def matrix(airflow_standalone: Stack, dpo_api: AirflowApi) -> Matrix:
     finally:
         for client in clients.values():
             client.close()
-    return Matrix(seen, details, state, records)
+    return Matrix(seen, details, shown, state, records)
 
 
 def _table(matrix: Matrix) -> str:
@@ -196,6 +222,10 @@ def test_each_role_gets_exactly_its_cells(matrix: Matrix, role: str) -> None:
     wrong = []
     for c in CELLS:
         status = matrix.seen[role, c.name]
+        if c.shows is not None:  # a list: the erasure runs in it for exactly the allowed
+            if matrix.shown[role, c.name] != (role in c.allowed):
+                wrong.append(f"{c.name}: shows erasure runs {matrix.shown[role, c.name]}")
+            continue
         expected = c.ok if role in c.allowed else 403
         if status != expected:
             wrong.append(
