@@ -227,8 +227,16 @@ def _erased_before(svc: Services, ref: str, identities: set[Identity]) -> Erased
         earlier = stone.request_ref
         if earlier is None or earlier == ref or 1 not in svc.plans.versions(earlier):
             continue
-        if svc.plans.get(earlier, 1).roots:
-            return ErasedBefore(request_ref=earlier, on=stone.created_at.date())
+        if not svc.plans.get(earlier, 1).roots:
+            continue
+        # A tombstone goes in before any row is erased: only a request signed complete erased.
+        done = [
+            r
+            for r in svc.ledger.show(earlier)
+            if r.kind is RecordKind.COMPLETED and r.status is not None
+        ]
+        if done:  # on the day it was signed complete
+            return ErasedBefore(request_ref=earlier, on=done[0].created_at.date())
     return None
 
 
@@ -709,6 +717,8 @@ def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
     record = svc.requests.get(ref)
     if record is None or record.closed or record.run_id != run_id:
         return  # not registered, done, or another submission's failure: not this request's
+    if any(r.kind is RecordKind.COMPLETED for r in svc.ledger.show(ref)):
+        return  # signed complete (its registry entry closes next): a completion is final
     # The failure callback, the reconciler and two tasks failing at once may all see the
     # same failure: only the call that moves the request to failed signs the record.
     if not svc.requests.move(ref, RequestStatus.FAILED):
@@ -724,10 +734,10 @@ def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None
 
     def forced(record: RegisteredRequest) -> str | None:
         """The last time a person set the request's run's state by hand, described."""
-        marked = [
+        marked = [  # since the request last moved: an older one was resumed from
             i
             for i in svc.interventions.for_request(record.request_ref)
-            if i.run_id == record.run_id and i.target == RUN
+            if i.run_id == record.run_id and i.target == RUN and i.at >= record.updated_at
         ]
         return marked[-1].describe() if marked else None
 

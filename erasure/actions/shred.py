@@ -67,13 +67,13 @@ def shred_keys(
         elif keystore.key_id(key_hash) in cited:
             # The subject's key also sealed another dataset and went with it: cite that.
             keys.append(dict(cited[keystore.key_id(key_hash)]))
-        elif key_hash in destroyed_earlier:  # proven gone again, and claimed as this shred's
-            keys.append({**cipher.shred(key_hash).model_dump(mode="json"), "already_absent": False})
         elif (elsewhere := by_other_requests(keystore.key_id(key_hash))) is not None:
             # Another request for the same person destroyed it first (two requests of one
-            # subject at once): it is gone, proven again now, and that request's record says
-            # when. Cited, not claimed.
+            # subject at once), even if this one's earlier try was about to: it is gone, and
+            # that request's record says when. Cited, not claimed.
             keys.append(elsewhere)
+        elif key_hash in destroyed_earlier:  # proven gone again, and claimed as this shred's
+            keys.append({**cipher.shred(key_hash).model_dump(mode="json"), "already_absent": False})
     if not keys:
         raise ShredError(
             f"no per-subject key of the subject exists for {dataset.name} under pepper "

@@ -77,10 +77,15 @@ def outcome_of(
         (r for r in reversed(records) if r.kind in (RecordKind.COMPLETED, RecordKind.FAILED)),
         None,
     )
-    if last is not None and last.kind is RecordKind.COMPLETED and last.status is not None:
+    # A completion is final: a failure signed after it (a run forced to failed while complete
+    # was finishing) does not undo it.
+    completed = next(
+        (r for r in records if r.kind is RecordKind.COMPLETED and r.status is not None), None
+    )
+    if completed is not None and completed.status is not None:
         return RequestOutcome(
-            status=OutcomeStatus(last.status.value),
-            effective_erasure_date=_effective_date(last.body),
+            status=OutcomeStatus(completed.status.value),
+            effective_erasure_date=_effective_date(completed.body),
             failures=failures,
         )
     if registered is None:
