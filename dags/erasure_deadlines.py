@@ -65,12 +65,12 @@ with DAG(
             title="Extend by (months)",
             description="Art. 12(3): at most two further months, once.",
         ),
-        "reason": Param(
+        "sealed_reason": Param(
             type="string",
-            minLength=10,
-            title="Reason",
-            description="Why the request is complex or numerous; the subject must "
-            "be told within the first month. Do not name the person.",
+            pattern=r"^vault:v[0-9]+:",
+            title="Reason (sealed)",
+            description="Set by the erasure desk, which seals the DPO's reason before it "
+            "reaches Airflow. Extend a deadline on the desk, not here.",
         ),
     },
 ):
@@ -98,8 +98,9 @@ with DAG(
                 "the erasure desk"
             )
         with Services.open(settings) as svc:
+            reason = svc.submissions.open_text(params["sealed_reason"])
             until = workflow.extend(
-                svc, params["request_ref"], params["months"], params["reason"], by or "unknown"
+                svc, params["request_ref"], params["months"], reason, by or "unknown"
             )
         return until.isoformat()
 

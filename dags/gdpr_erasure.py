@@ -25,6 +25,7 @@ from erasure.rulings import EXEMPTIONS
 
 if TYPE_CHECKING:
     from erasure.model import DatasetRef
+    from erasure.prompts import Asked
     from erasure.rulings import DpoAnswer
 
 log = logging.getLogger(__name__)
@@ -180,23 +181,48 @@ class DpoPrompt(HITLOperator):
         super().__init__(**kwargs)
         self.asked = asked
 
+    def execute(self, context: Any) -> Any:
+        """Ask, unless the artefact is ruled already (a prompt cleared after its answer was
+        recorded): asking again would take an answer that changes nothing signed."""
+        from erasure import workflow
+
+        asked = self._asked(context)
+        with _services() as svc:
+            ruled = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
+        if ruled is not None:
+            log.info("%s is ruled already: not asked again", asked.dataset.name)
+            return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
+        return super().execute(context)
+
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         from erasure_respondents import author_roles, dpo_respondents
 
         from erasure import workflow
-        from erasure.prompts import Asked
 
         answer = dict(super().execute_complete(context, event))  # a timeout raises here
-        asked = Asked.model_validate(self.asked)
+        asked = self._asked(context)
         with _services() as svc:
             # Asked now, not when the prompt was assigned: whoever lost the role since may
             # not rule.
             roles = author_roles(dpo_respondents(svc.settings), answer.get("responded_by_user"))
             ruled = _transient_retries(
-                lambda: workflow.rule_on(svc, asked, dpo_answer(answer, roles))
+                lambda: workflow.rule_on(svc, asked, dpo_answer(answer, roles), self.subject)
             )
         log.info("ruling on %s recorded: %s", asked.dataset.name, ruled.ruling.option.value)
         return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
+
+    def _asked(self, context: Any) -> Asked:
+        """What this prompt asks about, which must be about this run's own request."""
+        from erasure.progress import StepError
+        from erasure.prompts import Asked
+
+        asked = Asked.model_validate(self.asked)
+        if asked.request_ref != (context.get("params") or {}).get("request_ref"):
+            raise StepError(
+                f"this prompt asks about request {asked.request_ref}, not this run's: its "
+                "answer is no ruling here"
+            )
+        return asked
 
 
 def _transient_retries(step: Callable[[], T], attempts: int = 3) -> T:

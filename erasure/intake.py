@@ -36,8 +36,7 @@ from erasure.store.schema import submissions
 from erasure.submission import ErasureRequest
 
 DESK = (
-    "the erasure desk (Browse > New erasure request in Airflow, or POST "
-    "/erasure/api/v1/requests)"
+    "the erasure desk (Browse > New erasure request in Airflow, or POST /erasure/api/v1/requests)"
 )
 _HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
 
@@ -166,6 +165,14 @@ class SubmissionBox:
                 )
             ).rowcount
         return bool(deleted)
+
+    def seal_text(self, text: str) -> str:
+        """Free text sealed for a run's conf (a reason the API server cannot check for the
+        subject's identifiers: only a worker opens it, and checks it, before it is kept)."""
+        return self._key.seal(text.encode("utf-8"))
+
+    def open_text(self, sealed: str) -> str:
+        return self._key.open(sealed).decode("utf-8")
 
     def held(self, request_ref: str) -> int:
         """How many sealed submissions of `request_ref` are still kept."""

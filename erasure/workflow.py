@@ -71,7 +71,7 @@ from erasure.progress import (
     save_progress,
     wait_for,
 )
-from erasure.prompts import Asked
+from erasure.prompts import Asked, escalation_prompt
 from erasure.reconcile import Limbo, RunState, find_limbo
 from erasure.registry.action_log import ActionStatus
 from erasure.registry.interventions import RUN
@@ -501,9 +501,10 @@ def rule(svc: Services, ref: str, dataset: DatasetRef, answer: DpoAnswer) -> Rul
     return _carry_out(svc, ref, item, ruling)
 
 
-def rule_on(svc: Services, asked: Asked, answer: DpoAnswer) -> RulingEvidence:
+def rule_on(svc: Services, asked: Asked, answer: DpoAnswer, shown: str) -> RulingEvidence:
     """Record the answer to one prompt as the ruling on the artefact that prompt asked about,
-    and on nothing else: the prompt must come from the request's acting plan."""
+    and on nothing else: the prompt must come from the request's acting plan, and the
+    question it showed (`shown`, its subject) must be that artefact's."""
     ref, name = asked.request_ref, asked.dataset.name
     plan = svc.plans.get(ref, 1)
     if asked.plan_version != 1 or asked.lineage_snapshot != plan.lineage_snapshot:
@@ -513,7 +514,22 @@ def rule_on(svc: Services, asked: Asked, answer: DpoAnswer) -> RulingEvidence:
             "is no ruling on this request. Clear the run's plan task and everything after it "
             "to ask again"
         )
+    item = next((i for i in plan.items if i.dataset == asked.dataset), None)
+    if item is None or escalation_prompt(item).subject != shown:
+        raise StepError(
+            f"the prompt answered showed {shown!r}, which is not the question on {name!r}: "
+            "its answer is no ruling on it. Clear the run's plan task and everything after it "
+            "to ask again"
+        )
     return rule(svc, ref, asked.dataset, answer)
+
+
+def ruling_on_record(svc: Services, ref: str, dataset: DatasetRef) -> RulingEvidence | None:
+    """The ruling carried out on the request's escalation of `dataset`, if there is one."""
+    entry = svc.action_log.get(ref, dataset, Action.ESCALATE)
+    if entry is None or entry.status is not ActionStatus.DONE:
+        return None
+    return RulingEvidence.model_validate(entry.evidence)
 
 
 def require_rulings(svc: Services, ref: str) -> int:

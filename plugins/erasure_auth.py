@@ -6,10 +6,11 @@ erasure runs, the extension, the reconciler and the rematerialisation DAGs a pla
 and Airflow's DAG-level `access_control` can only add to such grants, never take them away.
 `ErasureAuthManager` is FAB's auth manager with one rule more: on a protected DAG only a
 grant naming that DAG (`DAG:<id>`, which the chart gives the DPO, Operator and ErasureTasks
-roles) counts, or the FAB admin role. And nobody triggers `gdpr_erasure` or
-`gdpr_erasure_extend` over the API, Admin included: the erasure desk creates their runs in
-the API server for the DPO, so an identifier typed into a run's conf never reaches
-Airflow's metadata DB and every extension names the DPO who asked for it.
+roles) counts, or the FAB admin role. Nobody, Admin included, triggers `gdpr_erasure` or
+`gdpr_erasure_extend` over the API (the erasure desk creates their runs in the API server
+for the DPO, so an identifier typed into a run's conf never reaches Airflow's metadata DB
+and every extension names the DPO who asked for it), or writes a protected run's XComs
+(what its tasks pass on, such as the artefact a prompt asks about, is theirs alone).
 
 Set `[core] auth_manager = erasure_auth.ErasureAuthManager` (the chart and `make up` do); the
 module lives in the plugins folder, which Airflow puts on the path of every component.
@@ -42,21 +43,38 @@ _EDIT = "can_edit"
 _DELETE = "can_delete"
 
 
+def is_protected(dag_id: str) -> bool:
+    """Whether `dag_id` is an erasure DAG or one of the catalog's rematerialisation DAGs. A
+    catalog that cannot be read protects every DAG (it cannot tell which are rebuilt)."""
+    rebuilds = _rebuild_dags()
+    return dag_id in ERASURE_DAGS or rebuilds is None or dag_id in rebuilds
+
+
 @cache
-def protected_dags() -> frozenset[str]:
-    """The erasure DAGs and the catalog's rematerialisation DAGs (read once)."""
+def _catalog_rebuild_dags(path: str) -> frozenset[str]:
+    from erasure.catalog import load_catalog
+
+    catalog = load_catalog(path)
+    return frozenset(
+        d for d in (getattr(ds.rebuild, "dag_id", None) for ds in catalog.datasets) if d
+    )
+
+
+def _rebuild_dags() -> frozenset[str] | None:
+    """The catalog's rebuild DAGs (read once per process); None if it cannot be read."""
     path = os.environ.get("ERASURE_CATALOG_PATH")
     if not path:
-        return ERASURE_DAGS
+        return frozenset()
     try:
-        from erasure.catalog import load_catalog
-
-        catalog = load_catalog(path)
-    except Exception as exc:  # the erasure DAGs stay protected; say why the others are not
-        log.error("cannot read the catalog %s (%s): its rebuild DAGs are not protected", path, exc)
-        return ERASURE_DAGS
-    rebuilds = {getattr(ds.rebuild, "dag_id", None) for ds in catalog.datasets}
-    return ERASURE_DAGS | {dag_id for dag_id in rebuilds if dag_id}
+        return _catalog_rebuild_dags(path)
+    except Exception as exc:  # not cached: the next check reads it again
+        log.error(
+            "cannot read the catalog %s (%s): every DAG is kept to the roles granted it by name "
+            "until it can be read (ERASURE_CATALOG_PATH)",
+            path,
+            exc,
+        )
+        return None
 
 
 def _dag_action(method: str, access_entity: DagAccessEntity | None) -> str:
@@ -81,13 +99,11 @@ class ErasureAuthManager(FabAuthManager):
         details: DagDetails | None = None,
     ) -> bool:
         dag_id = details.id if details is not None else None
-        if dag_id in protected_dags():
-            if (
-                dag_id in DESK_ONLY
-                and access_entity is DagAccessEntity.RUN
-                and method == "POST"
-            ):
+        if dag_id is not None and is_protected(dag_id):
+            if dag_id in DESK_ONLY and access_entity is DagAccessEntity.RUN and method == "POST":
                 return False
+            if access_entity is DagAccessEntity.XCOM and method != "GET":
+                return False  # what the tasks pass on (a prompt's artefact) is theirs alone
             if not self._named_grant(user, dag_id, _dag_action(method, access_entity)):
                 return False
         return bool(
@@ -102,7 +118,7 @@ class ErasureAuthManager(FabAuthManager):
         return {
             dag_id
             for dag_id in ids
-            if dag_id not in protected_dags() or self._named_grant(user, dag_id, action)
+            if not is_protected(dag_id) or self._named_grant(user, dag_id, action)
         }
 
     def _named_grant(self, user: Any, dag_id: str, action: str) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.listeners import hookimpl
@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 ERASURE_DAG = "gdpr_erasure"
 RECONCILE_DAG = "erasure_reconcile"
 MANUAL = "manually set"  # in the `msg` the API passes for a run state set by hand
+# Airflow's routes that set a run's or task's state and log their caller first (the audit
+# log's event is the route function's name).
+STATE_ROUTES = ("patch_dag_run", "patch_task_instance", "patch_task_group_instances")
 
 
 @hookimpl
@@ -72,10 +75,12 @@ def _forced_task(ti: Any, state: str) -> None:
         return
     map_index = getattr(ti, "map_index", -1)
     target = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}[{map_index}]"
-    _note(getattr(ti, "dag_run", None), target, state, run_id=ti.run_id)
+    _note(getattr(ti, "dag_run", None), target, state, run_id=ti.run_id, task_id=ti.task_id)
 
 
-def _note(dag_run: Any, target: str, state: str, run_id: str | None = None) -> bool:
+def _note(
+    dag_run: Any, target: str, state: str, run_id: str | None = None, task_id: str | None = None
+) -> bool:
     """Record the intervention against the run's request; whether it was recorded."""
     from erasure.registry.interventions import Intervention, InterventionBook
 
@@ -89,7 +94,7 @@ def _note(dag_run: Any, target: str, state: str, run_id: str | None = None) -> b
         run_id=run_id,
         target=target,
         state=state,
-        by=_who(run_id),
+        by=_who(run_id, task_id),
         at=datetime.now(UTC),
     )
     try:
@@ -103,20 +108,26 @@ def _note(dag_run: Any, target: str, state: str, run_id: str | None = None) -> b
     return True
 
 
-def _who(run_id: str) -> str:
-    """The login Airflow's audit log names for the newest change of this erasure run (the
-    route that fired the hook logs its caller before it runs)."""
+def _who(run_id: str, task_id: str | None) -> str:
+    """The login Airflow's audit log names as the caller of the route that set this state:
+    its row for this run (and task) by a state-setting route, written the moment before;
+    "unknown" when there is none (the bulk routes log no run), never a guess."""
     import sqlalchemy as sa
     from airflow.models.log import Log
     from airflow.utils.session import create_session
 
+    since = datetime.now(UTC) - timedelta(seconds=30)
+    query = sa.select(Log.owner).where(
+        Log.dag_id == ERASURE_DAG,
+        Log.run_id == run_id,
+        Log.event.in_(STATE_ROUTES),
+        Log.dttm >= since,
+        Log.owner.is_not(None),
+    )
+    if task_id is not None:
+        query = query.where(Log.task_id == task_id)
     with create_session() as session:
-        owner = session.scalar(
-            sa.select(Log.owner)
-            .where(Log.dag_id == ERASURE_DAG, Log.run_id == run_id, Log.owner.is_not(None))
-            .order_by(Log.dttm.desc(), Log.id.desc())
-            .limit(1)
-        )
+        owner = session.scalar(query.order_by(Log.dttm.desc(), Log.id.desc()).limit(1))
     return str(owner) if owner else "unknown"
 
 

@@ -5,6 +5,7 @@ access each needs is in `erasure_api.auth`):
 
     POST /erasure/api/v1/lineage                     lineage      OpenLineage in (or API key)
     POST /erasure/api/v1/requests                    submit       submit: sealed, run started
+    POST /erasure/api/v1/requests/{ref}/extend       submit       extend a deadline (the DPO)
     GET  /erasure/api/v1/requests[?status=]          read         requests: status, due dates
     GET  /erasure/api/v1/requests/{ref}              read         one request, plan, actions
     GET  /erasure/api/v1/records[?since=&status=]    read         completion records

@@ -235,7 +235,9 @@ def _extend(backend: ErasureBackend, ref: str, extension: Extension, caller: Cal
             "allows one extension",
         )
     run_id = f"extend-{ref}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
-    conf = {"request_ref": ref, "months": extension.months, "reason": extension.reason}
+    # Sealed like a submission: the worker checks it names nobody before it is kept anywhere.
+    sealed = backend.submissions().seal_text(extension.reason)
+    conf = {"request_ref": ref, "months": extension.months, "sealed_reason": sealed}
     with create_session() as session:
         _create_run(EXTEND_DAG_ID, run_id, conf, caller.name, session)
     log.info("extension of request %s asked for by %s: run %s", ref, caller.name, run_id)
