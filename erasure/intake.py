@@ -36,8 +36,7 @@ from erasure.store.schema import submissions
 from erasure.submission import ErasureRequest
 
 DESK = (
-    "the erasure desk (Browse > New erasure request in Airflow, or POST "
-    "/erasure/api/v1/requests)"
+    "the erasure desk (Browse > New erasure request in Airflow, or POST /erasure/api/v1/requests)"
 )
 _HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
 
@@ -176,6 +175,14 @@ class SubmissionBox:
         )
         with _transaction(self._store, "count sealed submissions") as c:
             return int(c.execute(query).scalar_one())
+
+
+def sealed_refs(store: Store) -> frozenset[str]:
+    """The references with a sealed submission still kept: submitted, not yet registered or
+    refused (the desk's own read: no key needed to count them)."""
+    query = sa.select(submissions.c.request_ref).distinct()
+    with _transaction(store, "list sealed submissions") as c:
+        return frozenset(c.scalars(query))
 
 
 @contextmanager
