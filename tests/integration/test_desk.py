@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
@@ -639,8 +641,81 @@ def test_a_person_refused_a_page_gets_a_page_saying_why(
     assert "Not for your role" in page.text and "can_read on Erasure Desk" in page.text
     api = client.get("/erasure/api/v1/desk", headers=browser)  # scripts keep their JSON
     assert api.status_code == 403 and "can_read on Erasure Desk" in api.json()["detail"]
-    anonymous = client.get("/erasure/requests/new", headers={"Accept": "text/html"})
-    assert anonymous.status_code == 401 and "Log in to Airflow first" in anonymous.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Not logged in: to Airflow's login, and back to the page asked for
+
+
+def login_next(response: Any) -> str:
+    """The `next` of the login URL a page redirected to; asserts it is FAB's login page."""
+    assert response.status_code == 303, (response.status_code, response.text[:200])
+    login = urlsplit(response.headers["location"])
+    assert login.path == "/auth/login/", login
+    (next_url,) = parse_qs(login.query)["next"]
+    return str(next_url)
+
+
+PAGES = (
+    "/erasure/desk?status=failed",
+    "/erasure/records?status=complete",
+    "/erasure/requests/new",
+    f"/erasure/api/v1/records/{DONE}/export?format=html",  # the evidence page
+)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_page_asked_for_before_login_is_where_login_returns(client: Any, page: str) -> None:
+    asked = client.get(page, headers=BROWSER, follow_redirects=False)
+    assert login_next(asked) == page
+    # Scripts are not browsers: they keep their 401.
+    assert client.get(page, follow_redirects=False).status_code == 401
+
+
+def test_logging_in_from_the_redirect_lands_on_the_desk(
+    client: Any, env: dict[str, str], desk: dict[str, str]
+) -> None:
+    asked = client.get("/erasure/desk?status=failed", headers=BROWSER, follow_redirects=False)
+    login = asked.headers["location"]
+    try:
+        form = client.get(login)
+        csrf = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', form.text)
+        assert csrf is not None, form.text[:500]
+        logged_in = client.post(
+            login,
+            data={"username": "dpo", "password": env["password:dpo"], "csrf_token": csrf[1]},
+            follow_redirects=False,
+        )
+        assert logged_in.status_code == 302, logged_in.text[:300]
+        landed = urlsplit(logged_in.headers["location"])
+        assert (landed.path, landed.query) == ("/erasure/desk", "status=failed")
+        page = client.get(logged_in.headers["location"], headers=BROWSER)
+    finally:
+        client.cookies.clear()
+    assert page.status_code == 200 and f'data-ref="{FAILED}"' in page.text
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "evil.example"},
+        {"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"},
+        {"Referer": "https://evil.example/erasure/desk"},
+    ],
+)
+def test_the_login_redirect_never_names_another_host(client: Any, headers: dict[str, str]) -> None:
+    asked = [
+        client.get(page, headers={**BROWSER, **headers}, follow_redirects=False)
+        for page in (
+            "/erasure/desk?next=https://evil.example/",
+            "/erasure/api/v1/records/%5C%5Cevil.example/export?format=html",
+        )
+    ]
+    for response in asked:
+        next_url = login_next(response)
+        target = urlsplit(next_url)
+        assert next_url.startswith("/erasure/") and not target.scheme and not target.netloc
+        assert "evil.example" not in urlsplit(response.headers["location"]).netloc
 
 
 def test_the_roles_job_takes_back_a_grant_made_by_hand(client: Any, fab_roles: list[str]) -> None:
