@@ -137,7 +137,8 @@ def view_of(desk: Desk, base: str) -> DeskView:
 
 
 def _entry_view(entry: DeskEntry, base: str) -> EntryView:
-    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id)}" if entry.run_id else None
+    exists = entry.run_id is not None and entry.run_state is not None  # not deleted
+    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id)}" if exists else None
     ref = quote(entry.request_ref, safe="")
     registered = entry.subject_hash is not None
     remedy = {

@@ -437,6 +437,7 @@ def test_each_request_is_offered_the_remedy_that_works(
     assert offered[ENDED] == ("run_ended", "clear_run", f"/dags/gdpr_erasure/runs/erasure-{ENDED}")
     resume = f"/erasure/api/v1/requests/{DELETED}/resume"
     assert offered[DELETED] == ("failed", "resume", resume)
+    assert entries[DELETED]["run_url"] is None  # no link to a run that is gone
     for ref in (DONE, WAITING, QUEUED, DRY, OVERDUE):
         assert offered[ref][1:] == ("none", None), (ref, offered[ref])
     assert entries[DONE]["failed"], "a completed request's failed task is known, not offered"
