@@ -1,23 +1,25 @@
-"""The DPO's desk: every request, its Art. 12(3) deadline, the prompts awaiting her, what failed.
+"""The DPO's desk: every request, its Art. 12(3) deadline, the prompts awaiting her, what failed,
+and the one remedy that works from where each stands.
 
 Built from the registry and from what the orchestrator reports of each request's run (the
 adapter reads Airflow and passes `RunFacts` in; this module does not know Airflow). A request
 whose run has a prompt waiting shows as awaiting the DPO, whatever step the registry last
-recorded. A
-submission whose run has not registered it yet, or whose run refused it at register, is on
-the desk too: it has a reference and a run, and no registry row. Entries are keyed by request
-reference and subject hash; nothing here can hold an identifier.
+recorded; one whose run ended or was deleted while the registry still has it open shows as
+such, never as acting. A submission whose run has not registered it yet, or whose run refused
+it at register, is on the desk too: it has a reference and a run, and no registry row.
+Entries are keyed by request reference and subject hash; nothing here can hold an identifier.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import date, datetime
 from enum import StrEnum
 
 from pydantic import BaseModel
 
 from erasure.deadlines import DUE_SOON_DAYS, Deadline, deadline_of
+from erasure.reconcile import ENDED, awaits_its_run
 from erasure.registry.requests import RegisteredRequest, RequestStatus
 
 
@@ -34,6 +36,9 @@ class DeskStatus(StrEnum):
     COMPLETE = RequestStatus.COMPLETE.value
     COMPLETE_WITH_EXEMPTIONS = RequestStatus.COMPLETE_WITH_EXEMPTIONS.value
     FAILED = RequestStatus.FAILED.value
+    # The registry has it open, and its run ended (success, failed) or was deleted: the
+    # reconciler records it failed soon (`erasure.reconcile`).
+    RUN_ENDED = "run_ended"
 
 
 class PendingPrompt(BaseModel):
@@ -67,6 +72,25 @@ class RunFacts(BaseModel):
     failed: list[FailedTask] = []
 
 
+class RemedyKind(StrEnum):
+    """What moves an entry on: the one thing that works from where it stands."""
+
+    NONE = "none"  # nothing to do: closed, a dry run with its plan, or its run is at work
+    CLEAR_TASKS = "clear_tasks"  # clear the failed tasks (with downstream): each step resumes
+    CLEAR_RUN = "clear_run"  # the run ended with no failed task: clear the run's tasks
+    RESUME = "resume"  # a failed request's run was deleted: start it again under its id
+    AWAIT_RECONCILE = "await_reconcile"  # run deleted, request open: recorded failed, then RESUME
+    RESUBMIT = "resubmit"  # refused at register, copy destroyed: a corrected request, same ref
+    NEW_REQUEST = "new_request"  # the identifier is destroyed: a new request, a new reference
+
+
+class Remedy(BaseModel):
+    """The remedy the desk offers an entry, and why that one."""
+
+    kind: RemedyKind
+    reason: str
+
+
 class DeskEntry(BaseModel):
     """One request on the desk."""
 
@@ -86,6 +110,7 @@ class DeskEntry(BaseModel):
     run_state: str | None
     prompts: Sequence[PendingPrompt]
     failed: Sequence[FailedTask]
+    remedy: Remedy
 
 
 class DeskCounts(BaseModel):
@@ -95,7 +120,7 @@ class DeskCounts(BaseModel):
     prompts: int
     overdue: int
     due_soon: int
-    failed: int  # requests with a task failed for good, or refused at register
+    failed: int  # entries with a remedy to apply: failed, refused, or their run ended
     dry_runs: int
     closed: int
 
@@ -113,10 +138,12 @@ def build_desk(
     runs: Iterable[RunFacts],
     today: date,
     *,
+    sealed: Collection[str] = frozenset(),
     status: DeskStatus | None = None,
     due_soon_days: int = DUE_SOON_DAYS,
 ) -> Desk:
-    """The desk: registered requests with their run's facts, then unregistered submissions."""
+    """The desk: registered requests with their run's facts, then unregistered submissions
+    (`sealed`: the references whose sealed submission is still kept, `intake.sealed_refs`)."""
     by_run: dict[str, RunFacts] = {}
     latest_of_ref: dict[str, RunFacts] = {}
     for run in runs:
@@ -131,7 +158,7 @@ def build_desk(
         entries.append(_registered(request, by_run.get(request.run_id), today, due_soon_days))
     for ref, run in latest_of_ref.items():
         if ref not in registered:
-            entries.append(_unregistered(run))
+            entries.append(_unregistered(run, sealed=ref in sealed))
     entries.sort(key=_urgency)
     return Desk(
         today=today,
@@ -152,8 +179,11 @@ def _registered(
     closed = request.closed
     deadline = Deadline.NONE if request.dry_run else deadline_of(request, today, due_soon_days)
     status = DeskStatus(request.status.value)
-    if run is not None and run.prompts and not closed and status is not DeskStatus.FAILED:
-        status = DeskStatus.AWAITING_DPO  # the run knows first: a prompt is waiting for her
+    if awaits_its_run(request):
+        if run is None or run.state in ENDED:
+            status = DeskStatus.RUN_ENDED  # the registry has not heard yet: it is not acting
+        elif run.prompts:
+            status = DeskStatus.AWAITING_DPO  # the run knows first: a prompt is waiting for her
     return DeskEntry(
         request_ref=request.request_ref,
         status=status,
@@ -171,11 +201,13 @@ def _registered(
         run_state=run.state if run is not None else None,
         prompts=run.prompts if run is not None else [],
         failed=run.failed if run is not None else [],
+        remedy=registered_remedy(request, run),
     )
 
 
-def _unregistered(run: RunFacts) -> DeskEntry:
-    refused = run.state == "failed" or bool(run.failed)
+def _unregistered(run: RunFacts, *, sealed: bool) -> DeskEntry:
+    remedy = submission_remedy(run, sealed=sealed)
+    refused = remedy.kind is RemedyKind.RESUBMIT
     return DeskEntry(
         request_ref=run.request_ref,
         status=DeskStatus.REFUSED if refused else DeskStatus.SUBMITTED,
@@ -193,7 +225,81 @@ def _unregistered(run: RunFacts) -> DeskEntry:
         run_state=run.state,
         prompts=[],
         failed=run.failed,
+        remedy=remedy,
     )
+
+
+def registered_remedy(request: RegisteredRequest, run: RunFacts | None) -> Remedy:
+    """What resumes a registered request, from its status and its run's facts (None: the run
+    was deleted). A cleared or restarted run reruns its steps from the action log: that needs
+    the parked identifier (verify looks again with it), unless it is a dry run."""
+    if request.closed:
+        return _none("complete: nothing to resume")
+    if request.dry_run_done:
+        return _none("a dry run ends with its plan: nothing to resume")
+    identifier_gone = not request.dry_run and request.secrets_destroyed_at is not None
+    failed = request.status is RequestStatus.FAILED
+    if run is not None and run.failed:
+        return Remedy(
+            kind=RemedyKind.CLEAR_TASKS,
+            reason="clear each failed task with downstream once its cause is fixed: the "
+            "request resumes where it stopped, nothing is done twice",
+        )
+    if run is not None and run.state not in ENDED:
+        return _none("its run is at work" + (" again (cleared or resumed)" if failed else ""))
+    if identifier_gone:
+        return Remedy(
+            kind=RemedyKind.NEW_REQUEST,
+            reason="its identifier was destroyed as completion began, so its run cannot verify "
+            "again: submit a new request for the subject under a new reference",
+        )
+    if run is not None:
+        return Remedy(
+            kind=RemedyKind.CLEAR_RUN,
+            reason=f"its run ended {run.state} with no failed task: clear the run's tasks to "
+            "resume it",
+        )
+    if failed:
+        return Remedy(
+            kind=RemedyKind.RESUME,
+            reason="its run was deleted: start it again under its own run id to resume it",
+        )
+    return Remedy(
+        kind=RemedyKind.AWAIT_RECONCILE,
+        reason="its run was deleted: the reconciler records the request failed within minutes, "
+        "then its run can be started again here",
+    )
+
+
+def submission_remedy(run: RunFacts, *, sealed: bool) -> Remedy:
+    """What moves an unregistered submission on: while its sealed copy is kept, its own run
+    (cleared if it failed); once register refused it and destroyed the copy, a corrected
+    request (the desk accepts its reference again and gives it the next run id)."""
+    if sealed:
+        if run.failed:
+            return Remedy(
+                kind=RemedyKind.CLEAR_TASKS,
+                reason="register failed for a reason a retry mends (its sealed copy is kept): "
+                "clear it once the service is back",
+            )
+        if run.state in ENDED:
+            return Remedy(
+                kind=RemedyKind.CLEAR_RUN,
+                reason=f"its run ended {run.state} before registering it (its sealed copy is "
+                "kept): clear the run's tasks",
+            )
+        return _none("its run registers it")
+    if run.failed or run.state in ENDED:
+        return Remedy(
+            kind=RemedyKind.RESUBMIT,
+            reason="register refused it and destroyed its sealed copy (the failed task's log "
+            "says why), so clearing the run cannot succeed: submit a corrected request",
+        )
+    return _none("its run registers it")
+
+
+def _none(reason: str) -> Remedy:
+    return Remedy(kind=RemedyKind.NONE, reason=reason)
 
 
 _GROUP = {
@@ -207,7 +313,7 @@ _GROUP = {
 
 def _urgency(entry: DeskEntry) -> tuple[int, int, date, str]:
     """Overdue first, then due soon, on time, unregistered and dry runs, closed; by due date."""
-    waiting = 0 if entry.prompts or entry.failed else 1
+    waiting = 0 if entry.prompts or _needs_remedy(entry) else 1
     return (_GROUP[entry.deadline], waiting, entry.effective_due_on or date.max, entry.request_ref)
 
 
@@ -223,11 +329,11 @@ def _counts(entries: list[DeskEntry]) -> DeskCounts:
         prompts=sum(len(e.prompts) for e in entries),
         overdue=sum(1 for e in entries if e.deadline is Deadline.OVERDUE),
         due_soon=sum(1 for e in entries if e.deadline is Deadline.DUE_SOON),
-        failed=sum(
-            1
-            for e in entries
-            if e.failed or e.status in (DeskStatus.FAILED, DeskStatus.REFUSED)
-        ),
+        failed=sum(1 for e in entries if _needs_remedy(e)),
         dry_runs=sum(1 for e in entries if e.dry_run),
         closed=sum(1 for e in entries if e.deadline is Deadline.CLOSED),
     )
+
+
+def _needs_remedy(entry: DeskEntry) -> bool:
+    return entry.remedy.kind is not RemedyKind.NONE

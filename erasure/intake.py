@@ -185,6 +185,14 @@ class SubmissionBox:
             return int(c.execute(query).scalar_one())
 
 
+def sealed_refs(store: Store) -> frozenset[str]:
+    """The references with a sealed submission still kept: submitted, not yet registered or
+    refused (the desk's own read: no key needed to count them)."""
+    query = sa.select(submissions.c.request_ref).distinct()
+    with _transaction(store, "list sealed submissions") as c:
+        return frozenset(c.scalars(query))
+
+
 @contextmanager
 def _transaction(store: Store, verb: str) -> Iterator[Connection]:
     with store_errors(store, verb), store.engine.begin() as conn:

@@ -56,7 +56,7 @@ def find_limbo(
     now = now or datetime.now(UTC)
     found = []
     for record in requests.list():
-        if not _open(record):
+        if not awaits_its_run(record):
             continue
         state = run_state(record.run_id)
         if state is None:
@@ -89,9 +89,9 @@ def find_limbo(
     return found
 
 
-def _open(record: RegisteredRequest) -> bool:
+def awaits_its_run(record: RegisteredRequest) -> bool:
     """Still to be finished by its run: not closed, not failed (on record already), and not
-    a dry run that has its plan (a dry run ends there)."""
+    a dry run that has its plan (a dry run ends there). The desk's "run ended" is this too."""
     if record.closed or record.status is RequestStatus.FAILED:
         return False
     return not record.dry_run_done

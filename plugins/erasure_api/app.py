@@ -10,11 +10,12 @@ import sqlalchemy as sa
 from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure_api import dashboard, desk, pages, respondents, resume, routes
+from erasure_api.auth import login_url
 from erasure_api.backend import ErasureBackend, Unavailable
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
@@ -55,16 +56,21 @@ def create_app(backend: ErasureBackend | None = None) -> FastAPI:
 
 
 async def _refused_page(request: Request, exc: Exception) -> Response:
-    """A person opening a page they may not see gets a page that says why; the API, JSON."""
+    """A person not logged in is sent to Airflow's login and comes back to the page (the
+    evidence page too, under /api/); one opening a page they may not see gets a page that
+    says why; the API, JSON."""
     assert isinstance(exc, StarletteHTTPException)
     wants_page = "text/html" in request.headers.get("accept", "")
-    if exc.status_code not in (401, 403) or not wants_page or "/api/" in request.url.path:
+    if exc.status_code == 401 and wants_page and request.method == "GET":
+        return RedirectResponse(login_url(request), status_code=status.HTTP_303_SEE_OTHER)
+    if exc.status_code != 403 or not wants_page or "/api/" in request.url.path:
         return await http_exception_handler(request, exc)
     root = str(request.scope.get("root_path") or "").removesuffix("/erasure")
-    title = "Log in to Airflow first" if exc.status_code == 401 else "Not for your role"
     return HTMLResponse(
         _REFUSED.format(
-            title=title, detail=html.escape(str(exc.detail)), home=html.escape(f"{root}/")
+            title="Not for your role",
+            detail=html.escape(str(exc.detail)),
+            home=html.escape(f"{root}/"),
         ),
         status_code=exc.status_code,
         headers=getattr(exc, "headers", None),

@@ -1,8 +1,9 @@
 """Who may call the erasure API: Airflow users by permission and role, and one machine key.
 
 Every route needs an authenticated Airflow user (Bearer JWT or the UI's `_token` cookie,
-resolved by Airflow's own `get_user`), else 401; a user without the access is 403. Each
-route asks for one `Access`:
+resolved by Airflow's own `get_user`), else 401 (a browser asking for a page is sent to
+Airflow's login instead, and back to the page after it: `login_url`); a user without the
+access is 403. Each route asks for one `Access`:
 
     access       FAB auth manager (production, `make up`)        simple auth manager
     read         can_read on Erasure                              viewer, user, op, admin
@@ -30,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
@@ -151,6 +153,15 @@ def may(user: BaseUser, access: Access, *, dpo_roles: frozenset[str] = frozenset
         held = role_names(user)
         return held is None or bool(held & dpo_roles)
     return True
+
+
+def login_url(request: Request) -> str:
+    """Airflow's login page, returning after it to the page asked for. `next` is that page's
+    path and query, relative: an absolute URL would be built from the Host header, which a
+    forger sets, and send the person to another site once logged in."""
+    page = "/" + quote(request.scope["path"], safe="/").lstrip("/")  # never `//host`
+    query = request.url.query
+    return get_auth_manager().get_url_login(next_url=f"{page}?{query}" if query else page)
 
 
 def _caller(user: BaseUser) -> Caller:

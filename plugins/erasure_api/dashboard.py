@@ -2,10 +2,12 @@
 
 Every request with its status, dates, deadline (overdue and due within 7 days marked),
 extension, the prompts awaiting the DPO with a link straight to each in Airflow's UI, the
-tasks that failed with a link to the task instance (where "Clear" resumes it), and the
+remedy that works where one is needed (`erasure.desk` decides which: clear a failed task or
+an ended run in Airflow, start a deleted run again, submit a corrected request), and the
 submissions not registered yet or refused at register. `erasure.desk` builds it from the
-registry and the facts read here from Airflow's metadata DB (the API server may use the
-ORM). Entries are keyed by request reference and subject hash, never the identifier.
+registry, the sealed submissions still kept and the facts read here from Airflow's metadata
+DB (the API server may use the ORM). Entries are keyed by request reference and subject
+hash, never the identifier.
 """
 
 from __future__ import annotations
@@ -25,8 +27,18 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from erasure.deadlines import Deadline
-from erasure.desk import Desk, DeskEntry, DeskStatus, FailedTask, PendingPrompt, RunFacts
+from erasure.desk import (
+    Desk,
+    DeskEntry,
+    DeskStatus,
+    FailedTask,
+    PendingPrompt,
+    Remedy,
+    RemedyKind,
+    RunFacts,
+)
 from erasure.desk import build_desk as build
+from erasure.intake import sealed_refs
 from erasure.model import REQUEST_REF
 from erasure_api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
 from erasure_api.backend import ErasureBackend
@@ -46,12 +58,19 @@ class PromptView(PendingPrompt):
 
 
 class FailedTaskView(FailedTask):
-    url: str  # the task instance in Airflow's UI, cleared there
+    url: str  # the task instance in Airflow's UI: its log, and Clear
+
+
+class RemedyView(Remedy):
+    # clear_run: the run in Airflow's UI; resume: POST it; resubmit, new_request: the form.
+    # clear_tasks: each failed task's url. None: nothing to follow.
+    url: str | None
 
 
 class EntryView(DeskEntry):
     prompts: Sequence[PromptView]
     failed: Sequence[FailedTaskView]
+    remedy: RemedyView
     run_url: str | None
     request_url: str | None  # the request's JSON: plan, actions (registered only)
     evidence_url: str | None  # its evidence pack (registered only)
@@ -96,7 +115,11 @@ def _base(request: Request) -> str:
 
 def _desk_view(backend: ErasureBackend, base: str, status: DeskStatus | None) -> DeskView:
     desk = build(
-        backend.requests().list(), erasure_runs(), datetime.now(UTC).date(), status=status
+        backend.requests().list(),
+        erasure_runs(),
+        datetime.now(UTC).date(),
+        sealed=sealed_refs(backend.store()),
+        status=status,
     )
     return view_of(desk, base)
 
@@ -114,11 +137,18 @@ def view_of(desk: Desk, base: str) -> DeskView:
 
 
 def _entry_view(entry: DeskEntry, base: str) -> EntryView:
-    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id)}" if entry.run_id else None
+    exists = entry.run_id is not None and entry.run_state is not None  # not deleted
+    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id)}" if exists else None
     ref = quote(entry.request_ref, safe="")
     registered = entry.subject_hash is not None
+    remedy = {
+        RemedyKind.CLEAR_RUN: run,
+        RemedyKind.RESUME: f"{base}/erasure/api/v1/requests/{ref}/resume",
+        RemedyKind.RESUBMIT: f"{base}/erasure/requests/new?ref={ref}",
+        RemedyKind.NEW_REQUEST: f"{base}/erasure/requests/new",
+    }.get(entry.remedy.kind)
     return EntryView(
-        **entry.model_dump(exclude={"prompts", "failed"}),
+        **entry.model_dump(exclude={"prompts", "failed", "remedy"}),
         prompts=[
             PromptView(
                 **p.model_dump(),
@@ -130,6 +160,7 @@ def _entry_view(entry: DeskEntry, base: str) -> EntryView:
             FailedTaskView(**f.model_dump(), url=f"{run}/{_task_path(f.task_id, f.map_index)}")
             for f in entry.failed
         ],
+        remedy=RemedyView(**entry.remedy.model_dump(), url=remedy),
         run_url=run,
         request_url=f"{base}/erasure/api/v1/requests/{ref}" if registered else None,
         evidence_url=(
@@ -254,6 +285,7 @@ STATUS_LABELS = {
     DeskStatus.COMPLETE: "complete",
     DeskStatus.COMPLETE_WITH_EXEMPTIONS: "complete with exemptions",
     DeskStatus.FAILED: "failed",
+    DeskStatus.RUN_ENDED: "run ended without completing the request",
 }
 
 
@@ -267,7 +299,7 @@ def render_desk_page(view: DeskView, *, can_submit: bool) -> str:
             ("prompts", "prompts awaiting you", _warn(counts["prompts"])),
             ("overdue", "overdue", "bad" if counts["overdue"] else ""),
             ("due_soon", f"due within {view.due_soon_days} days", _warn(counts["due_soon"])),
-            ("failed", "failed or refused", "bad" if counts["failed"] else ""),
+            ("failed", "need a remedy", "bad" if counts["failed"] else ""),
             ("dry_runs", "dry runs", ""),
             ("closed", "complete", ""),
         )
@@ -284,7 +316,7 @@ def render_desk_page(view: DeskView, *, can_submit: bool) -> str:
     )
     shown = f" ({len(view.entries)} {_e(STATUS_LABELS[view.status])})" if view.status else ""
     none = "No requests with this status." if view.status else "No requests yet."
-    rows = "".join(_row(e) for e in view.entries) or (
+    rows = "".join(_row(e, can_submit=can_submit) for e in view.entries) or (
         f'<tr><td colspan="9" class="empty">{none}</td></tr>'
     )
     return _PAGE.format(
@@ -303,11 +335,12 @@ def _warn(count: int) -> str:
     return "warn" if count else ""
 
 
-def _row(e: EntryView) -> str:
+def _row(e: EntryView, *, can_submit: bool) -> str:
     status = e.status
     status_class = {
         DeskStatus.FAILED: "bad",
         DeskStatus.REFUSED: "bad",
+        DeskStatus.RUN_ENDED: "bad",
         DeskStatus.AWAITING_DPO: "warn",
         DeskStatus.COMPLETE: "ok",
         DeskStatus.COMPLETE_WITH_EXEMPTIONS: "ok",
@@ -335,21 +368,56 @@ def _row(e: EntryView) -> str:
         f'<a class="prompt" href="{_e(p.url)}">{_e(p.subject.removeprefix("Erasure: "))}</a>'
         for p in e.prompts
     )
-    failed = "".join(
-        f'<a class="failed" href="{_e(f.url)}" title="open the task instance and Clear it">'
-        f"failed: {_e(f.label or f.task_id)} (try {f.try_number}) · clear it</a>"
-        for f in e.failed
-    )
     evidence = f'<a href="{_e(e.evidence_url)}">evidence</a>' if e.evidence_url else ""
     run = f'<a href="{_e(e.run_url)}">{_e(e.run_state or "run")}</a>' if e.run_url else ""
     return (
         f'<tr data-ref="{_e(e.request_ref)}" data-status="{_e(status.value)}">'
         f'<td class="ref">{ref}</td><td>{subject}</td>'
-        f'<td><span class="status {status_class}">{_e(STATUS_LABELS[status])}</span></td>'
-        f"<td class=\"date\">{_e(e.received_on or '—')}</td><td class=\"date\">{due}</td>"
+        f'<td><span class="status {status_class}">{_e(_status_label(e))}</span></td>'
+        f'<td class="date">{_e(e.received_on or "—")}</td><td class="date">{due}</td>'
         f"<td>{_days_left(e)}</td><td>{extended}</td>"
-        f"<td>{prompts}{failed}</td><td>{' · '.join(filter(None, (run, evidence)))}</td></tr>"
+        f"<td>{prompts}{_remedy(e, can_submit=can_submit)}</td>"
+        f"<td>{' · '.join(filter(None, (run, evidence)))}</td></tr>"
     )
+
+
+def _status_label(e: EntryView) -> str:
+    if e.status is not DeskStatus.RUN_ENDED:
+        return STATUS_LABELS[e.status]
+    if e.run_state is None:
+        return "run deleted without completing the request"
+    return f"run ended {e.run_state} without completing the request"
+
+
+def _remedy(e: EntryView, *, can_submit: bool) -> str:
+    """The remedy that works, and why that one."""
+    if e.remedy.kind is RemedyKind.NONE:
+        return ""
+    why = f'<div class="sub">{_e(e.remedy.reason)}</div>'
+    return f'<div class="remedy">{why}{_remedy_action(e, can_submit=can_submit)}</div>'
+
+
+def _remedy_action(e: EntryView, *, can_submit: bool) -> str:
+    kind, url = e.remedy.kind, _e(e.remedy.url or "")
+    if kind is RemedyKind.CLEAR_TASKS:
+        return "".join(
+            f'<a class="failed" href="{_e(f.url)}">clear {_e(f.label or f.task_id)} '
+            f"(failed, try {f.try_number})</a>"
+            for f in e.failed
+        )
+    if kind is RemedyKind.CLEAR_RUN:
+        return f'<a class="failed" href="{url}">clear the run</a>'
+    if kind is RemedyKind.AWAIT_RECONCILE:
+        return ""
+    if not can_submit:  # the form and the resume route are the DPO's
+        return '<div class="sub">(the DPO does this here)</div>'
+    if kind is RemedyKind.RESUME:
+        return f'<button class="resume" data-url="{url}">start its run again</button>'
+    logs = "".join(  # a refusal is explained in the failed task's log, without the value
+        f'<a href="{_e(f.url)}">why: the {_e(f.task_id)} log</a>' for f in e.failed
+    )
+    action = "submit a corrected request" if kind is RemedyKind.RESUBMIT else "submit a new request"
+    return f'{logs}<a class="act" href="{url}">{action}</a>'
 
 
 def _days_left(e: EntryView) -> str:
@@ -380,6 +448,8 @@ code{font:12px/1.3 ui-monospace,SFMono-Regular,Menlo,monospace}.sub{color:#52606
 .tag{background:#e6f6ff;margin-left:.4rem;font-size:12px}
 a{color:#0b69a3}a.prompt,a.failed{display:block;margin:.1rem 0}a.failed{color:#ab091e}
 a.prompt::before{content:"\\25B6  "}a.failed::before{content:"\\2716  "}
+.remedy{max-width:24rem}.remedy a{display:block;margin:.1rem 0}a.act{font-weight:600}
+button.resume{font:inherit;font-weight:600;margin:.2rem 0;cursor:pointer}
 .button{background:#0b69a3;color:#fff;padding:.45rem 1rem;border-radius:4px;
 text-decoration:none;font-weight:600}
 form{margin:0 0 .75rem}select{font:inherit;padding:.25rem}
@@ -399,11 +469,28 @@ _PAGE = """<!DOCTYPE html>
  onchange="this.form.submit()">{options}</select><noscript><button>Filter</button></noscript>
 {shown}</form>
 <table id="requests"><thead><tr><th>Request</th><th>Subject (keyed hash)</th><th>Status</th>
-<th>Received</th><th>Due</th><th>Days left</th><th>Extended</th><th>Awaiting you / failed</th>
+<th>Received</th><th>Due</th><th>Days left</th><th>Extended</th><th>Awaiting you / remedy</th>
 <th>Run · evidence</th></tr></thead><tbody>{rows}</tbody></table>
 <p class="note">Deadlines are Art. 12(3)'s one month from receipt, or the recorded extension.
-A prompt opens in Airflow's Required actions; a failed task opens its task instance, where
-Clear resumes the request without acting twice. Subjects appear only as keyed hashes.
-Today {today}; generated {generated}.</p>
+A prompt opens in Airflow's Required actions. A request that needs a remedy shows the one that
+works and why: clear a failed task or an ended run in Airflow (each step resumes without
+acting twice), start a deleted run again, or submit a corrected request when register refused
+it. Subjects appear only as keyed hashes. Today {today}; generated {generated}.</p>
+<script>
+for (const button of document.querySelectorAll("button.resume")) {{
+  button.addEventListener("click", async () => {{
+    button.disabled = true;
+    const response = await fetch(button.dataset.url,
+      {{method: "POST", credentials: "same-origin"}});
+    const answer = await response.json().catch(() => ({{detail: response.statusText}}));
+    const out = document.createElement("div");
+    out.className = "sub";
+    out.textContent = response.ok ? "Run " + answer.run_id + " started: reload to follow it."
+      : "Not started (" + response.status + "): " + answer.detail;
+    button.after(out);
+    button.disabled = response.ok;
+  }});
+}}
+</script>
 </body></html>
 """

@@ -25,7 +25,7 @@ from erasure.catalog import IdentifierSpec
 from erasure.errors import RequestError
 from erasure.identifier_types import WrongIdentifierType, refuse_misfit
 from erasure.intake import Ticket
-from erasure.model import REQUEST_REF_PATTERN
+from erasure.model import REQUEST_REF, REQUEST_REF_PATTERN
 from erasure.submission import LEGAL_GROUNDS, ErasureRequest
 from erasure_api.auth import Caller, DpoDep, backend_of
 from erasure_api.backend import ErasureBackend
@@ -249,9 +249,11 @@ def _extend(backend: ErasureBackend, ref: str, extension: Extension, caller: Cal
 
 
 @pages.get("/requests/new", response_class=HTMLResponse)
-def new_request_page(caller: DpoDep, backend: BackendDep) -> HTMLResponse:
-    """The DPO's form; it posts JSON to the route above with the UI's login cookie."""
-    return HTMLResponse(render_new_request_page(sorted(_catalog_identifiers(backend) or ())))
+def new_request_page(caller: DpoDep, backend: BackendDep, ref: str = "") -> HTMLResponse:
+    """The DPO's form (`ref` prefills the reference: the desk's "submit a corrected request");
+    it posts JSON to the route above with the UI's login cookie."""
+    identifier_types = sorted(_catalog_identifiers(backend) or ())
+    return HTMLResponse(render_new_request_page(identifier_types, ref=ref))
 
 
 def _catalog_identifiers(backend: ErasureBackend) -> dict[str, IdentifierSpec] | None:
@@ -264,7 +266,7 @@ def _catalog_identifiers(backend: ErasureBackend) -> dict[str, IdentifierSpec] |
         return None
 
 
-def render_new_request_page(identifier_types: list[str]) -> str:
+def render_new_request_page(identifier_types: list[str], *, ref: str = "") -> str:
     e = html.escape
     if identifier_types:
         # No default: a type chosen for the DPO files an address as a customer id.
@@ -282,7 +284,8 @@ def render_new_request_page(identifier_types: list[str]) -> str:
         for g, label in LEGAL_GROUNDS.items()
     )
     pattern = e(REQUEST_REF_PATTERN.strip("^$"))
-    return _PAGE.format(type_input=type_input, grounds=grounds, pattern=pattern)
+    ref = ref if REQUEST_REF.fullmatch(ref) else ""  # anything else is not shown
+    return _PAGE.format(type_input=type_input, grounds=grounds, pattern=pattern, ref=e(ref))
 
 
 _PAGE = """<!DOCTYPE html>
@@ -310,7 +313,7 @@ only the reference and a handle. See also: <a href="../desk">the desk</a> ·
 <form id="desk" autocomplete="off">
 <label for="request_ref">Request reference</label>
 <input id="request_ref" name="request_ref" required pattern="{pattern}"
- placeholder="DSR-2026-0042">
+ placeholder="DSR-2026-0042" value="{ref}">
 <p class="hint">Your reference: 3-64 letters, digits, '.', '_' or '-'. One reference, one
 erasure. It must not contain the person's email, phone or customer number.</p>
 <label for="identifier_type">Identifier type</label>{type_input}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,11 +22,13 @@ from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
 
 from erasure.catalog import load_catalog
+from erasure.intake import SubmissionBox, TransitSubmissionKey
 from erasure.keys.bootstrap import ensure_submissions_key
 from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
 from erasure.keys.pepper import PepperStore
@@ -56,11 +59,16 @@ WAITING = f"DESK-{RUN}-PROMPT"
 FAILED = f"DESK-{RUN}-FAILED"
 DRY = f"DESK-{RUN}-DRY"
 DONE = f"DESK-{RUN}-DONE"
+ENDED = f"DESK-{RUN}-ENDED"  # acting, while its run was marked success
+DELETED = f"DESK-{RUN}-DELETED"  # failed, its run deleted
 REFUSED = f"DESK-{RUN}-REFUSED"
+KEPT = f"DESK-{RUN}-KEPT"  # register failed, its sealed copy kept for a retry
 QUEUED = f"DESK-{RUN}-QUEUED"
 RECEIVED_DAYS_AGO = {
-    OVERDUE: 40, DUE_SOON: 26, EXTENDED: 20, WAITING: 3, FAILED: 2, DRY: 1, DONE: 5,
+    OVERDUE: 40, DUE_SOON: 26, EXTENDED: 20, WAITING: 3, FAILED: 2, DRY: 1, DONE: 5, ENDED: 4,
+    DELETED: 6,
 }  # fmt: skip
+BROWSER = {"Accept": "text/html,application/xhtml+xml"}
 EXTENSION_REASON = "Complex: three systems' backups must be checked."
 PROMPT_SUBJECT = "Erasure: decide on crm.addresses"
 
@@ -238,7 +246,7 @@ def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
     return "gdpr_erasure"
 
 
-def _start_run(ref: str) -> str:
+def _start_run(ref: str, submission: str | None = None) -> str:
     """The run as the desk creates it: conf = the reference and a handle."""
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.utils.session import create_session
@@ -251,7 +259,7 @@ def _start_run(ref: str) -> str:
             triggered_by=DagRunTriggeredByType.REST_API,
             triggering_user_name="dpo",
             run_id=run_id,
-            conf={"request_ref": ref, "submission": f"sub-{uuid.uuid4().hex}"},
+            conf={"request_ref": ref, "submission": submission or f"sub-{uuid.uuid4().hex}"},
             session=session,
         )
     return run_id
@@ -290,28 +298,39 @@ def _set_task(run_id: str, task_id: str, state: str, *, prompt: str | None = Non
             run.state = "failed"
 
 
+def _set_run(run_id: str, state: str) -> None:
+    """A run's state as marking it from the UI leaves it."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.scalars(sa.select(DagRun).where(DagRun.run_id == run_id)).one().state = state
+
+
+def submission(ref: str, index: int, days: int) -> ErasureRequest:
+    return ErasureRequest.parse(
+        {
+            "request_ref": ref,
+            "identifier_type": "email",
+            "identifier": CANARY.replace("desk.", f"desk{index}."),
+            "received_on": (TODAY - timedelta(days=days)).isoformat(),
+            "legal_ground": "art17_1_b",
+            "notes": NOTE_CANARY,
+            "dry_run": ref == DRY,
+        }
+    )
+
+
 @pytest.fixture(scope="module")
-def desk(registry: Books, erasure_dag: str, client: Any) -> dict[str, str]:
+def desk(
+    registry: Books, erasure_dag: str, client: Any, env: dict[str, str], openbao: EmbeddedOpenBao
+) -> dict[str, str]:
     """Requests in every situation the desk shows; ref -> subject hash."""
     catalog = load_catalog(CATALOG)
     hashes = {}
     for index, (ref, days) in enumerate(RECEIVED_DAYS_AGO.items()):
-        done = register(
-            registry,
-            ErasureRequest.parse(
-                {
-                    "request_ref": ref,
-                    "identifier_type": "email",
-                    "identifier": CANARY.replace("desk.", f"desk{index}."),
-                    "received_on": (TODAY - timedelta(days=days)).isoformat(),
-                    "legal_ground": "art17_1_b",
-                    "notes": NOTE_CANARY,
-                    "dry_run": ref == DRY,
-                }
-            ),
-            catalog=catalog,
-            run_id=_start_run(ref),
-        )
+        run_id = f"erasure-{ref}" if ref == DELETED else _start_run(ref)
+        done = register(registry, submission(ref, index, days), catalog=catalog, run_id=run_id)
         hashes[ref] = done.subject_hash
     registry.requests.extend(EXTENDED, 2, EXTENSION_REASON)
     for ref, status in ((WAITING, "planned"), (FAILED, "planned"), (DONE, "planned")):
@@ -320,11 +339,20 @@ def desk(registry: Books, erasure_dag: str, client: Any) -> dict[str, str]:
     registry.requests.set_status(FAILED, "failed")
     for status in ("acting", "verifying", "complete"):
         registry.requests.set_status(DONE, status)
+    _set_task(f"erasure-{DONE}", "dpo_decides", "failed")  # failed once; it completed anyway
+    for status in ("planned", "acting"):
+        registry.requests.set_status(ENDED, status)
+    _set_run(f"erasure-{ENDED}", "success")
+    registry.requests.set_status(DELETED, "failed")
     _set_task(f"erasure-{WAITING}", "register", "success")
     _set_task(f"erasure-{WAITING}", "dpo_decides", "awaiting_input", prompt=PROMPT_SUBJECT)
     _set_task(f"erasure-{FAILED}", "register", "failed")
     _start_run(REFUSED)
     _set_task(f"erasure-{REFUSED}", "register", "failed")
+    key = TransitSubmissionKey(openbao.client(), env["ERASURE_VAULT_TRANSIT_MOUNT"])
+    ticket = SubmissionBox(registry.store, key).seal(submission(KEPT, 99, 0))
+    _start_run(KEPT, ticket.submission)
+    _set_task(f"erasure-{KEPT}", "register", "failed")
     _start_run(QUEUED)
     return hashes
 
@@ -348,7 +376,7 @@ def test_every_request_is_on_the_desk_with_its_deadline(
     client: Any, tokens: dict[str, str], desk: dict[str, str]
 ) -> None:
     entries = entries_by_ref(desk_json(client, tokens["dpo"]))
-    assert set(entries) == {*RECEIVED_DAYS_AGO, REFUSED, QUEUED}
+    assert set(entries) == {*RECEIVED_DAYS_AGO, REFUSED, KEPT, QUEUED}
     overdue = entries[OVERDUE]
     assert overdue["deadline"] == "overdue" and overdue["days_left"] < 0
     assert overdue["effective_due_on"] < TODAY.isoformat()
@@ -390,9 +418,29 @@ def test_a_failed_task_links_to_where_it_is_cleared(
     entries = entries_by_ref(desk_json(client, tokens["dpo"]))
     failed = entries[FAILED]
     assert failed["status"] == "failed" and failed["prompts"] == []
+    assert failed["remedy"]["kind"] == "clear_tasks"
     (task,) = failed["failed"]
     assert task["task_id"] == "register" and task["try_number"] == 3
     assert task["url"] == f"/dags/gdpr_erasure/runs/erasure-{FAILED}/tasks/register"
+
+
+def test_each_request_is_offered_the_remedy_that_works(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    entries = entries_by_ref(desk_json(client, tokens["dpo"]))
+    offered = {
+        ref: (e["status"], e["remedy"]["kind"], e["remedy"]["url"]) for ref, e in entries.items()
+    }
+    assert offered[FAILED] == ("failed", "clear_tasks", None)  # each failed task's url
+    assert offered[KEPT] == ("submitted", "clear_tasks", None)  # the retry opens the copy
+    assert offered[REFUSED] == ("refused", "resubmit", f"/erasure/requests/new?ref={REFUSED}")
+    assert offered[ENDED] == ("run_ended", "clear_run", f"/dags/gdpr_erasure/runs/erasure-{ENDED}")
+    resume = f"/erasure/api/v1/requests/{DELETED}/resume"
+    assert offered[DELETED] == ("failed", "resume", resume)
+    assert entries[DELETED]["run_url"] is None  # no link to a run that is gone
+    for ref in (DONE, WAITING, QUEUED, DRY, OVERDUE):
+        assert offered[ref][1:] == ("none", None), (ref, offered[ref])
+    assert entries[DONE]["failed"], "a completed request's failed task is known, not offered"
 
 
 def test_submissions_not_registered_are_on_the_desk_without_a_subject(
@@ -422,6 +470,57 @@ def test_the_desk_filters_by_status_and_counts_everything(
         "/erasure/api/v1/desk", params={"status": "sleeping"}, headers=bearer(tokens["dpo"])
     )
     assert bad.status_code == 422 and "sleeping" not in json.dumps(bad.json()["detail"][0]["msg"])
+
+
+def page_as(client: Any, token: str, path: str, **params: str) -> Any:
+    """A page as the browser gets it after logging in to Airflow's UI (the `_token` cookie)."""
+    client.cookies.set("_token", token)
+    try:
+        return client.get(path, params=params, headers=BROWSER)
+    finally:
+        client.cookies.clear()
+
+
+def row_of(html: str, ref: str) -> str:
+    row = html[html.index(f'data-ref="{ref}"') :]
+    return row[: row.index("</tr>")]
+
+
+def test_the_desk_page_offers_each_row_its_remedy_and_says_why(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    html = page_as(client, tokens["dpo"], "/erasure/desk").text
+    refused = row_of(html, REFUSED)
+    assert f'href="/erasure/requests/new?ref={REFUSED}">submit a corrected request' in refused
+    assert f'href="/dags/gdpr_erasure/runs/erasure-{REFUSED}/tasks/register">why' in refused
+    assert 'class="failed"' not in refused and "destroyed its sealed copy" in refused
+    kept = row_of(html, KEPT)
+    assert 'class="failed"' in kept and "clear register (failed, try 3)" in kept
+    done = row_of(html, DONE)
+    assert 'class="failed"' not in done and 'class="remedy"' not in done
+    ended = row_of(html, ENDED)
+    assert "run ended success without completing the request" in ended and "acting" not in ended
+    assert f'href="/dags/gdpr_erasure/runs/erasure-{ENDED}">clear the run' in ended
+    resume = f'class="resume" data-url="/erasure/api/v1/requests/{DELETED}/resume"'
+    assert resume in row_of(html, DELETED)
+    # The form the desk links to comes back with the reference filled in, and nothing else.
+    form = page_as(client, tokens["dpo"], "/erasure/requests/new", ref=REFUSED).text
+    assert f'value="{REFUSED}"' in form
+    hostile = page_as(client, tokens["dpo"], "/erasure/requests/new", ref='x"><script>').text
+    assert 'value=""' in hostile and "<script>x" not in hostile
+    # Starting a run again is the DPO's: an operator reads why, with no button.
+    operator = row_of(page_as(client, tokens["operator"], "/erasure/desk").text, DELETED)
+    assert 'class="resume"' not in operator and "the DPO does this here" in operator
+
+
+def test_the_dpo_starts_a_deleted_run_again_from_the_desk(
+    client: Any, tokens: dict[str, str], desk: dict[str, str]
+) -> None:
+    url = entries_by_ref(desk_json(client, tokens["dpo"]))[DELETED]["remedy"]["url"]
+    started = client.post(url, headers=bearer(tokens["dpo"]))
+    assert started.status_code == 201 and started.json()["run_id"] == f"erasure-{DELETED}"
+    entry = entries_by_ref(desk_json(client, tokens["dpo"]))[DELETED]
+    assert entry["run_state"] == "queued" and entry["remedy"]["kind"] == "none"
 
 
 def test_the_desk_page_marks_what_needs_the_dpo_and_never_the_identifier(
@@ -543,8 +642,81 @@ def test_a_person_refused_a_page_gets_a_page_saying_why(
     assert "Not for your role" in page.text and "can_read on Erasure Desk" in page.text
     api = client.get("/erasure/api/v1/desk", headers=browser)  # scripts keep their JSON
     assert api.status_code == 403 and "can_read on Erasure Desk" in api.json()["detail"]
-    anonymous = client.get("/erasure/requests/new", headers={"Accept": "text/html"})
-    assert anonymous.status_code == 401 and "Log in to Airflow first" in anonymous.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Not logged in: to Airflow's login, and back to the page asked for
+
+
+def login_next(response: Any) -> str:
+    """The `next` of the login URL a page redirected to; asserts it is FAB's login page."""
+    assert response.status_code == 303, (response.status_code, response.text[:200])
+    login = urlsplit(response.headers["location"])
+    assert login.path == "/auth/login/", login
+    (next_url,) = parse_qs(login.query)["next"]
+    return str(next_url)
+
+
+PAGES = (
+    "/erasure/desk?status=failed",
+    "/erasure/records?status=complete",
+    "/erasure/requests/new",
+    f"/erasure/api/v1/records/{DONE}/export?format=html",  # the evidence page
+)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_page_asked_for_before_login_is_where_login_returns(client: Any, page: str) -> None:
+    asked = client.get(page, headers=BROWSER, follow_redirects=False)
+    assert login_next(asked) == page
+    # Scripts are not browsers: they keep their 401.
+    assert client.get(page, follow_redirects=False).status_code == 401
+
+
+def test_logging_in_from_the_redirect_lands_on_the_desk(
+    client: Any, env: dict[str, str], desk: dict[str, str]
+) -> None:
+    asked = client.get("/erasure/desk?status=failed", headers=BROWSER, follow_redirects=False)
+    login = asked.headers["location"]
+    try:
+        form = client.get(login)
+        csrf = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', form.text)
+        assert csrf is not None, form.text[:500]
+        logged_in = client.post(
+            login,
+            data={"username": "dpo", "password": env["password:dpo"], "csrf_token": csrf[1]},
+            follow_redirects=False,
+        )
+        assert logged_in.status_code == 302, logged_in.text[:300]
+        landed = urlsplit(logged_in.headers["location"])
+        assert (landed.path, landed.query) == ("/erasure/desk", "status=failed")
+        page = client.get(logged_in.headers["location"], headers=BROWSER)
+    finally:
+        client.cookies.clear()
+    assert page.status_code == 200 and f'data-ref="{FAILED}"' in page.text
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "evil.example"},
+        {"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"},
+        {"Referer": "https://evil.example/erasure/desk"},
+    ],
+)
+def test_the_login_redirect_never_names_another_host(client: Any, headers: dict[str, str]) -> None:
+    asked = [
+        client.get(page, headers={**BROWSER, **headers}, follow_redirects=False)
+        for page in (
+            "/erasure/desk?next=https://evil.example/",
+            "/erasure/api/v1/records/%5C%5Cevil.example/export?format=html",
+        )
+    ]
+    for response in asked:
+        next_url = login_next(response)
+        target = urlsplit(next_url)
+        assert next_url.startswith("/erasure/") and not target.scheme and not target.netloc
+        assert "evil.example" not in urlsplit(response.headers["location"]).netloc
 
 
 def test_the_roles_job_takes_back_a_grant_made_by_hand(client: Any, fab_roles: list[str]) -> None:

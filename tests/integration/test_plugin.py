@@ -92,6 +92,7 @@ ACT_ROUTES = [
     "/erasure/api/v1/lineage",
     "/erasure/api/v1/requests",
     f"/erasure/api/v1/requests/{REF}/resume",
+    f"/erasure/api/v1/requests/{REF}/extend",
 ]
 DPO_PAGES = ["/erasure/requests/new", "/erasure/desk", "/erasure/api/v1/desk"]
 TASK_ROUTES = ["/erasure/api/v1/respondents"]  # the tasks' account: who may answer prompts

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+import itertools
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from erasure.deadlines import Deadline
-from erasure.desk import DeskStatus, FailedTask, PendingPrompt, RunFacts, build_desk
-from erasure.registry.requests import RequestStatus
+from erasure.desk import (
+    DeskEntry,
+    DeskStatus,
+    FailedTask,
+    PendingPrompt,
+    RemedyKind,
+    RunFacts,
+    build_desk,
+)
+from erasure.errors import RequestError
+from erasure.reconcile import find_limbo, resume_ticket
+from erasure.registry.requests import RegisteredRequest, RequestStatus
 from tests.unit.deadline_support import TODAY, request
 
 QUEUED = datetime(2027, 3, 9, tzinfo=UTC)
@@ -45,10 +59,11 @@ def test_most_urgent_first_and_counts_over_the_whole_desk() -> None:
         ),
         request(date(2027, 3, 1), request_ref="DRY", run_id="erasure-DRY", dry_run=True),
     ]
-    desk = build_desk(requests, [], TODAY)
+    runs = [run(r.request_ref) for r in requests]
+    desk = build_desk(requests, runs, TODAY)
     assert [e.request_ref for e in desk.entries] == ["LATE", "SOON", "LATER", "DRY", "DONE"]
     assert desk.entries[3].days_left is None  # a dry run has no deadline of its own
-    filtered = build_desk(requests, [], TODAY, status=DeskStatus.COMPLETE)
+    filtered = build_desk(requests, runs, TODAY, status=DeskStatus.COMPLETE)
     assert [e.request_ref for e in filtered.entries] == ["DONE"]
     assert filtered.counts == desk.counts
     assert (desk.counts.overdue, desk.counts.due_soon, desk.counts.open) == (1, 1, 3)
@@ -74,3 +89,116 @@ def test_a_registered_request_hides_the_refused_runs_of_its_reference() -> None:
     ok = refused.model_copy(update={"run_id": "erasure-DSR-1-2", "state": "running", "failed": []})
     (entry,) = build_desk([registered], [refused, ok], TODAY).entries
     assert entry.run_id == "erasure-DSR-1-2" and entry.failed == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The remedy each entry is offered, over every combination of what the desk can be told
+
+
+RUN_STATES = (None, "queued", "running", "success", "failed")  # None: the run was deleted
+ACTIVE = frozenset({"queued", "running"})
+TASKS = ("none failed", "one failed", "a prompt waiting")
+REGISTRY = (None, *RequestStatus)  # None: a submission not registered (yet)
+
+
+def situation(
+    status: RequestStatus | None, dry_run: bool, kept: bool, run_state: str | None, tasks: str
+) -> tuple[RegisteredRequest | None, DeskEntry]:
+    """One request (or submission) as the desk is told of it; `kept`: its parked identifier
+    (registered) or its sealed submission (not registered) is still held."""
+    facts: dict[str, Any] = {}
+    if tasks == "one failed":
+        facts["failed"] = [FailedTask(task_id="erase_rows", map_index=0, try_number=3)]
+    if tasks == "a prompt waiting":
+        facts["prompts"] = [PendingPrompt(task_id="dpo_decides", map_index=0, subject="x")]
+    facts_of_run = run("DSR-1", run_state, **facts) if run_state is not None else None
+    registered = None
+    if status is not None:
+        destroyed = None if kept else datetime(2027, 3, 5, tzinfo=UTC)
+        registered = request(
+            date(2027, 4, 1), status=status, dry_run=dry_run, secrets_destroyed_at=destroyed
+        )
+    sealed = {"DSR-1"} if status is None and kept else set()
+    requests = [registered] if registered else []
+    runs = [facts_of_run] if facts_of_run else []
+    (entry,) = build_desk(requests, runs, TODAY, sealed=sealed).entries
+    return registered, entry
+
+
+COMBINATIONS = [
+    c
+    for c in itertools.product(REGISTRY, (False, True), (True, False), RUN_STATES, TASKS)
+    # A deleted run has no tasks; a submission has no dry run flag on the desk, and no entry
+    # without its run.
+    if not (c[3] is None and c[4] != "none failed")
+    and not (c[0] is None and (c[1] or c[3] is None))
+]
+
+
+class _Book:
+    """The registry as `erasure.reconcile` reads it, holding one request."""
+
+    def __init__(self, record: RegisteredRequest) -> None:
+        self._record = record
+
+    def list(self) -> list[RegisteredRequest]:
+        return [self._record]
+
+    def require(self, ref: str) -> RegisteredRequest:
+        return self._record
+
+
+@pytest.mark.parametrize(("status", "dry_run", "kept", "run_state", "tasks"), COMBINATIONS)
+def test_each_entry_is_offered_the_one_remedy_that_works(
+    status: RequestStatus | None, dry_run: bool, kept: bool, run_state: str | None, tasks: str
+) -> None:
+    registered, entry = situation(status, dry_run, kept, run_state, tasks)
+    kind = entry.remedy.kind
+    failed = tasks == "one failed"
+    ended = run_state is None or run_state not in ACTIVE
+    if registered is None:
+        # Clearing reruns register, which opens the sealed copy: only while it is kept. Once
+        # register destroyed it (refused), the desk takes the reference again: resubmit.
+        if kept:
+            expected = (
+                RemedyKind.CLEAR_TASKS if failed
+                else RemedyKind.CLEAR_RUN if ended
+                else RemedyKind.NONE
+            )  # fmt: skip
+        else:
+            expected = RemedyKind.RESUBMIT if failed or ended else RemedyKind.NONE
+        assert kind is expected
+        refused = kind is RemedyKind.RESUBMIT
+        assert entry.status is (DeskStatus.REFUSED if refused else DeskStatus.SUBMITTED)
+        return
+    run_gone = run_state is None
+    if registered.closed or registered.dry_run_done:
+        assert kind is RemedyKind.NONE  # done: a failed task of its run needs nothing
+        return
+    book: Any = _Book(registered)
+    # What the reconciler will record failed is what the desk shows as its run having ended.
+    limbo = find_limbo(book, lambda run_id: run_state, now=registered.updated_at + timedelta(1))
+    assert (entry.status is DeskStatus.RUN_ENDED) == bool(limbo)
+    if status is not RequestStatus.FAILED:
+        assert (entry.status is DeskStatus.RUN_ENDED) == ended, "an ended run is not acting"
+    if tasks == "a prompt waiting" and not ended and status is not RequestStatus.FAILED:
+        assert entry.status is DeskStatus.AWAITING_DPO
+    if kind is RemedyKind.RESUME:  # the resume route's own precondition lets it through
+        assert resume_ticket(book, "DSR-1")[0] == registered.run_id
+    if kind is RemedyKind.AWAIT_RECONCILE:
+        with pytest.raises(RequestError):  # the resume route refuses it until it is failed
+            resume_ticket(book, "DSR-1")
+    identifier_gone = not dry_run and not kept
+    if failed:
+        expected = RemedyKind.CLEAR_TASKS  # the failed task reruns its own step only
+    elif not ended:
+        expected = RemedyKind.NONE  # its run is at work
+    elif identifier_gone:
+        expected = RemedyKind.NEW_REQUEST  # a whole run again would verify without it
+    elif not run_gone:
+        expected = RemedyKind.CLEAR_RUN
+    elif status is RequestStatus.FAILED:
+        expected = RemedyKind.RESUME
+    else:
+        expected = RemedyKind.AWAIT_RECONCILE  # the resume route takes failed requests only
+    assert kind is expected, entry.remedy.reason
