@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from erasure.deadlines import DUE_SOON_DAYS, Deadline, deadline_of
 from erasure.reconcile import ENDED, awaits_its_run
+from erasure.registry.interventions import Intervention
 from erasure.registry.requests import RegisteredRequest, RequestStatus
 
 
@@ -111,6 +112,8 @@ class DeskEntry(BaseModel):
     prompts: Sequence[PendingPrompt]
     failed: Sequence[FailedTask]
     remedy: Remedy
+    # States of its current run or tasks a person set by hand (erasure_listener): who, when.
+    interventions: Sequence[Intervention] = ()
 
 
 class DeskCounts(BaseModel):
@@ -139,11 +142,16 @@ def build_desk(
     today: date,
     *,
     sealed: Collection[str] = frozenset(),
+    interventions: Iterable[Intervention] = (),
     status: DeskStatus | None = None,
     due_soon_days: int = DUE_SOON_DAYS,
 ) -> Desk:
     """The desk: registered requests with their run's facts, then unregistered submissions
-    (`sealed`: the references whose sealed submission is still kept, `intake.sealed_refs`)."""
+    (`sealed`: the references whose sealed submission is still kept, `intake.sealed_refs`),
+    each with the `interventions` on its current run."""
+    by_hand: dict[str, list[Intervention]] = {}
+    for intervention in interventions:
+        by_hand.setdefault(intervention.run_id, []).append(intervention)
     by_run: dict[str, RunFacts] = {}
     latest_of_ref: dict[str, RunFacts] = {}
     for run in runs:
@@ -155,7 +163,8 @@ def build_desk(
     registered = set()
     for request in requests:
         registered.add(request.request_ref)
-        entries.append(_registered(request, by_run.get(request.run_id), today, due_soon_days))
+        entry = _registered(request, by_run.get(request.run_id), today, due_soon_days)
+        entries.append(entry.model_copy(update={"interventions": by_hand.get(request.run_id, [])}))
     for ref, run in latest_of_ref.items():
         if ref not in registered:
             entries.append(_unregistered(run, sealed=ref in sealed))

@@ -49,6 +49,12 @@ class InterventionBook:
         with store_errors(self._store, "record an intervention"), self._store.engine.begin() as c:
             c.execute(sa.insert(interventions).values(**intervention.model_dump()))
 
+    def list(self) -> builtins.list[Intervention]:
+        """Every intervention, oldest first (the desk groups them by run)."""
+        query = sa.select(interventions).order_by(interventions.c.at, interventions.c.id)
+        with store_errors(self._store, "read the interventions"), self._store.engine.connect() as c:
+            return [_intervention(row) for row in c.execute(query).mappings()]
+
     def for_request(self, request_ref: str) -> builtins.list[Intervention]:
         """The request's interventions, oldest first."""
         query = (

@@ -40,6 +40,7 @@ from erasure.desk import (
 from erasure.desk import build_desk as build
 from erasure.intake import sealed_refs
 from erasure.model import REQUEST_REF
+from erasure.registry.interventions import InterventionBook
 from erasure_api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
 from erasure_api.backend import ErasureBackend
 from erasure_api.desk import ERASURE_DAG_ID
@@ -119,6 +120,7 @@ def _desk_view(backend: ErasureBackend, base: str, status: DeskStatus | None) ->
         erasure_runs(),
         datetime.now(UTC).date(),
         sealed=sealed_refs(backend.store()),
+        interventions=InterventionBook(backend.store()).list(),
         status=status,
     )
     return view_of(desk, base)
@@ -335,6 +337,14 @@ def _warn(count: int) -> str:
     return "warn" if count else ""
 
 
+def _by_hand(e: EntryView) -> str:
+    """What a person set by hand on the run, and who: it completed nothing, ruled nothing."""
+    if not e.interventions:
+        return ""
+    lines = "".join(f"<li>{_e(i.describe())}</li>" for i in e.interventions)
+    return f'<div class="sub">Set by hand in Airflow (completes nothing):<ul>{lines}</ul></div>'
+
+
 def _row(e: EntryView, *, can_submit: bool) -> str:
     status = e.status
     status_class = {
@@ -376,7 +386,7 @@ def _row(e: EntryView, *, can_submit: bool) -> str:
         f'<td><span class="status {status_class}">{_e(_status_label(e))}</span></td>'
         f'<td class="date">{_e(e.received_on or "—")}</td><td class="date">{due}</td>'
         f"<td>{_days_left(e)}</td><td>{extended}</td>"
-        f"<td>{prompts}{_remedy(e, can_submit=can_submit)}</td>"
+        f"<td>{prompts}{_remedy(e, can_submit=can_submit)}{_by_hand(e)}</td>"
         f"<td>{' · '.join(filter(None, (run, evidence)))}</td></tr>"
     )
 

@@ -896,6 +896,15 @@ def test_a_run_or_task_set_by_hand_is_recorded_at_once_naming_who(
         ("dpo_decides", "success", "admin"),
         ("run", "failed", "admin"),
     ]
+    # The desk says so at once: not "acting", and who set what.
+    entry = entries_by_ref(desk_json(client, tokens["dpo"]))[forced]
+    assert entry["status"] == "run_ended", entry
+    assert [(i["target"], i["by"]) for i in entry["interventions"]] == [
+        ("dpo_decides", "admin"),
+        ("run", "admin"),
+    ]
+    page = client.get("/erasure/desk", headers=bearer(tokens["dpo"])).text
+    assert "the run set to failed by admin" in page
     deadline = time.monotonic() + 30
     while True:  # started by the listener right after the route's transaction ended
         with create_session() as session:
