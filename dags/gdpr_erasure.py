@@ -181,19 +181,6 @@ class DpoPrompt(HITLOperator):
         super().__init__(**kwargs)
         self.asked = asked
 
-    def execute(self, context: Any) -> Any:
-        """Ask, unless the artefact is ruled already (a prompt cleared after its answer was
-        recorded): asking again would take an answer that changes nothing signed."""
-        from erasure import workflow
-
-        asked = self._asked(context)
-        with _services() as svc:
-            ruled = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
-        if ruled is not None:
-            log.info("%s is ruled already: not asked again", asked.dataset.name)
-            return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
-        return super().execute(context)
-
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         from erasure_respondents import author_roles, dpo_respondents
 
@@ -202,6 +189,17 @@ class DpoPrompt(HITLOperator):
         answer = dict(super().execute_complete(context, event))  # a timeout raises here
         asked = self._asked(context)
         with _services() as svc:
+            earlier = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
+            if earlier is not None:  # a prompt cleared after its answer was signed
+                log.warning(
+                    "%s was ruled already (%s, signed): this answer changes nothing",
+                    asked.dataset.name,
+                    earlier.ruling.option.value,
+                )
+                return {
+                    "asked": asked.model_dump(mode="json"),
+                    "option": earlier.ruling.option.value,
+                }
             # Asked now, not when the prompt was assigned: whoever lost the role since may
             # not rule.
             roles = author_roles(dpo_respondents(svc.settings), answer.get("responded_by_user"))

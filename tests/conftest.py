@@ -110,3 +110,16 @@ def airflow_db() -> Path:
     if result.returncode != 0:
         pytest.fail(f"airflow db migrate failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
     return _airflow_home
+
+
+@pytest.fixture(autouse=True)
+def _openbao_alive(request: pytest.FixtureRequest) -> None:
+    """The session's OpenBao, started again (empty, same address, a new token) if it died:
+    seen once late in a long run (its log went with it), when every later test that needed
+    Vault then failed on "connection refused" instead of only the one it happened under."""
+    if "openbao" not in request.fixturenames:
+        return
+    server = request.getfixturevalue("openbao")  # the unit or the integration one
+    if not server.running:
+        print(f"OpenBao at {server.address} had stopped: starting it again", flush=True)
+        server.start()

@@ -101,7 +101,8 @@ def test_a_prompt_marked_success_is_no_ruling_and_shifts_none(
             assert answered.status_code == 200, (dataset, answered.text)
         state, _ = dpo_api.wait(RUN_ID, timeout=WAIT_SECONDS)
         assert state == "failed", dpo_api.explain_failure(RUN_ID)
-        decided = _decided(clients["auditor"])
+        # A standing ruling an earlier request left (the embeddings') is cited, not asked.
+        decided = {k: v for k, v in _decided(clients["auditor"]).items() if k in by_dataset}
         assert {k: v[0] for k, v in decided.items()} == expected  # each its own answer
         assert {author for _, author in decided.values()} == {"dpo"}
         detail = clients["auditor"].get(f"/erasure/api/v1/records/{REF}").json()
@@ -123,7 +124,7 @@ def test_a_prompt_marked_success_is_no_ruling_and_shifts_none(
         state, answered = dpo_api.wait(RUN_ID, decisions=decisions, timeout=WAIT_SECONDS)
         assert state == "success", dpo_api.explain_failure(RUN_ID)
         assert answered == [MARKED]
-        after = _decided(clients["auditor"])
+        after = {k: v for k, v in _decided(clients["auditor"]).items() if k in by_dataset}
         assert {k: v for k, v in after.items() if k != MARKED} == decided  # nothing changed
         assert after[MARKED][0] == option_for_label(decisions[MARKED]["option"]).value
         records = clients["auditor"].get(f"/erasure/api/v1/records/{REF}").json()
