@@ -124,8 +124,8 @@ def _who(run_id: str, task_id: str | None) -> str:
         Log.dttm >= since,
         Log.owner.is_not(None),
     )
-    if task_id is not None:
-        query = query.where(Log.task_id == task_id)
+    if task_id is not None:  # the task's own route, or the run's (which sets its tasks too)
+        query = query.where(sa.or_(Log.task_id == task_id, Log.event == "patch_dag_run"))
     with create_session() as session:
         owner = session.scalar(query.order_by(Log.dttm.desc(), Log.id.desc()).limit(1))
     return str(owner) if owner else "unknown"
