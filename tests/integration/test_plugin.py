@@ -834,12 +834,7 @@ def lifecycles(
         if request.param == "sqlite"
         else str(request.getfixturevalue("postgres_schema_url"))
     )
-    settings = Settings.model_construct(
-        store_url=url,
-        vault_addr=openbao.address,
-        vault_token=SecretStr(openbao.token),
-        vault_transit_mount=env["ERASURE_VAULT_TRANSIT_MOUNT"],
-    )
+    settings = _store_settings(url, openbao, env)
     with open_store(url) as store:
         signer = TransitSigner(openbao.client(), settings.vault_transit_mount, DEFAULT_KEY_NAME)
         record_lifecycles(store, RecordLedger(store, signer))
@@ -973,12 +968,7 @@ def test_a_tampered_chain_is_the_first_thing_the_page_says(
     from fastapi.testclient import TestClient
 
     url = f"sqlite:///{tmp_path}/tampered.db"
-    settings = Settings.model_construct(
-        store_url=url,
-        vault_addr=openbao.address,
-        vault_token=SecretStr(openbao.token),
-        vault_transit_mount=env["ERASURE_VAULT_TRANSIT_MOUNT"],
-    )
+    settings = _store_settings(url, openbao, env)
     with open_store(url) as store:
         signer = TransitSigner(openbao.client(), settings.vault_transit_mount, DEFAULT_KEY_NAME)
         record_request(RecordLedger(store, signer), DONE_REF)
@@ -1014,3 +1004,13 @@ def test_ingest_is_idempotent_on_a_postgres_store(
         again = app.post("/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
         assert (first.status_code, again.status_code) == (201, 200)
         assert EventStore(backend.store()).count() == 1
+
+
+def _store_settings(url: str, openbao: EmbeddedOpenBao, env: dict[str, str]) -> Settings:
+    """The API server's settings for a store at `url` whose records the test's Vault signs."""
+    return Settings.model_construct(
+        store_url=url,
+        vault_addr=openbao.address,
+        vault_token=SecretStr(openbao.token),
+        vault_transit_mount=env["ERASURE_VAULT_TRANSIT_MOUNT"],
+    )
