@@ -5,8 +5,9 @@ allowed there. Paths inside the catalog (lineage files, SQLite URLs) are relativ
 
 Connections and rebuild targets are pluggable kinds (erasure.kinds): each entry names its
 `kind`, or is written in a form that implies one (`{url: ...}`, `{sql: ...}`). The built-in
-kinds live with the code that uses them (erasure.warehouse, erasure.actions.rebuild); a
-package adds more under the entry point groups `erasure.connections` and
+kinds' configs are declared here and their factories named by dotted path, so reading a
+catalog imports none of the code that acts on it (erasure.warehouse, erasure.actions.rebuild);
+a package adds more under the entry point groups `erasure.connections` and
 `erasure.rebuild_targets`.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -41,8 +42,6 @@ from erasure.model import DatasetRef
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
-
-    from erasure.actions.rebuild import RebuildContext, RebuildEvidence
 
 
 class _Strict(BaseModel):
@@ -116,8 +115,27 @@ CONNECTIONS: KindRegistry[ConnectionConfig, ConnectionContext, sa.URL | str] = K
     ConnectionConfig,
     family="connection",
     group="erasure.connections",
-    builtins=("erasure.warehouse",),
 )
+
+
+class UrlConnection(ConnectionConfig):
+    """A SQLAlchemy URL; a relative SQLite path is relative to the catalog file."""
+
+    kind: Literal["url"] = "url"
+    url: str
+    implied_by: ClassVar[str | None] = "url"
+
+
+class AirflowConnection(ConnectionConfig):
+    """An Airflow connection, resolved by the adapter's resolver (the Postgres provider's hook)."""
+
+    kind: Literal["airflow"] = "airflow"
+    airflow_conn_id: str
+    implied_by: ClassVar[str | None] = "airflow_conn_id"
+
+
+CONNECTIONS.register(UrlConnection, "erasure.warehouse:url_of")
+CONNECTIONS.register(AirflowConnection, "erasure.warehouse:airflow_url")
 ConnectionField = Annotated[SerializeAsAny[ConnectionConfig], BeforeValidator(CONNECTIONS.validate)]
 
 
@@ -149,12 +167,60 @@ class RebuildTarget(KindConfig):
         return True
 
 
-REBUILD_TARGETS: KindRegistry[RebuildTarget, RebuildContext, RebuildEvidence] = KindRegistry(
+# Factories take an erasure.actions.rebuild.RebuildContext and return its RebuildEvidence;
+# `rebuild()` there checks what a plug-in's factory returned.
+REBUILD_TARGETS: KindRegistry[RebuildTarget, Any, Any] = KindRegistry(
     RebuildTarget,
     family="rebuild target",
     group="erasure.rebuild_targets",
-    builtins=("erasure.actions.rebuild",),
 )
+
+
+class SqlRebuild(RebuildTarget):
+    """`{sql: ...}`: one statement or a list, run in one transaction on the connection."""
+
+    kind: Literal["sql"] = "sql"
+    sql: list[str]
+    implied_by: ClassVar[str | None] = "sql"
+
+    @field_validator("sql", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def declared_sql(self) -> list[str]:
+        return self.sql
+
+    def plan_detail(self) -> dict[str, Any]:
+        return {"statements": len(self.sql)}
+
+
+class DagRebuild(RebuildTarget):
+    """`{dag_id: ...}`: the Airflow DAG that re-materialises the artefact."""
+
+    kind: Literal["dag"] = "dag"
+    dag_id: str
+    implied_by: ClassVar[str | None] = "dag_id"
+
+    def producer(self) -> str:
+        return f"DAG {self.dag_id}"
+
+    def plan_detail(self) -> dict[str, Any]:
+        return {"dag_id": self.dag_id}
+
+
+class ViewRebuild(RebuildTarget):
+    """A view: computed on read from its cleaned upstreams, nothing to run."""
+
+    kind: Literal["view"] = "view"
+
+    def rebuilds(self, dataset_kind: DatasetKind) -> bool:
+        return dataset_kind is DatasetKind.VIEW
+
+
+REBUILD_TARGETS.register(SqlRebuild, "erasure.actions.rebuild:rebuild_by_sql")
+REBUILD_TARGETS.register(DagRebuild, "erasure.actions.rebuild:rebuild_by_dag")
+REBUILD_TARGETS.register(ViewRebuild, "erasure.actions.rebuild:rebuild_view")
 RebuildField = Annotated[SerializeAsAny[RebuildTarget], BeforeValidator(REBUILD_TARGETS.validate)]
 
 

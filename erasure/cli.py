@@ -185,7 +185,7 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     if command in sub.choices:
         return parser  # one of the commands above; help and the groups need the groups
     from erasure.audit.commands import add_audit_commands
-    from erasure.keys.commands import add_keys_commands
+    from erasure.provision import add_keys_commands
     from erasure.store.commands import add_store_commands
 
     add_audit_commands(sub)

@@ -1,20 +1,30 @@
-"""Settings read from the `ERASURE_*` environment (pydantic-settings).
+"""Settings read from the `ERASURE_*` environment (pydantic-settings), and the key-store family
+they select from.
 
 One flat class: every knob is one environment variable, `ERASURE_<FIELD>`, and a bad value
 raises ConfigError naming that variable (never echoing the value: some are secrets).
+
+The key-store family (`KEYSTORES`: each kind's typed config, its factory by dotted path) is
+declared here because `ERASURE_KEYSTORE_KIND` is checked against it when the settings are
+read; the backends themselves live in erasure.keys.keystore and are imported only when a key
+store is built. Another package adds a kind under the entry point group `erasure.keystores`
+(see docs/architecture.md, "Adding a backend").
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from erasure.errors import ConfigError, invalid_fields
-from erasure.keys.kinds import KEYSTORES
+from erasure.kinds import KindConfig, KindRegistry
+
+if TYPE_CHECKING:
+    import hvac
 
 ENV_PREFIX = "ERASURE_"
 
@@ -28,6 +38,56 @@ def env_name(field: str) -> str:
 
 
 _AUTH = env_name("vault_auth_method")
+
+
+class KeyStoreConfig(KindConfig):
+    """Config every key store has: how long Vault snapshots keep a shredded key."""
+
+    snapshot_retention_days: int = Field(default=30, ge=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        """This kind's config as the `ERASURE_*` settings give it (override to read more)."""
+        return cls.model_validate(
+            {"snapshot_retention_days": settings.vault_snapshot_retention_days}
+        )
+
+
+class KvKeyStoreConfig(KeyStoreConfig):
+    """Config of the KV v2 backend (erasure.keys.keystore.KvKeyStore)."""
+
+    kind: Literal["kv"] = "kv"
+    mount: str = "erasure-kv"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        return cls(
+            mount=settings.vault_kv_mount,
+            snapshot_retention_days=settings.vault_snapshot_retention_days,
+        )
+
+
+class TransitKeyStoreConfig(KeyStoreConfig):
+    """Config of the transit backend (erasure.keys.keystore.TransitKeyStore)."""
+
+    kind: Literal["transit"] = "transit"
+    mount: str = "erasure-transit"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        return cls(
+            mount=settings.vault_transit_mount,
+            snapshot_retention_days=settings.vault_snapshot_retention_days,
+        )
+
+
+# Factories take the logged-in Vault client (erasure.keys.vault.connect) and the config, and
+# return a erasure.keys.keystore.SubjectKeyStore (checked where one is built).
+KEYSTORES: KindRegistry[KeyStoreConfig, hvac.Client, Any] = KindRegistry(
+    KeyStoreConfig, family="key store", group="erasure.keystores"
+)
+KEYSTORES.register(KvKeyStoreConfig, "erasure.keys.keystore:KvKeyStore")
+KEYSTORES.register(TransitKeyStoreConfig, "erasure.keys.keystore:TransitKeyStore")
 
 
 class Settings(BaseSettings):
@@ -48,7 +108,7 @@ class Settings(BaseSettings):
     vault_timeout_seconds: float = Field(default=10.0, gt=0)
     vault_kv_mount: str = "erasure-kv"
     vault_transit_mount: str = "erasure-transit"
-    # A registered key-store kind: `kv`, `transit`, or one a plug-in adds (erasure.keys.kinds).
+    # A registered key-store kind: `kv`, `transit`, or one a plug-in adds (KEYSTORES above).
     keystore_kind: str = "kv"
     # How long Vault snapshots/backups are kept: a shredded key may live on in one until then.
     vault_snapshot_retention_days: int = Field(default=30, ge=0)

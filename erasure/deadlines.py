@@ -42,9 +42,7 @@ class DeadlineReport(BaseModel):
 def deadline_report(requests: RequestBook, today: date, within_days: int) -> DeadlineReport:
     """Open requests due within `within_days`, and those already overdue (dry runs aside)."""
     due = [r for r in requests.due_within(today, within_days) if not r.dry_run]
-    overdue = [
-        r.request_ref for r in due if deadline_of(r, today, within_days) is Deadline.OVERDUE
-    ]
+    overdue = [r.request_ref for r in due if deadline_of(r, today, within_days) is Deadline.OVERDUE]
     lines = [
         f"{r.request_ref}: {r.status.value}, due {r.effective_due_on.isoformat()}"
         + (" (extended)" if r.extended_until else "")

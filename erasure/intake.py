@@ -27,9 +27,8 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sqlalchemy.engine import Connection
 
-from erasure.errors import RequestError
-from erasure.keys.bootstrap import SUBMISSIONS_KEY
-from erasure.keys.vault import address_of, vault_errors
+from erasure.errors import RequestError, VaultError
+from erasure.keys.vault import address_of, read_transit_key, vault_errors
 from erasure.model import REQUEST_REF
 from erasure.store.database import Store, store_errors
 from erasure.store.schema import submissions
@@ -39,6 +38,11 @@ DESK = (
     "the erasure desk (Browse > New erasure request in Airflow, or POST /erasure/api/v1/requests)"
 )
 _HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
+
+# The transit key the API server seals submissions with (encrypt only) and workers open;
+# `erasure keys init` creates it (erasure.provision).
+SUBMISSIONS_KEY = "submissions"
+SUBMISSIONS_KEY_TYPE = "aes256-gcm96"
 
 
 class Ticket(BaseModel):
@@ -204,3 +208,26 @@ def _plaintext(request: ErasureRequest) -> bytes:
     data["identifier"] = request.identifier.get_secret_value()
     data["notes"] = request.notes.get_secret_value() if request.notes is not None else None
     return json.dumps(data, ensure_ascii=False).encode("utf-8")
+
+
+def ensure_submissions_key(client: hvac.Client, mount: str) -> bool:
+    """Create the submissions key unless present; True if created. Refuses a leaky one."""
+    address = address_of(client)
+    key_id = f"transit:{mount}/keys/{SUBMISSIONS_KEY}"
+    info = read_transit_key(client, mount, SUBMISSIONS_KEY)
+    if info is None:
+        with vault_errors(address, f"create {key_id}"):
+            client.secrets.transit.create_key(
+                name=SUBMISSIONS_KEY,
+                key_type=SUBMISSIONS_KEY_TYPE,
+                exportable=False,
+                allow_plaintext_backup=False,
+                mount_point=mount,
+            )
+        return True
+    if info.get("exportable") or info.get("allow_plaintext_backup"):
+        raise VaultError(
+            f"{key_id} at {address} is exportable or allows plaintext backup: a copy of it "
+            "could open every sealed submission; create a new non-exportable key"
+        )
+    return False

@@ -6,9 +6,11 @@ and rebuild targets. A family (`KindRegistry`) maps each kind name to its config
 context) -> product. A kind registers in code (`registry.register(Config, factory)` or the
 `@registry.kind(Config)` decorator), or from another package through the family's Python
 entry point group: the entry point is named after the kind and loads a factory whose
-`config_class` attribute is its config model. Nothing here lists the kinds: the family's
-built-in modules and its entry points are imported on the first lookup, so a new backend
-needs no edit of this repository.
+`config_class` attribute is its config model. A factory may be given as its dotted path
+(`"package.module:function"`), imported when the first product is built: a family declares
+its built-in kinds beside its configs without importing the code that acts on them (the
+catalog parses `rebuild:` without importing the rebuild actions). Entry points are read on
+the first lookup, so a new backend needs no edit of this repository.
 
 Errors are `KindError` (a ConfigError, and a ValueError so that pydantic reports it at the
 field it came from). They name the family, the known kinds and the bad field, never a value:
@@ -20,7 +22,7 @@ from __future__ import annotations
 import importlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -51,6 +53,7 @@ ContextT = TypeVar("ContextT")
 ProductT = TypeVar("ProductT")
 C = TypeVar("C", bound=KindConfig)
 F = TypeVar("F", bound=Callable[..., Any])
+_DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
@@ -62,16 +65,14 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
         *,
         family: str,
         group: str,
-        builtins: Iterable[str] = (),
     ) -> None:
         """`base`: what every config of the family extends; `family`: its name in messages;
-        `group`: the entry point group plug-ins register under; `builtins`: modules that
-        register the family's own kinds, imported on first lookup."""
+        `group`: the entry point group plug-ins register under."""
         self.base = base
         self.family = family
         self.group = group
-        self._builtins = tuple(builtins)
-        self._kinds: dict[str, tuple[type[ConfigT], Callable[[Any, ContextT], ProductT]]] = {}
+        self._kinds: dict[str, tuple[type[ConfigT], Callable[[Any, ContextT], ProductT] | str]] = {}
+        self._imported: dict[str, Callable[[Any, ContextT], ProductT]] = {}  # dotted -> factory
         self._broken: dict[str, str] = {}  # entry point name -> why it did not load
         self._discovered = False
         self._discovering = False
@@ -79,9 +80,14 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
 
     # -- registration ----------------------------------------------------------------------
 
-    def register(self, config: type[C], factory: Callable[[C, ContextT], ProductT]) -> None:
-        """Make `config`'s kind known; registering the same pair again changes nothing."""
+    def register(self, config: type[C], factory: Callable[[C, ContextT], ProductT] | str) -> None:
+        """Make `config`'s kind known; registering the same pair again changes nothing.
+
+        `factory` may be the dotted path of one (`"package.module:function"`), imported when
+        the kind first builds something."""
         name = _kind_of(config)
+        if isinstance(factory, str) and not _DOTTED.match(factory):
+            raise TypeError(f"{factory!r} is not a dotted path such as 'package.module:function'")
         if not issubclass(config, self.base):
             raise TypeError(
                 f"{config.__qualname__} must extend {self.base.__qualname__} to be a "
@@ -159,7 +165,8 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
     def build(self, config: ConfigT, context: ContextT) -> ProductT:
         """What the factory of `config`'s kind makes of it in `context`."""
         self.config_class(config.kind)
-        return self._kinds[config.kind][1](config, context)
+        factory = self._kinds[config.kind][1]
+        return (self._import(factory) if isinstance(factory, str) else factory)(config, context)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -181,8 +188,22 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
             raise KindError(f"give exactly one of {fields}, or name the kind ({known})")
         raise KindError(f"name the kind ({known}), or give exactly one of {fields}")
 
+    def _import(self, dotted: str) -> Callable[[Any, ContextT], ProductT]:
+        with self._lock:
+            if dotted not in self._imported:
+                module, _, attribute = dotted.partition(":")
+                try:
+                    factory = getattr(importlib.import_module(module), attribute)
+                except (ImportError, AttributeError) as exc:
+                    raise KindError(
+                        f"the {self.family} factory {dotted!r} cannot be imported "
+                        f"({type(exc).__name__}); fix the installation or the registration"
+                    ) from None
+                self._imported[dotted] = factory
+            return self._imported[dotted]
+
     def _discover(self) -> None:
-        """Import the built-in modules and the entry points once, on first use."""
+        """Read the family's entry points once, on first use."""
         if self._discovered:
             return
         with self._lock:  # re-entrant: a module imported below may look kinds up
@@ -196,8 +217,6 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
             self._discovered = True
 
     def _import_kinds(self) -> None:
-        for module in self._builtins:
-            importlib.import_module(module)
         for point in entry_points(group=self.group):
             try:
                 factory = point.load()
@@ -237,5 +256,7 @@ def _either(fields: list[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
-def _where(factory: Callable[..., Any]) -> str:
+def _where(factory: Callable[..., Any] | str) -> str:
+    if isinstance(factory, str):
+        return factory
     return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', factory)}"

@@ -22,7 +22,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
-from erasure.actions.transaction import statement_text
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, SubjectError, WarehouseError
@@ -37,7 +36,7 @@ from erasure.model import (
     SubjectSearch,
 )
 from erasure.pseudonym import normalise
-from erasure.warehouse import Warehouse, count_rows
+from erasure.warehouse import Warehouse, count_rows, statement_text
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Dataset names are written `schema.table` in every dialect. On SQLite each schema is an
 attached database file next to the main one, so the same SQL runs on SQLite and Postgres.
 
-A catalog connection is a kind (erasure.catalog.CONNECTIONS) whose factory gives the
+A catalog connection is a kind (erasure.catalog.CONNECTIONS) whose factory, here, gives the
 SQLAlchemy URL. Two are built in: `url` (`{url: ...}`) and `airflow` (`{airflow_conn_id:
 ...}`). The domain does not import Airflow: whoever runs inside Airflow (the DAG adapters)
 hands the Warehouse a `ConnectionResolver` that turns the conn id into a SQLAlchemy URL
@@ -15,12 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from erasure.catalog import CONNECTIONS, Catalog, ConnectionConfig, ConnectionContext, DatasetSpec
+from erasure.catalog import (
+    CONNECTIONS,
+    AirflowConnection,
+    Catalog,
+    ConnectionContext,
+    DatasetSpec,
+    UrlConnection,
+)
 from erasure.errors import (
     CatalogError,
     WarehouseError,
@@ -34,15 +41,6 @@ from erasure.matching import SQL_FUNCTION, sql_canonical
 ConnectionResolver = Callable[[str, str], sa.URL | str]
 
 
-class UrlConnection(ConnectionConfig):
-    """A SQLAlchemy URL; a relative SQLite path is relative to the catalog file."""
-
-    kind: Literal["url"] = "url"
-    url: str
-    implied_by: ClassVar[str | None] = "url"
-
-
-@CONNECTIONS.kind(UrlConnection)
 def url_of(config: UrlConnection, context: ConnectionContext) -> str:
     """The URL as written, with a relative SQLite path made absolute."""
     prefix = "sqlite:///"
@@ -53,15 +51,6 @@ def url_of(config: UrlConnection, context: ConnectionContext) -> str:
     return config.url
 
 
-class AirflowConnection(ConnectionConfig):
-    """An Airflow connection, resolved by the adapter's resolver (the Postgres provider's hook)."""
-
-    kind: Literal["airflow"] = "airflow"
-    airflow_conn_id: str
-    implied_by: ClassVar[str | None] = "airflow_conn_id"
-
-
-@CONNECTIONS.kind(AirflowConnection)
 def airflow_url(config: AirflowConnection, context: ConnectionContext) -> sa.URL | str:
     """The URL Airflow keeps for the conn id; CatalogError outside Airflow."""
     if context.resolve_conn_id is None:
@@ -202,6 +191,13 @@ class Warehouse:
             for ds in self.catalog.datasets
             if ds.connection == connection
         } - {"main"}
+
+
+def statement_text(statement: sa.ClauseElement, dialect: sa.Dialect) -> str:
+    """A statement as evidence shows it: the SQL with its placeholders (one per bound value,
+    IN lists expanded), never the values, on one line."""
+    sql = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+    return " ".join(str(sql).split())
 
 
 def count_rows(

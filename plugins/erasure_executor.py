@@ -83,7 +83,7 @@ def preload_erasure() -> None:
     opened: the forked tasks share modules, never sockets)."""
     import erasure.workflow  # noqa: F401  (the steps, the actions, the store, the lineage)
     from erasure.catalog import CONNECTIONS, REBUILD_TARGETS
-    from erasure.keys.kinds import KEYSTORES
+    from erasure.config import KEYSTORES
 
     for registry in (CONNECTIONS, REBUILD_TARGETS, KEYSTORES):
         registry.names()  # imports the built-in kinds and the installed plug-ins' entry points

@@ -7,18 +7,27 @@ spliced into SQL). A second run finds nothing and says so, so a retried task is 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.sql.visitors import replacement_traverse
 
-from erasure.actions.transaction import statement_text, transaction
+from erasure.actions.transaction import transaction
 from erasure.catalog import Catalog, DatasetSpec
-from erasure.errors import EraseFailed, EraseRefused, WarehouseError, describe_failure
+from erasure.errors import (
+    EraseFailed,
+    EraseRefused,
+    ErasureError,
+    WarehouseError,
+    describe_failure,
+)
 from erasure.locate import Located, Location
 from erasure.model import DatasetRef, Evidence
-from erasure.warehouse import Warehouse, count_rows
+from erasure.warehouse import Warehouse, count_rows, statement_text
+
+E = TypeVar("E")
 
 
 class ErasureEvidence(Evidence):
@@ -64,15 +73,57 @@ def erase_rows(
             executed_at=datetime.now(UTC),
             already_done=True,
         )
-    table = warehouse.table(ds)
+    return delete_located_rows(
+        warehouse,
+        located,
+        evidence=lambda done: ErasureEvidence(
+            dataset=ds.name,
+            rows_before=done.rows_before,
+            rows_deleted=done.rows_deleted,
+            rows_after=0,
+            statement=done.statement,
+            executed_at=datetime.now(UTC),
+            already_done=done.rows_before == 0,
+        ),
+        refused=lambda why: EraseFailed(
+            f"dataset {ds.name!r}: deleting the subject's rows failed ({why}); rolled back, "
+            "nothing deleted. If a foreign key refused it, erase the referencing dataset first "
+            "(follow the plan's order)"
+        ),
+        before_commit=before_commit,
+    )
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What one delete of located rows did, before it commits."""
+
+    rows_before: int
+    rows_deleted: int
+    statement: str  # with placeholders, never values
+
+
+def delete_located_rows(
+    warehouse: Warehouse,
+    located: Located,
+    *,
+    evidence: Callable[[Deleted], E],
+    refused: Callable[[str], ErasureError],
+    before_commit: Callable[[E], None] | None = None,
+) -> E:
+    """Delete the located rows in one transaction: count them before and after (none may
+    remain), log `evidence` through `before_commit` before the commit, and raise `refused`
+    (with the driver's failure described, never its text) if the database refuses."""
+    name = located.dataset.name
+    table = warehouse.table(located.dataset)
     if table is None:
         raise WarehouseError(
-            f"dataset {ds.name!r}: table does not exist in the warehouse; re-run locate and "
+            f"dataset {name!r}: table does not exist in the warehouse; re-run locate and "
             "plan before erasing"
         )
     predicate = subject_rows(table, located)
     delete = sa.delete(table).where(predicate)
-    with warehouse.connect(ds) as conn:
+    with warehouse.connect(located.dataset) as conn:
         statement = statement_text(delete, conn.dialect)
         try:
             with transaction(conn):
@@ -81,29 +132,17 @@ def erase_rows(
                 after = count_rows(conn, table, predicate)
                 if after != 0:
                     raise EraseFailed(
-                        f"dataset {ds.name!r}: {after} of the subject's row(s) remained after "
+                        f"dataset {name!r}: {after} of the subject's row(s) remained after "
                         "the delete (a trigger or concurrent writer re-inserted them); rolled "
                         "back. Stop the writer and retry"
                     )
-                evidence = ErasureEvidence(
-                    dataset=ds.name,
-                    rows_before=before,
-                    rows_deleted=max(deleted, 0),
-                    rows_after=after,
-                    statement=statement,
-                    executed_at=datetime.now(UTC),
-                    already_done=before == 0,
-                )
+                result = evidence(Deleted(before, max(deleted, 0), statement))
                 if before_commit is not None:
-                    before_commit(evidence)
+                    before_commit(result)
         except sa.exc.DBAPIError as exc:
             # `from None`: the driver's message may quote a key value and would reach logs.
-            raise EraseFailed(
-                f"dataset {ds.name!r}: deleting the subject's rows failed "
-                f"({describe_failure(exc)}); rolled back, nothing deleted. If a foreign key "
-                "refused it, erase the referencing dataset first (follow the plan's order)"
-            ) from None
-    return evidence
+            raise refused(describe_failure(exc)) from None
+    return result
 
 
 def subject_rows(table: sa.Table, located: Located) -> sa.ColumnElement[bool]:
@@ -150,5 +189,3 @@ def _check_erasable(catalog: Catalog, ds: DatasetSpec, located: Located | None) 
             "nor is referenced by a dataset that does: it is no root; only erase_rows items "
             "of the plan are erased"
         )
-
-

@@ -17,8 +17,8 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import Field
 
-from erasure.actions.erase_rows import subject_rows
-from erasure.actions.transaction import statement_text, transaction
+from erasure.actions.erase_rows import delete_located_rows
+from erasure.actions.transaction import transaction
 from erasure.audit.records import RecordKind, RecordLedger
 from erasure.catalog import Catalog
 from erasure.errors import ErasureError, describe_failure
@@ -231,27 +231,20 @@ def delete_shared_row(
     others = item.evidence.get("other_referrers", 0)
     if located is None:
         return {"done_by": "erasure", "rows_deleted": 0, "other_referrers": others}
-    table = warehouse.table(located.dataset)
-    assert table is not None  # relocate found rows in it
-    statement = sa.delete(table).where(subject_rows(table, located))
-    with warehouse.connect(located.dataset) as conn:
-        sql = statement_text(statement, conn.dialect)
-        try:
-            with transaction(conn):
-                deleted = conn.execute(statement).rowcount
-                done = {
-                    "done_by": "erasure",
-                    "rows_deleted": max(deleted, 0),
-                    "other_referrers": others,
-                    "statement": sql,
-                }
-                if before_commit is not None:
-                    before_commit(done)
-        except sa.exc.DBAPIError as exc:
-            raise DeletionRefused(
-                f"deleting the shared row of {located.dataset.name!r} failed "
-                f"({describe_failure(exc)}): if a foreign key refused it, the {others} other "
-                "row(s) pointing at it must be re-pointed by their owner first, or retain it "
-                "under an exemption (clear dpo_decides and answer again)"
-            ) from None
-    return done
+    return delete_located_rows(
+        warehouse,
+        located,
+        evidence=lambda deleted: {
+            "done_by": "erasure",
+            "rows_deleted": deleted.rows_deleted,
+            "other_referrers": others,
+            "statement": deleted.statement,
+        },
+        refused=lambda why: DeletionRefused(
+            f"deleting the shared row of {located.dataset.name!r} failed ({why}): if a foreign "
+            f"key refused it, the {others} other row(s) pointing at it must be re-pointed by "
+            "their owner first, or retain it under an exemption (clear dpo_decides and answer "
+            "again)"
+        ),
+        before_commit=before_commit,
+    )

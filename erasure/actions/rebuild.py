@@ -1,7 +1,7 @@
 """Rule 5: re-materialise a derived artefact from its cleaned upstreams, in lineage order.
 
 How an artefact is rebuilt is its catalog `rebuild:` target, a kind (erasure.catalog.
-REBUILD_TARGETS). Three are built in here: `sql` drops the table and runs the catalog's
+REBUILD_TARGETS). The three built-in kinds act here: `sql` drops the table and runs the catalog's
 statements in one transaction (a failure leaves the previous table, a retry starts over);
 `dag` has the artefact's Airflow DAG run through a callable the adapter supplies and waits
 for it (one run may serve several requests: erasure.actions.coalesce); `view` (every
@@ -13,15 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 import sqlglot
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
 from erasure.actions.transaction import transaction
-from erasure.catalog import REBUILD_TARGETS, Catalog, DatasetKind, DatasetSpec, RebuildTarget
+from erasure.catalog import (
+    REBUILD_TARGETS,
+    Catalog,
+    DagRebuild,
+    DatasetKind,
+    DatasetSpec,
+    SqlRebuild,
+    ViewRebuild,
+)
 from erasure.errors import CatalogError, RebuildFailed, describe_failure
 from erasure.model import DatasetRef, Evidence, Plan, PlanItem
 from erasure.planner import feedback_cycles, rebuild_order
@@ -114,57 +122,20 @@ def rebuild(
             "re-plan (it escalates) or declare its rebuild dag_id or sql"
         )
     context = RebuildContext(warehouse, ds, trigger_dag, ready_at or datetime.now(UTC))
-    return REBUILD_TARGETS.build(target, context)
+    evidence = REBUILD_TARGETS.build(target, context)
+    if not isinstance(evidence, RebuildEvidence):
+        raise RebuildFailed(
+            f"the {target.kind!r} rebuild target of {ds.name!r} returned no RebuildEvidence; "
+            "fix the package that provides that kind"
+        )
+    return evidence
 
 
 # ---------------------------------------------------------------------------------------------
 # The built-in rebuild targets
 
 
-class SqlRebuild(RebuildTarget):
-    """`{sql: ...}`: one statement or a list, run in one transaction on the connection."""
-
-    kind: Literal["sql"] = "sql"
-    sql: list[str]
-    implied_by: ClassVar[str | None] = "sql"
-
-    @field_validator("sql", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
-
-    def declared_sql(self) -> list[str]:
-        return self.sql
-
-    def plan_detail(self) -> dict[str, Any]:
-        return {"statements": len(self.sql)}
-
-
-class DagRebuild(RebuildTarget):
-    """`{dag_id: ...}`: the Airflow DAG that re-materialises the artefact."""
-
-    kind: Literal["dag"] = "dag"
-    dag_id: str
-    implied_by: ClassVar[str | None] = "dag_id"
-
-    def producer(self) -> str:
-        return f"DAG {self.dag_id}"
-
-    def plan_detail(self) -> dict[str, Any]:
-        return {"dag_id": self.dag_id}
-
-
-class ViewRebuild(RebuildTarget):
-    """A view: computed on read from its cleaned upstreams, nothing to run."""
-
-    kind: Literal["view"] = "view"
-
-    def rebuilds(self, dataset_kind: DatasetKind) -> bool:
-        return dataset_kind is DatasetKind.VIEW
-
-
-@REBUILD_TARGETS.kind(ViewRebuild)
-def _rebuild_view(target: ViewRebuild, context: RebuildContext) -> RebuildEvidence:
+def rebuild_view(target: ViewRebuild, context: RebuildContext) -> RebuildEvidence:
     return RebuildEvidence(
         dataset=context.dataset.name,
         method=target.kind,
@@ -207,8 +178,7 @@ def _empty(catalog: Catalog, warehouse: Warehouse, refs: list[DatasetRef]) -> li
     return emptied
 
 
-@REBUILD_TARGETS.kind(SqlRebuild)
-def _rebuild_by_sql(target: SqlRebuild, context: RebuildContext) -> RebuildEvidence:
+def rebuild_by_sql(target: SqlRebuild, context: RebuildContext) -> RebuildEvidence:
     warehouse, ds, statements = context.warehouse, context.dataset, target.sql
     if ds.connection is None:
         raise CatalogError(f"dataset {ds.name!r} is rebuilt by SQL but names no connection")
@@ -245,8 +215,7 @@ def _rebuild_by_sql(target: SqlRebuild, context: RebuildContext) -> RebuildEvide
     )
 
 
-@REBUILD_TARGETS.kind(DagRebuild)
-def _rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEvidence:
+def rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEvidence:
     warehouse, ds, dag_id, trigger_dag = (
         context.warehouse,
         context.dataset,

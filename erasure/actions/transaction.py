@@ -1,5 +1,5 @@
-"""One real database transaction per action, on SQLite as on Postgres, and how a statement
-is shown as evidence (placeholders, never values). How failures are described:
+"""One real database transaction per action, on SQLite as on Postgres. How a statement is
+shown as evidence: `erasure.warehouse.statement_text`; how failures are described:
 `erasure.errors.describe_failure`.
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 
@@ -23,10 +22,3 @@ def transaction(conn: Connection) -> Iterator[None]:
             if raw is not None and not getattr(raw, "in_transaction", False):
                 conn.exec_driver_sql("BEGIN")
         yield
-
-
-def statement_text(statement: sa.ClauseElement, dialect: sa.Dialect) -> str:
-    """A statement as evidence shows it: the SQL with its placeholders (one per bound value,
-    IN lists expanded), never the values, on one line."""
-    sql = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
-    return " ".join(str(sql).split())

@@ -20,13 +20,17 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from erasure.errors import ConfigError, ErasureError, VaultError
-from erasure.keys.vault import address_of, ensure_transit, is_not_found, vault_errors
+from erasure.keys.vault import (
+    address_of,
+    ensure_transit,
+    read_transit_key,
+    vault_errors,
+)
 
 DEFAULT_KEY_NAME = "completion-records"
 KEY_TYPE = "ed25519"
 
 _VAULT_SIGNATURE = re.compile(r"^vault:v(\d+):([A-Za-z0-9+/=]+)$")
-_TRANSIT_GONE = ("not found", "no existing key", "could not find")
 
 
 class SignatureFormatError(ErasureError):
@@ -123,17 +127,7 @@ class TransitSigner:
         return {int(v): str(k["public_key"]) for v, k in keys.items() if k.get("public_key")}
 
     def _read(self) -> dict[str, Any] | None:
-        with vault_errors(self.address, f"read {self.key_id}"):
-            try:
-                response = self._client.secrets.transit.read_key(
-                    name=self._name, mount_point=self._mount
-                )
-            except hvac.exceptions.VaultError as exc:
-                if not is_not_found(exc, *_TRANSIT_GONE):
-                    raise
-                return None
-        data: dict[str, Any] = response["data"]
-        return data
+        return read_transit_key(self._client, self._mount, self._name)
 
     def _check(self, info: dict[str, Any]) -> None:
         if info.get("type") != KEY_TYPE:

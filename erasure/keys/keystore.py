@@ -1,7 +1,7 @@
 """Per-subject keys in Vault, and crypto-shredding that proves itself.
 
 Two backends behind one protocol, each declaring its `kind` and a typed config, registered
-with the key-store family (erasure.keys.kinds.KEYSTORES) that picks by kind:
+with the key-store family (erasure.config.KEYSTORES) that picks by kind:
 
 - `kv` (default): a random 256-bit data key per subject in KV v2 at `subjects/<hash>`.
   Shred = delete the metadata and every version (a soft delete is not a shred).
@@ -20,14 +20,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import hvac
 import hvac.exceptions
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, ConfigDict
 
+from erasure.config import (
+    KEYSTORES,
+    KeyStoreConfig,
+    KvKeyStoreConfig,
+    Settings,
+    TransitKeyStoreConfig,
+)
 from erasure.errors import (
+    ConfigError,
     DecryptionError,
     KeyNotFoundError,
     ShredError,
@@ -35,17 +43,15 @@ from erasure.errors import (
     VaultError,
 )
 from erasure.keys import blob
-from erasure.keys.kinds import KEYSTORES, KeyStoreConfig
 from erasure.keys.vault import (
+    TRANSIT_KEY_GONE,
     address_of,
     ensure_kv_v2,
     ensure_transit,
     is_not_found,
+    read_transit_key,
     vault_errors,
 )
-
-if TYPE_CHECKING:
-    from erasure.config import Settings
 
 _SUBJECT_HASH = re.compile(r"^[0-9a-f]{64}$")
 _PROBE_DATASET = "erasure:shred-probe"
@@ -276,20 +282,6 @@ class _VaultKeyStore(ABC):
 # kv
 
 
-class KvKeyStoreConfig(KeyStoreConfig):
-    """Config of the KV v2 backend."""
-
-    kind: Literal["kv"] = "kv"
-    mount: str = "erasure-kv"
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Self:
-        return cls(
-            mount=settings.vault_kv_mount,
-            snapshot_retention_days=settings.vault_snapshot_retention_days,
-        )
-
-
 class KvKeyStore(_VaultKeyStore):
     """Random 256-bit data keys in KV v2 at `<mount>/subjects/<subject_hash>`."""
 
@@ -392,23 +384,6 @@ class KvKeyStore(_VaultKeyStore):
 # transit
 
 
-class TransitKeyStoreConfig(KeyStoreConfig):
-    """Config of the transit backend."""
-
-    kind: Literal["transit"] = "transit"
-    mount: str = "erasure-transit"
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Self:
-        return cls(
-            mount=settings.vault_transit_mount,
-            snapshot_retention_days=settings.vault_snapshot_retention_days,
-        )
-
-
-_TRANSIT_GONE = ("encryption key not found", "could not be found", "not found")
-
-
 class TransitKeyStore(_VaultKeyStore):
     """One non-exportable transit key per subject, `subject-<hash>`; it wraps data keys in Vault."""
 
@@ -457,7 +432,7 @@ class TransitKeyStore(_VaultKeyStore):
                     name=self._name(subject_hash), key_type="plaintext", mount_point=self._mount
                 )
             except hvac.exceptions.VaultError as exc:
-                if not is_not_found(exc, *_TRANSIT_GONE):
+                if not is_not_found(exc, *TRANSIT_KEY_GONE):
                     raise
                 raise KeyNotFoundError(
                     f"no key {key_id} at {self.address}: never created or shredded"
@@ -479,7 +454,7 @@ class TransitKeyStore(_VaultKeyStore):
                     mount_point=self._mount,
                 )
             except hvac.exceptions.VaultError as exc:
-                if is_not_found(exc, *_TRANSIT_GONE):
+                if is_not_found(exc, *TRANSIT_KEY_GONE):
                     raise KeyNotFoundError(
                         f"no key {key_id} at {self.address}: never created or shredded"
                     ) from None
@@ -498,17 +473,7 @@ class TransitKeyStore(_VaultKeyStore):
         return b"vault:v1:" + body
 
     def _read(self, subject_hash: str) -> dict[str, Any] | None:
-        with vault_errors(self.address, f"read {self.key_id(subject_hash)}"):
-            try:
-                response = self._transit.read_key(
-                    name=self._name(subject_hash), mount_point=self._mount
-                )
-            except hvac.exceptions.VaultError as exc:
-                if not is_not_found(exc, *_TRANSIT_GONE):
-                    raise
-                return None
-        data: dict[str, Any] = response["data"]
-        return data
+        return read_transit_key(self._client, self._mount, self._name(subject_hash))
 
     def exists(self, subject_hash: str) -> bool:
         return self._read(subject_hash) is not None
@@ -526,7 +491,7 @@ class TransitKeyStore(_VaultKeyStore):
                     )
                     self._transit.delete_key(name=name, mount_point=self._mount)
                 except hvac.exceptions.VaultError as exc:
-                    if not is_not_found(exc, *_TRANSIT_GONE):
+                    if not is_not_found(exc, *TRANSIT_KEY_GONE):
                         raise  # a key deleted meanwhile by a concurrent shred is fine
         except VaultError as exc:
             raise ShredError(str(exc)) from exc
@@ -543,10 +508,7 @@ class TransitKeyStore(_VaultKeyStore):
 
 
 # ---------------------------------------------------------------------------------------------
-# Registration and the factory
-
-KEYSTORES.register(KvKeyStoreConfig, KvKeyStore)
-KEYSTORES.register(TransitKeyStoreConfig, TransitKeyStore)
+# The factory
 
 
 def keystore_from_config(
@@ -555,7 +517,13 @@ def keystore_from_config(
     """The key store `config` describes (a model or a mapping with `kind`), over `client`."""
     if not isinstance(config, KeyStoreConfig):
         config = KEYSTORES.parse(config)
-    return KEYSTORES.build(config, client)
+    store = KEYSTORES.build(config, client)
+    if not isinstance(store, SubjectKeyStore):
+        raise ConfigError(
+            f"the {config.kind!r} key store kind built no SubjectKeyStore; fix or uninstall "
+            "the package that provides it"
+        )
+    return store
 
 
 def keystore_config_from_settings(settings: Settings) -> KeyStoreConfig:

@@ -155,6 +155,23 @@ def ensure_kv_v2(client: hvac.Client, mount: str) -> bool:
     return enabled
 
 
+# What transit answers (400, not 404) for a key that does not exist.
+TRANSIT_KEY_GONE = ("not found", "could not be found", "could not find", "no existing key")
+
+
+def read_transit_key(client: hvac.Client, mount: str, name: str) -> dict[str, Any] | None:
+    """The transit key's description (`read_key`'s data), or None if there is no such key."""
+    with vault_errors(address_of(client), f"read transit:{mount}/keys/{name}"):
+        try:
+            response = client.secrets.transit.read_key(name=name, mount_point=mount)
+        except hvac.exceptions.VaultError as exc:
+            if not is_not_found(exc, *TRANSIT_KEY_GONE):
+                raise
+            return None
+    data: dict[str, Any] = response["data"]
+    return data
+
+
 def ensure_transit(client: hvac.Client, mount: str) -> bool:
     """Enable transit at `mount` unless it is there already; True if this call enabled it."""
     return _ensure_mount(client, mount, "transit", None)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from erasure.config import Settings
-from erasure.keys.bootstrap import initialise
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, connect
+from erasure.provision import initialise
 from erasure.pseudonym import normalise, subject_hash
 from erasure.sample.seed import CRM_EXPORT, build_demo
 

@@ -32,12 +32,12 @@ from erasure.actions.rebuild import RunOutcome
 from erasure.audit.records import RecordKind
 from erasure.config import Settings
 from erasure.errors import ErasureError
-from erasure.keys.bootstrap import initialise
 from erasure.keys.envelope import EnvelopeCipher
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, connect
 from erasure.model import Action, PlanItem
+from erasure.provision import initialise
 from erasure.pseudonym import normalise, subject_hash
 from erasure.rulings import DpoAnswer, RulingOption, options_for
 from erasure.sample.embedded import ARCHIVE, demo_settings

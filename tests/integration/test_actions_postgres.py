@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from erasure.actions.rebuild import RebuildFailed, SqlRebuild, rebuild
-from erasure.catalog import Catalog
+from erasure.actions.rebuild import RebuildFailed, rebuild
+from erasure.catalog import Catalog, SqlRebuild
 from erasure.locate import locate, parked_location
 from erasure.model import Action, DatasetRef
 from erasure.planner import make_plan, rebuild_order

@@ -28,8 +28,7 @@ import pytest
 import sqlalchemy as sa
 
 from erasure.catalog import load_catalog
-from erasure.intake import SubmissionBox, TransitSubmissionKey
-from erasure.keys.bootstrap import ensure_submissions_key
+from erasure.intake import SubmissionBox, TransitSubmissionKey, ensure_submissions_key
 from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
 from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit

@@ -8,8 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from erasure.errors import RequestError
-from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey
-from erasure.keys.bootstrap import ensure_submissions_key
+from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey, ensure_submissions_key
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
 from erasure.store import Store
 from erasure.store.schema import submissions

@@ -32,8 +32,7 @@ from erasure.audit.records import RecordLedger
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.catalog import load_catalog
 from erasure.config import Settings
-from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey
-from erasure.keys.bootstrap import ensure_submissions_key
+from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey, ensure_submissions_key
 from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
 from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit

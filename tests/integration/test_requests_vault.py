@@ -284,7 +284,8 @@ def test_the_registry_on_postgres(
         registry = registry_for(store, kv, peppers)
         assert register(registry, submit(), catalog=catalog, run_id="run-a").created
         assert not register(registry, submit(), catalog=catalog, run_id="run-b").created
-        register(registry,
+        register(
+            registry,
             submit("DSR-2026-0043", identifier="someone@example.org"),
             catalog=catalog,
             run_id="run-c",

@@ -104,8 +104,7 @@ def test_suppression_round_trip_across_a_pepper_rotation(store: Store) -> None:
 def test_raw_events_are_compressed_with_lz4_where_the_server_has_it(store: Store) -> None:
     with store.engine.connect() as conn:
         has_lz4 = conn.exec_driver_sql(
-            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
-            "WHERE name = 'default_toast_compression'"
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
         ).scalar()
         method = conn.exec_driver_sql(
             "SELECT attcompression FROM pg_attribute "

@@ -27,7 +27,7 @@ from erasure import cli
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import VaultError
-from erasure.keys.bootstrap import SUBMISSIONS_KEY
+from erasure.intake import SUBMISSIONS_KEY
 from erasure.keys.keystore import (
     KvKeyStore,
     KvKeyStoreConfig,

@@ -18,20 +18,18 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from erasure.actions.rebuild import (
-    DagRebuild,
-    RebuildContext,
-    RebuildEvidence,
-    SqlRebuild,
-    ViewRebuild,
-    rebuild,
-)
+from erasure.actions.rebuild import RebuildContext, RebuildEvidence, rebuild
 from erasure.catalog import (
     CONNECTIONS,
     REBUILD_TARGETS,
+    AirflowConnection,
     ConnectionConfig,
     ConnectionContext,
+    DagRebuild,
     RebuildTarget,
+    SqlRebuild,
+    UrlConnection,
+    ViewRebuild,
     load_catalog,
 )
 from erasure.errors import CatalogError, ConfigError
@@ -39,7 +37,7 @@ from erasure.kinds import KindConfig, KindError, KindRegistry
 from erasure.locate import Location, locate
 from erasure.model import Action, SubjectRef
 from erasure.planner import make_plan
-from erasure.warehouse import AirflowConnection, UrlConnection, Warehouse
+from erasure.warehouse import Warehouse
 from tests.unit.estate import make_estate
 
 SECRET = "s3cr3t-7f1c9a"  # a password that must never appear in a message
@@ -141,6 +139,51 @@ def test_registration_is_checked() -> None:
         registry.register(Elsewhere, lambda config, context: "")  # type: ignore[arg-type]
     registry.unregister("hello")
     assert registry.names() == ["login"]
+
+
+def shout(config: Hello, punctuation: str) -> str:
+    """A factory other tests name by its dotted path."""
+    return f"HELLO {config.name.upper()}{punctuation}"
+
+
+def test_a_factory_named_by_its_dotted_path_is_imported_when_first_built() -> None:
+    registry: KindRegistry[Greeting, str, str] = KindRegistry(
+        Greeting, family="greeting", group="g"
+    )
+    registry.register(Hello, f"{__name__}:shout")
+    registry.register(Hello, f"{__name__}:shout")  # the same pair again: no change
+    assert registry.build(registry.parse({"name": "ada"}), "!") == "HELLO ADA!"
+    with pytest.raises(TypeError, match="not a dotted path"):
+        registry.register(Login, "shout")
+    registry.register(Login, f"{__name__}:no_such_factory")
+    with pytest.raises(KindError, match=r"factory .*no_such_factory' cannot be imported"):
+        registry.build(registry.parse({"user": "u", "password": 1}), "!")
+
+
+def test_reading_a_catalog_imports_nothing_that_acts_on_it() -> None:
+    """The built-in kinds' factories are dotted paths: the catalog does not pull in the
+    rebuild actions, the warehouse, lineage, the key stores or their libraries."""
+    script = (
+        "import sys; from erasure.catalog import load_catalog; from erasure.config import "
+        "Settings; Settings(); load_catalog(sys.argv[1]); "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('erasure.', 'sqlglot', "
+        "'numpy', 'hvac', 'sqlalchemy')))))"
+    )
+    catalog = Path(__file__).parents[2] / "erasure" / "sample" / "estate" / "catalog.yaml"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(catalog)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "erasure.catalog",
+        "erasure.config",
+        "erasure.errors",
+        "erasure.kinds",
+        "erasure.model",
+    ]
 
 
 def write_plugin(root: Path, group: str, entry_points: dict[str, str], module: str) -> None:

@@ -10,7 +10,7 @@ from typing import Literal
 import hvac
 import pytest
 
-from erasure.config import Settings
+from erasure.config import KEYSTORES, KeyStoreConfig, Settings
 from erasure.keys.keystore import (
     KvKeyStore,
     KvKeyStoreConfig,
@@ -18,7 +18,6 @@ from erasure.keys.keystore import (
     keystore_from_config,
     keystore_from_settings,
 )
-from erasure.keys.kinds import KEYSTORES, KeyStoreConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 

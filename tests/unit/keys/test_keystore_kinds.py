@@ -10,7 +10,7 @@ from typing import Literal, Self
 import hvac
 import pytest
 
-from erasure.config import Settings
+from erasure.config import KEYSTORES, KeyStoreConfig, Settings
 from erasure.errors import ConfigError
 from erasure.keys.keystore import (
     KvKeyStore,
@@ -21,7 +21,6 @@ from erasure.keys.keystore import (
     keystore_from_config,
     keystore_from_settings,
 )
-from erasure.keys.kinds import KEYSTORES, KeyStoreConfig
 from erasure.kinds import KindConfig
 
 CLIENT = hvac.Client(url="http://127.0.0.1:9")  # building a client does not contact it

@@ -40,9 +40,7 @@ def _replace_check(table: str, name: str, condition: str) -> None:
 
 def upgrade() -> None:
     _replace_check("rulings", "ck_rulings_option", _one_of("option", _NEW_OPTIONS))
-    _replace_check(
-        "action_log", "ck_action_log_status", _one_of("status", _NEW_ACTION_STATUSES)
-    )
+    _replace_check("action_log", "ck_action_log_status", _one_of("status", _NEW_ACTION_STATUSES))
 
 
 def downgrade() -> None:

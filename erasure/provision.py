@@ -1,25 +1,30 @@
-"""The operator's Vault actions: set the erasure mounts and long-lived keys up, rotate the pepper.
+"""`erasure keys init|rotate-pepper`: the operator's Vault actions. They set the erasure mounts
+and long-lived keys up (the signing key of erasure.audit.signing, the submissions key of
+erasure.intake, pepper v1 of erasure.keys.pepper) and rotate the pepper.
 
 Under the least-privilege policies (helm/vault/policies) only the `erasure-operator` identity
 may do these; workers and the API server only use what they create. Idempotent: a second
-`initialise` changes nothing and says so.
+`initialise` changes nothing and says so. Run with the operator's Vault identity
+(ERASURE_VAULT_ADDR and ERASURE_VAULT_TOKEN, or AppRole/Kubernetes auth through the other
+ERASURE_VAULT_* variables).
 """
 
 from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
 
 import hvac
 from pydantic import BaseModel, ConfigDict
 
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
-from erasure.errors import ConfigError, VaultError
+from erasure.errors import ConfigError
+from erasure.intake import SUBMISSIONS_KEY, SUBMISSIONS_KEY_TYPE, ensure_submissions_key
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore, would_orphan
-from erasure.keys.vault import address_of, ensure_kv_v2, ensure_transit, is_not_found, vault_errors
-
-# The transit key the API server seals submissions with (encrypt only) and workers open.
-SUBMISSIONS_KEY = "submissions"
-SUBMISSIONS_KEY_TYPE = "aes256-gcm96"
+from erasure.keys.vault import address_of, connect, ensure_kv_v2, ensure_transit
 
 
 class Bootstrap(BaseModel):
@@ -79,30 +84,48 @@ def rotate_pepper(client: hvac.Client, settings: Settings) -> int:
     return peppers.rotate().version
 
 
-def ensure_submissions_key(client: hvac.Client, mount: str) -> bool:
-    """Create the submissions key unless present; True if created. Refuses a leaky one."""
-    address = address_of(client)
-    key_id = f"transit:{mount}/keys/{SUBMISSIONS_KEY}"
-    with vault_errors(address, f"read {key_id}"):
-        try:
-            info = client.secrets.transit.read_key(name=SUBMISSIONS_KEY, mount_point=mount)["data"]
-        except hvac.exceptions.VaultError as exc:
-            if not is_not_found(exc, "not found", "no existing key"):
-                raise
-            info = None
-    if info is None:
-        with vault_errors(address, f"create {key_id}"):
-            client.secrets.transit.create_key(
-                name=SUBMISSIONS_KEY,
-                key_type=SUBMISSIONS_KEY_TYPE,
-                exportable=False,
-                allow_plaintext_backup=False,
-                mount_point=mount,
-            )
-        return True
-    if info.get("exportable") or info.get("allow_plaintext_backup"):
-        raise VaultError(
-            f"{key_id} at {address} is exportable or allows plaintext backup: a copy of it "
-            "could open every sealed submission; create a new non-exportable key"
+Handler = Callable[[argparse.Namespace], int]
+
+
+def add_keys_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `keys init` and `keys rotate-pepper` to the `erasure` command's subparsers."""
+    keys = subparsers.add_parser("keys", help="operator: Vault mounts, long-lived keys, pepper")
+    sub = keys.add_subparsers(metavar="WHAT")
+    init = sub.add_parser(
+        "init", help="enable the mounts, create the signing and submissions keys and pepper v1"
+    )
+    init.add_argument("--json", action="store_true")
+    init.set_defaults(handler=_init)
+    rotate = sub.add_parser("rotate-pepper", help="add a pepper version (old ones stay)")
+    rotate.add_argument("--json", action="store_true")
+    rotate.set_defaults(handler=_rotate)
+
+
+def _init(args: argparse.Namespace) -> int:
+    settings = Settings()
+    result = initialise(connect(settings), settings)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    print(f"Vault at {result.address}:")
+    for item in result.created:
+        print(f"  created {item}")
+    if not result.created:
+        print("  nothing to create: mounts, keys and pepper were already there")
+    print(f"  signing key {result.signing_key}")
+    print(f"  submissions key {result.submissions_key}")
+    print(f"  pepper {result.kv_mount}/pepper at version {result.pepper_version}")
+    return 0
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    settings = Settings()
+    version = rotate_pepper(connect(settings), settings)
+    if args.json:
+        print(json.dumps({"pepper_version": version}))
+    else:
+        print(
+            f"pepper {settings.vault_kv_mount}/pepper is now at version {version}; new requests "
+            "hash under it, tombstones of earlier versions still match"
         )
-    return False
+    return 0
