@@ -20,10 +20,14 @@ demo: $(STAMP)
 up: $(STAMP)
 	$(BIN)/python -m local.up $(UP_ARGS)
 
+# Two workers: one runs the end-to-end stack's tests while the other runs the rest
+# (tests/conftest.py says which tests stay together). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python -m local.bench

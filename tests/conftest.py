@@ -44,6 +44,24 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)  # the home's own SQLite file
 
 
+# Workers (`make test`: pytest-xdist, `-n 2 --dist loadgroup`). Each worker has its own
+# AIRFLOW_HOME, OpenBao and Postgres database; tests that share something else stay in one
+# worker, in collection order: the end-to-end tests share one `airflow standalone` stack, and
+# the fault matrix and the hostile estates each publish a section of docs/reliability.md.
+WORKER_GROUPS = {
+    "tests/e2e/": "e2e-stack",
+    "tests/integration/test_faults.py": "reliability-doc",
+    "tests/integration/test_hostile_estates.py": "reliability-doc",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for prefix, group in WORKER_GROUPS.items():
+            if item.nodeid.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _airflow_home is not None:
         shutil.rmtree(_airflow_home, ignore_errors=True)
