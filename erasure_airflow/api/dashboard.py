@@ -41,9 +41,9 @@ from erasure.desk import build_desk as build
 from erasure.intake import sealed_refs
 from erasure.model import REQUEST_REF
 from erasure.registry.interventions import InterventionBook
-from erasure_api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
-from erasure_api.backend import ErasureBackend
-from erasure_api.desk import ERASURE_DAG_ID
+from erasure_airflow.api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
+from erasure_airflow.api.backend import ErasureBackend
+from erasure_airflow.api.desk import ERASURE_DAG_ID
 
 api = APIRouter(prefix="/api/v1")
 pages = APIRouter()
@@ -140,7 +140,7 @@ def view_of(desk: Desk, base: str) -> DeskView:
 
 def _entry_view(entry: DeskEntry, base: str) -> EntryView:
     exists = entry.run_id is not None and entry.run_state is not None  # not deleted
-    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id)}" if exists else None
+    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id or '')}" if exists else None
     ref = quote(entry.request_ref, safe="")
     registered = entry.subject_hash is not None
     remedy = {
@@ -197,7 +197,7 @@ def erasure_runs() -> list[RunFacts]:
             )
         ).all()
         tasks = session.execute(
-            sa.select(
+            sa.select(  # type: ignore[call-overload]  # rendered_map_index: a hybrid property
                 ti.run_id,
                 ti.task_id,
                 ti.map_index,

@@ -23,7 +23,7 @@ from erasure.registry.action_log import ActionLog
 from erasure.registry.plans import PlanBook
 from erasure.registry.requests import RequestBook
 from erasure.store.database import Store, open_store
-from erasure_api.settings import ApiSettings
+from erasure_airflow.api.settings import ApiSettings
 
 
 class Unavailable(ErasureError):

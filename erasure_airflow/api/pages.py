@@ -29,9 +29,9 @@ from erasure.audit.outcome import (
     requests_on_record,
 )
 from erasure.audit.records import CompletionRecord
-from erasure_api.auth import ReaderDep, backend_of
-from erasure_api.backend import ErasureBackend, Unavailable
-from erasure_api.routes import verify_chain
+from erasure_airflow.api.auth import ReaderDep, backend_of
+from erasure_airflow.api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api.routes import verify_chain
 
 router = APIRouter()
 

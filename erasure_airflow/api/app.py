@@ -14,9 +14,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
-from erasure_api import dashboard, desk, pages, respondents, resume, routes
-from erasure_api.auth import login_url
-from erasure_api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api import dashboard, desk, pages, respondents, resume, routes
+from erasure_airflow.api.auth import login_url
+from erasure_airflow.api.backend import ErasureBackend, Unavailable
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
 _UNAVAILABLE = (Unavailable, StoreError, VaultError, ConfigError)

@@ -27,8 +27,8 @@ from erasure.identifier_types import WrongIdentifierType, refuse_misfit
 from erasure.intake import Ticket
 from erasure.model import REQUEST_REF, REQUEST_REF_PATTERN
 from erasure.submission import LEGAL_GROUNDS, ErasureRequest
-from erasure_api.auth import Caller, DpoDep, backend_of
-from erasure_api.backend import ErasureBackend
+from erasure_airflow.api.auth import Caller, DpoDep, backend_of
+from erasure_airflow.api.backend import ErasureBackend
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def _start_run(ticket: Ticket, user: str) -> str:
 
 def _create_run(dag_id: str, run_id: str, conf: dict[str, Any], user: str, session: Any) -> None:
     """A run of `dag_id` created for `user`, who is its triggering user (nobody may trigger
-    the erasure DAGs over Airflow's API: plugins/erasure_auth.py)."""
+    the erasure DAGs over Airflow's API: erasure_airflow/auth.py)."""
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.exceptions import DagNotFound, DagRunAlreadyExists
     from airflow.utils.types import DagRunTriggeredByType
