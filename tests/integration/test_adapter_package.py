@@ -23,6 +23,10 @@ def test_pyproject_registers_the_plugin_by_entry_point_and_ships_the_package() -
     assert project["project"]["entry-points"]["airflow.plugins"] == {"erasure": ENTRY_POINT}
     found = project["tool"]["setuptools"]["packages"]["find"]["include"]
     assert {"erasure_airflow", "erasure_airflow.*"} <= set(found)
+    shipped = project["tool"]["setuptools"]["package-data"]["erasure_airflow.api"]
+    assert shipped == ["templates/*.html"]
+    templates = {p.name for p in (REPO / "erasure_airflow" / "api" / "templates").glob("*.html")}
+    assert templates == {"desk.html", "new_request.html", "records.html", "refused.html"}
     module, _, name = ENTRY_POINT.partition(":")
     plugin = getattr(__import__(module, fromlist=[name]), name)
     assert issubclass(plugin, AirflowPlugin) and plugin.name == "erasure"
