@@ -104,9 +104,8 @@ def crm_ingest() -> None:
 
 def _warehouse_engine(catalog: Catalog, dataset: DatasetSpec) -> Engine:
     """The dataset's warehouse: through the Airflow connection if the catalog names one."""
-    from erasure_connections import warehouse
-
     from erasure.errors import CatalogError
+    from erasure_airflow.connections import warehouse
 
     if dataset.connection is None:
         raise CatalogError(f"dataset {dataset.name!r} names no connection to load it through")

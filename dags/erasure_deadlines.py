@@ -77,17 +77,16 @@ with DAG(
 
     @task
     def extend() -> str:
-        from erasure_respondents import dpo_respondents
-
         from erasure import workflow
         from erasure.config import Settings
         from erasure.errors import ErasureError
         from erasure.services import Services
+        from erasure_airflow.respondents import dpo_respondents
 
         context = get_current_context()
         params = context["params"]
         # The erasure desk creates these runs for the DPO logged in (nobody may trigger this
-        # DAG over the API: plugins/erasure_auth.py): the run names her.
+        # DAG over the API: erasure_airflow/auth.py): the run names her.
         by = str(getattr(context["dag_run"], "triggering_user_name", None) or "")
         settings = Settings()
         respondents = dpo_respondents(settings)

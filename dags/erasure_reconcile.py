@@ -32,11 +32,11 @@ with DAG(
     @task
     def reconcile() -> dict[str, Any]:
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-        from erasure_connections import postgres_url
 
         from erasure import workflow
         from erasure.config import Settings
         from erasure.services import Services
+        from erasure_airflow.connections import postgres_url
 
         def run_state(run_id: str) -> str | None:
             if not RuntimeTaskInstance.get_dr_count(dag_id=ERASURE_DAG, run_ids=[run_id]):

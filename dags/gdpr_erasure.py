@@ -10,233 +10,29 @@ register task's log.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
-from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import BaseOperator, Param, dag, get_current_context, task
+from airflow.sdk import Param, dag, get_current_context, task
 
 from erasure.config import Settings
 from erasure.model import REQUEST_REF_PATTERN
 from erasure.rulings import EXEMPTIONS
+from erasure_airflow.operators import DpoPrompt, RebuildOperator
+from erasure_airflow.tasks import RETRIES, in_order, mapped_target, open_services, record_failure
 
 if TYPE_CHECKING:
     from erasure.model import DatasetRef
-    from erasure.prompts import Asked
-    from erasure.rulings import DpoAnswer
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-
-WAIT_FOR_ORDER = timedelta(seconds=2)
 WAIT_FOR_DPO = timedelta(seconds=60)
-POLL_SECONDS = 3.0  # how often the triggerer asks whether a rematerialisation run ended
-# A transient failure (warehouse, Vault) is retried soon; a lasting one fails the run, and the
-# DPO clears the failed task after fixing it: every step resumes without acting twice.
-RETRIES: dict[str, Any] = {"retries": 2, "retry_delay": timedelta(seconds=10)}
 EXEMPTION_LABELS = {str(k.value): v for k, v in EXEMPTIONS.items()}
-
-
-def _services() -> Any:
-    from erasure_connections import postgres_url
-
-    from erasure.services import Services
-
-    # Catalog connections given as airflow_conn_id open through the Postgres provider's hook.
-    return Services.open(Settings(), resolve=postgres_url)
-
-
-def _record_failure(context: Any) -> None:
-    """A task that failed for good is recorded (signed) against its request; clearing it
-    resumes the request."""
-    from erasure import workflow
-
-    ref = (context.get("params") or {}).get("request_ref")
-    ti = context.get("ti")
-    if not ref or ti is None:
-        return
-    try:
-        with _services() as svc:
-            workflow.fail(svc, str(ref), f"run {ti.run_id}: task {ti.task_id} failed", ti.run_id)
-    except Exception:  # the run failed already: never hide that behind the callback's error
-        log.exception("could not record the failure of request %s", ref)
-
-
-def dpo_answer(hitl: dict[str, Any], author_roles: frozenset[str] | None = None) -> DpoAnswer:
-    """An Airflow HITL answer (chosen option label, params, who, when) as the domain's answer;
-    `author_roles`: the DPO roles the answering user holds (None where nothing can tell)."""
-    from pydantic import ValidationError
-
-    from erasure.errors import describe_invalid
-    from erasure.rulings import DpoAnswer, RulingError, option_for_label
-
-    chosen = list(hitl.get("chosen_options") or [])
-    if len(chosen) != 1:
-        raise RulingError("the answer must choose exactly one option")
-    params = dict(hitl.get("params_input") or {})
-    user = dict(hitl.get("responded_by_user") or {})
-    responded = hitl.get("responded_at")
-    try:
-        return DpoAnswer(
-            option=option_for_label(str(chosen[0])),
-            author_id=str(user.get("id") or "unknown"),
-            author_name=str(user.get("name") or user.get("id") or "unknown"),
-            justification=str(params.get("justification") or ""),
-            exemption=params.get("exemption") or None,
-            scheduled_by=params.get("scheduled_by") or None,
-            standing_until=params.get("standing_until") or None,
-            decided_at=responded if responded else datetime.now(UTC),
-            author_roles=author_roles,
-        )
-    except ValidationError as exc:
-        raise RulingError(
-            f"the DPO's answer cannot be read ({describe_invalid(exc, locations=True)}): clear "
-            "its dpo_decides prompt and the tasks after it, and answer again"
-        ) from None
-
-
-def _label(action: str, dataset: dict[str, str]) -> DatasetRef:
-    """Name the mapped task in the UI ("erase_rows crm.orders"); the dataset it acts on."""
-    from erasure.model import DatasetRef
-
-    ref = DatasetRef(**dataset)
-    get_current_context()["artefact"] = f"{action} {ref.name}"  # type: ignore[literal-required]
-    return ref
 
 
 def _refs(datasets: list[DatasetRef]) -> list[dict[str, str]]:
     """Datasets as XCom carries them: {"namespace", "name"}."""
     return [d.as_dict() for d in datasets]
-
-
-@contextmanager
-def _in_order(wait: timedelta = WAIT_FOR_ORDER) -> Iterator[None]:
-    """A step that must wait for an earlier one of this run is rescheduled, not failed."""
-    from airflow.sdk.exceptions import AirflowRescheduleException
-
-    from erasure.workflow import NotYet
-
-    try:
-        yield
-    except NotYet as waiting:
-        log.info("%s", waiting)
-        raise AirflowRescheduleException(datetime.now(UTC) + wait) from None
-
-
-class RebuildOperator(BaseOperator):
-    """rebuild: re-materialise one derived artefact, after its upstreams (rescheduled until
-    they are done). A DAG target's run is joined or triggered (one run serves every request
-    ready before it starts), then waited for in the triggerer (`DagRunEndTrigger`): the task
-    holds no worker slot while the run needs one."""
-
-    template_fields = ("ref", "dataset")
-
-    def __init__(self, *, ref: str, dataset: dict[str, str], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.ref = ref
-        self.dataset = dataset
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        from erasure_airflow import REBUILD_TIMEOUT_SECONDS, trigger_dag
-        from erasure_triggers import DagRunEndTrigger
-
-        from erasure import workflow
-
-        target = _label("rebuild", self.dataset)
-        try:
-            with _services() as svc, _in_order():
-                run = trigger_dag(svc, self.ref)
-                evidence = workflow.rebuild_artefact(svc, self.ref, target, run)
-        except workflow.AwaitingRun as waiting:
-            self.defer(
-                trigger=DagRunEndTrigger(waiting.dag_id, waiting.run_id, POLL_SECONDS),
-                method_name="execute_complete",
-                timeout=timedelta(seconds=REBUILD_TIMEOUT_SECONDS),
-            )
-        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
-
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        """Resumed once the run ended: record how (a failed or deleted run fails the task)."""
-        from erasure_airflow import run_ended
-
-        from erasure import workflow
-
-        target = _label("rebuild", self.dataset)
-        with _services() as svc:
-            evidence = workflow.rebuild_artefact(svc, self.ref, target, run_ended(svc, event))
-        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
-
-
-class DpoPrompt(HITLOperator):
-    """dpo_decides: one prompt, bound to the artefact it asks about (`asked`). When it resumes
-    with the answer Airflow recorded (who gave it, when), that answer is recorded here as the
-    ruling on that artefact and on nothing else. A prompt marked success or skipped by hand
-    never resumes, so it is never a ruling; `record_rulings` then names it."""
-
-    def __init__(self, *, asked: dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.asked = asked
-
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        from erasure_respondents import author_roles, dpo_respondents
-
-        from erasure import workflow
-
-        answer = dict(super().execute_complete(context, event))  # a timeout raises here
-        asked = self._asked(context)
-        with _services() as svc:
-            earlier = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
-            if earlier is not None:  # a prompt cleared after its answer was signed
-                log.warning(
-                    "%s was ruled already (%s, signed): this answer changes nothing",
-                    asked.dataset.name,
-                    earlier.ruling.option.value,
-                )
-                return {
-                    "asked": asked.model_dump(mode="json"),
-                    "option": earlier.ruling.option.value,
-                }
-            # Asked now, not when the prompt was assigned: whoever lost the role since may
-            # not rule.
-            roles = author_roles(dpo_respondents(svc.settings), answer.get("responded_by_user"))
-            ruled = _transient_retries(
-                lambda: workflow.rule_on(svc, asked, dpo_answer(answer, roles), self.subject)
-            )
-        log.info("ruling on %s recorded: %s", asked.dataset.name, ruled.ruling.option.value)
-        return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
-
-    def _asked(self, context: Any) -> Asked:
-        """What this prompt asks about, which must be about this run's own request."""
-        from erasure.progress import StepError
-        from erasure.prompts import Asked
-
-        asked = Asked.model_validate(self.asked)
-        if asked.request_ref != (context.get("params") or {}).get("request_ref"):
-            raise StepError(
-                f"this prompt asks about request {asked.request_ref}, not this run's: its "
-                "answer is no ruling here"
-            )
-        return asked
-
-
-def _transient_retries(step: Callable[[], T], attempts: int = 3) -> T:
-    """`step`, tried again on a store or Vault failure: a prompt is never retried by Airflow
-    (a retry asks the DPO again and drops her answer), so its own step retries in place."""
-    from erasure.errors import StoreError, VaultError
-
-    for attempt in range(1, attempts + 1):
-        try:
-            return step()
-        except (StoreError, VaultError) as exc:
-            if attempt == attempts:
-                raise
-            log.warning("try %d of %d failed (%s): trying again", attempt, attempts, exc)
-            time.sleep(RETRIES["retry_delay"].total_seconds())
-    raise AssertionError("unreachable")
 
 
 @dag(
@@ -265,7 +61,7 @@ def _transient_retries(step: Callable[[], T], attempts: int = 3) -> T:
         ),
     },
     render_template_as_native_obj=True,
-    default_args={"on_failure_callback": lambda context: _record_failure(context)},
+    default_args={"on_failure_callback": lambda context: record_failure(context)},
 )
 def gdpr_erasure() -> None:
     @task
@@ -274,7 +70,7 @@ def gdpr_erasure() -> None:
 
         ctx = get_current_context()
         run_id = ctx["run_id"]
-        with _services() as svc:
+        with open_services() as svc:
             # Opens the sealed submission on this worker; refused, it is destroyed and the DPO
             # submits a corrected request on the desk.
             registration = workflow.register(svc, dict(ctx["params"]), run_id)
@@ -296,7 +92,7 @@ def gdpr_erasure() -> None:
         from erasure.prompts import bound_prompts
 
         ref = registration["request_ref"]
-        with _services() as svc:
+        with open_services() as svc:
             planned = workflow.plan_request(svc, ref)
             pending = workflow.pending_escalations(svc, ref)
             dry_run = svc.requests.require(ref).dry_run
@@ -333,8 +129,8 @@ def gdpr_erasure() -> None:
     def erase_rows(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
 
-        target = _label("erase_rows", dataset)
-        with _services() as svc, _in_order():
+        target = mapped_target("erase_rows", dataset)
+        with open_services() as svc, in_order():
             evidence = workflow.erase(svc, ref, target)
         return {"dataset": dataset, "rows_deleted": evidence.rows_deleted}
 
@@ -344,8 +140,8 @@ def gdpr_erasure() -> None:
     def crypto_shred(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
 
-        target = _label("crypto_shred", dataset)
-        with _services() as svc:
+        target = mapped_target("crypto_shred", dataset)
+        with open_services() as svc:
             evidence = workflow.shred(svc, ref, target)
         return {"dataset": dataset, "keys_shredded": evidence.keys_shredded}
 
@@ -353,8 +149,8 @@ def gdpr_erasure() -> None:
     def aggregate_ok(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
         from erasure import workflow
 
-        target = _label("aggregate_ok", dataset)
-        with _services() as svc, _in_order():
+        target = mapped_target("aggregate_ok", dataset)
+        with open_services() as svc, in_order():
             evidence = workflow.confirm_aggregate(svc, ref, target)
         return {"dataset": dataset, "min_group_size": evidence.at_act.min_group_size}
 
@@ -362,7 +158,7 @@ def gdpr_erasure() -> None:
     # nowhere is confirmed not held, a derived artefact gets the four of DESIGN section 3.
     # No retries: a retry would ask the DPO again and drop the answer given (an answer given
     # as the prompt appears is kept by the stack's executor and API middleware, see
-    # plugins/erasure_executor.py and plugins/erasure_hitl.py).
+    # erasure_airflow/patches/).
     dpo_decides = DpoPrompt.partial(
         task_id="dpo_decides",
         retries=0,
@@ -407,8 +203,8 @@ def gdpr_erasure() -> None:
     @task(**RETRIES)
     def assign_prompts(planned: dict[str, Any]) -> list[dict[str, Any]]:
         """The prompts, each assigned to the users holding a DPO role: Airflow refuses any
-        other user's answer (erasure_respondents)."""
-        from erasure_respondents import assigned_users, dpo_respondents
+        other user's answer (erasure_airflow.respondents)."""
+        from erasure_airflow.respondents import assigned_users, dpo_respondents
 
         prompts: list[dict[str, Any]] = planned["prompts"]
         settings = Settings()
@@ -424,21 +220,21 @@ def gdpr_erasure() -> None:
         """Every escalation is ruled: each prompt recorded its own answer as it resumed."""
         from erasure import workflow
 
-        with _services() as svc:
+        with open_services() as svc:
             return workflow.require_rulings(svc, ref)
 
     @task(trigger_rule="none_failed", **RETRIES)
     def tombstone(ref: str) -> int:
         from erasure import workflow
 
-        with _services() as svc:
+        with open_services() as svc:
             return len(workflow.tombstone(svc, ref).tombstones)
 
     @task(trigger_rule="none_failed", **RETRIES)
     def verify(ref: str) -> bool:
         from erasure import workflow
 
-        with _services() as svc:
+        with open_services() as svc:
             return workflow.verify(svc, ref).passed
 
     @task(**RETRIES)
@@ -446,7 +242,7 @@ def gdpr_erasure() -> None:
         from erasure import workflow
 
         # Reached with verify marked success by hand, it waits for the DPO and then verifies.
-        with _services() as svc, _in_order(WAIT_FOR_DPO):
+        with open_services() as svc, in_order(WAIT_FOR_DPO):
             record = workflow.complete(svc, ref)
         return {"seq": record.seq, "status": record.status, "record_hash": record.record_hash}
 

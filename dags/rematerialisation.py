@@ -77,11 +77,10 @@ class RematerialiseOperator(BaseOperator):
 
 
 def _estate() -> tuple[Any, Any]:
-    from erasure_connections import warehouse as task_warehouse
-
     from erasure.catalog import load_catalog
     from erasure.config import Settings
     from erasure.errors import ConfigError
+    from erasure_airflow.connections import warehouse as task_warehouse
 
     path = Settings().catalog_path
     if path is None:

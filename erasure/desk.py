@@ -112,7 +112,8 @@ class DeskEntry(BaseModel):
     prompts: Sequence[PendingPrompt]
     failed: Sequence[FailedTask]
     remedy: Remedy
-    # States of its current run or tasks a person set by hand (erasure_listener): who, when.
+    # States of its current run or tasks a person set by hand (erasure_airflow.listener):
+    # who, when.
     interventions: Sequence[Intervention] = ()
 
 

@@ -1,19 +1,22 @@
 """The long-lived collaborators an erasure needs, built once from Settings.
 
-The CLI, the DAG tasks and the plugin each build one `Services` and hand it to the workflow
-steps; nothing here decides anything.
+The CLI and the DAG tasks each build one `Services` and hand it to the workflow steps; the
+API server, which reads, seals and verifies for as long as it runs, keeps `LazyServices`.
+Nothing here decides anything.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import hvac
 import sqlalchemy as sa
 
 from erasure.audit.records import RecordLedger
-from erasure.audit.signing import TransitSigner
+from erasure.audit.signing import DEFAULT_KEY_NAME, RecordSigner, TransitSigner
 from erasure.catalog import Catalog, load_catalog
 from erasure.config import Settings, env_name
 from erasure.errors import ConfigError
@@ -35,6 +38,20 @@ from erasure.store.database import Store, open_store
 from erasure.store.schema import requests
 from erasure.suppression import SuppressionList
 from erasure.warehouse import ConnectionResolver, Warehouse
+
+if TYPE_CHECKING:
+    from erasure.lineage.event_store import EventStore
+    from erasure.lineage.store import LineageStore
+
+
+def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
+    """The Vault transit signer of the completion records (its public keys verify them)."""
+    return TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
+
+
+def submission_box(store: Store, vault: hvac.Client, settings: Settings) -> SubmissionBox:
+    """Where the desk seals submissions and the register step opens them."""
+    return SubmissionBox(store, TransitSubmissionKey(vault, settings.vault_transit_mount))
 
 
 def ensure_pepper(peppers: PepperStore, store: Store, keystore: SubjectKeyStore) -> Pepper:
@@ -133,10 +150,8 @@ class Services:
             registrar=Registrar(store, requests_book, secrets),
             rulings=RulingBook(store),
             suppression=SuppressionList(store),
-            ledger=RecordLedger(store, TransitSigner(vault, settings.vault_transit_mount)),
-            submissions=SubmissionBox(
-                store, TransitSubmissionKey(vault, settings.vault_transit_mount)
-            ),
+            ledger=RecordLedger(store, record_signer(vault, settings)),
+            submissions=submission_box(store, vault, settings),
             rematerialisations=RunBook(store),
             interventions=InterventionBook(store),
         )
@@ -155,3 +170,102 @@ class Services:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class LazyServices:
+    """The collaborators a long-lived reader needs (the API server), each built on first use
+    and kept: nothing connects before it is asked for, and a build that failed is not kept,
+    so the next call tries again. Errors are the domain's (ConfigError, StoreError,
+    VaultError); pass `settings` to pin them, else the environment is read on first use."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._lock = threading.RLock()
+        self._settings = settings
+        self._store: Store | None = None
+        self._vault: hvac.Client | None = None
+        self._signer: RecordSigner | None = None
+        self._catalog: Catalog | None = None
+        self._lineage: LineageStore | None = None
+
+    def settings(self) -> Settings:
+        with self._lock:
+            if self._settings is None:
+                self._settings = Settings()
+            return self._settings
+
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.settings().store_url)
+            return self._store
+
+    def vault(self) -> hvac.Client:
+        """A logged-in Vault client, under the policy of this process's token."""
+        with self._lock:
+            if self._vault is None:
+                self._vault = connect(self.settings())
+            return self._vault
+
+    def signer(self) -> RecordSigner:
+        """The Vault transit signer: its public keys check the records' signatures."""
+        with self._lock:
+            if self._signer is None:
+                self._signer = record_signer(self.vault(), self.settings())
+            return self._signer
+
+    def submissions(self) -> SubmissionBox:
+        """Where the desk seals submissions (it may encrypt with the key, never decrypt)."""
+        return submission_box(self.store(), self.vault(), self.settings())
+
+    def catalog(self) -> Catalog:
+        """The catalog at ERASURE_CATALOG_PATH."""
+        with self._lock:
+            if self._catalog is None:
+                path = self.settings().catalog_path
+                if path is None:
+                    raise ConfigError(f"{env_name('catalog_path')} is not set")
+                self._catalog = load_catalog(path)
+            return self._catalog
+
+    def ledger(self, *, signed: bool = False) -> RecordLedger:
+        """The completion records; `signed` adds the signer (verify, export)."""
+        return RecordLedger(self.store(), self.signer() if signed else None)
+
+    def requests(self) -> RequestBook:
+        """The registered requests, read only: no key access behind them."""
+        return RequestBook(self.store())
+
+    def plans(self) -> PlanBook:
+        return PlanBook(self.store())
+
+    def action_log(self) -> ActionLog:
+        return ActionLog(self.store())
+
+    def events(self) -> EventStore:
+        from erasure.lineage.event_store import EventStore
+
+        return EventStore(self.store())
+
+    def lineage(self) -> LineageStore:
+        """The lineage store, one per process: its dataset ids stay cached between calls, and
+        it serialises its own writers (the database serialises processes)."""
+        from erasure.lineage.store import LineageStore
+
+        with self._lock:
+            if self._lineage is None:
+                self._lineage = LineageStore(self.store())
+            return self._lineage
+
+    def forget_vault(self) -> None:
+        """Drop the Vault client after a Vault failure: the next call logs in afresh."""
+        with self._lock:
+            self._vault = None
+            self._signer = None
+
+    def close(self) -> None:
+        """Dispose of the store's connections."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+            self._lineage = None

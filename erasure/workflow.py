@@ -1,4 +1,4 @@
-"""The steps of an erasure (DESIGN section 1), the one door dags/, plugins/ and the CLI use.
+"""The steps of an erasure (DESIGN section 1): the one door the Airflow adapter and CLI use.
 
 Each step is a few lines over typed models: it checks it may run from where the request
 stands (`erasure.progress.enter`), runs its action once (`run_once`: a retried or cleared

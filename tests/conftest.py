@@ -39,7 +39,10 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["AIRFLOW_HOME"] = str(_airflow_home)
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
-    os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
+    # The plugin comes from the erasure_airflow package, by entry point: no plugins folder.
+    (_airflow_home / "plugins").mkdir()
+    os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(_airflow_home / "plugins")
+    _checkout_on_path(_airflow_home / "checkout-metadata")
     os.environ["AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES"] = "identifier,notes"
     os.environ.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)  # the home's own SQLite file
 
@@ -60,6 +63,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for prefix, group in WORKER_GROUPS.items():
             if item.nodeid.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _checkout_on_path(metadata_dir: Path) -> None:
+    """This checkout's erasure_airflow, and its entry points when the installed metadata lacks
+    them (a venv installed from elsewhere), first on this process's path and its children's."""
+    from local.up.entry_points import metadata_for_checkout
+
+    entries = [str(REPO)]
+    found = metadata_for_checkout(metadata_dir)
+    if found is not None:
+        entries.append(str(found))
+        sys.path.append(str(found))
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*entries, *inherited])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

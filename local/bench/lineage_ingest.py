@@ -347,11 +347,11 @@ def http_ingest(env: dict[str, str], stream: Stream) -> float:
     server_env = {
         **env,
         "ERASURE_LINEAGE_API_KEY": LINEAGE_KEY,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "plugins"), str(REPO)]),
+        "PYTHONPATH": str(REPO),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     }
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "erasure_api:create_app", "--factory",
+        [sys.executable, "-m", "uvicorn", "erasure_airflow.api:create_app", "--factory",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip

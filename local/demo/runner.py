@@ -35,7 +35,8 @@ def airflow_environment(home: Path) -> dict[str, str]:
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        # Empty: the plugin comes from the installed erasure_airflow package, by entry point.
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
         # The trigger's audit-log row masks these keys from the start (DESIGN section 6).
         "AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES": "identifier,notes",
     }

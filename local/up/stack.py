@@ -31,6 +31,7 @@ from erasure.keys.vault import EmbeddedOpenBao
 from erasure.sample.embedded import demo_settings, open_demo
 from erasure.sample.rematerialise import REMATERIALISATION_DAGS
 from local.demo.runner import airflow_environment, erasure_environment
+from local.up.entry_points import metadata_for_checkout
 from local.up.metadata_db import MetadataDb, choose_metadata_db, drop_metadata_db
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,8 +52,8 @@ USERS = {
     "op": "Op",
 }
 PASSWORDS_FILE = "erasure_passwords.json"  # in AIRFLOW_HOME, 0600; kept between starts
-# FAB, with the erasure DAGs kept to the roles granted them by name (plugins/erasure_auth.py).
-AUTH_MANAGER = "erasure_auth.ErasureAuthManager"
+# FAB, with the erasure DAGs kept to the roles granted them by name (erasure_airflow/auth.py).
+AUTH_MANAGER = "erasure_airflow.auth.ErasureAuthManager"
 WEBSERVER_CONFIG = REPO / "helm" / "files" / "webserver_config.py"  # the chart's, as is
 HELM_VALUES = REPO / "helm" / "values.yaml"
 AIRFLOW_COMMAND = [sys.executable, str(REPO / "local" / "up" / "components.py")]
@@ -61,8 +62,8 @@ STARTUP_TIMEOUT_SECONDS = 240.0
 STOP_TIMEOUT_SECONDS = 30.0
 COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 # The LocalExecutor that does not fail a HITL task answered as its prompt appears
-# (plugins/erasure_executor.py says why).
-EXECUTOR = "erasure_executor.ResumeSafeLocalExecutor"
+# (erasure_airflow/patches/executor.py says why).
+EXECUTOR = "erasure_airflow.patches.executor.ResumeSafeLocalExecutor"
 
 
 class StackError(RuntimeError):
@@ -137,6 +138,7 @@ def stack_environment(
     loopback = "127.0.0.1,localhost"
     env["NO_PROXY"] = env["no_proxy"] = ",".join(filter(None, [env.get("NO_PROXY"), loopback]))
     env.update(airflow_environment(home))
+    env["PYTHONPATH"] = package_path(home, env.get("PYTHONPATH", ""))
     env.update(
         {
             # Not 32 idle workers; enough that eight requests' tasks interleave (waits for a
@@ -169,6 +171,21 @@ def stack_environment(
         # Marquez-compatible endpoint, authenticated by the lineage API key.
         env.update(openlineage_environment(url, lineage_api_key))
     return env
+
+
+def package_path(home: Path, inherited: str) -> str:
+    """PYTHONPATH for every component: this checkout first (erasure, erasure_airflow), then the
+    entry points the installed metadata lacks (local.up.entry_points), then `inherited`."""
+    entries = [str(REPO)]
+    found = metadata_for_checkout(home / "checkout-metadata")
+    if found is not None:
+        print(
+            f"the installed erasure package does not register this checkout's entry points: "
+            f"declared from {found} (pip install -e {REPO} makes this needless)",
+            flush=True,
+        )
+        entries.append(str(found))
+    return os.pathsep.join([*entries, *(p for p in inherited.split(os.pathsep) if p)])
 
 
 def openlineage_environment(api_url: str, lineage_api_key: str) -> dict[str, str]:

@@ -28,8 +28,8 @@ from local.up.stack import ERASURE_DAG, Stack, StackError, StackPaths
 RUN_TIMEOUT_SECONDS = 360
 POLL_SECONDS = 2.0
 # Prompts are answered as soon as they are seen: the stack runs the executor and the API
-# middleware that keep an answer given as a prompt appears (plugins/erasure_executor.py,
-# plugins/erasure_hitl.py; tests/e2e/test_hitl_answers.py holds them to it).
+# middleware that keep an answer given as a prompt appears (erasure_airflow/patches/;
+# tests/e2e/test_hitl_answers.py holds them to it).
 PROMPT_SETTLE_SECONDS = 0.0
 # The tests' own DAGs (e.g. hitl_race), a DAG bundle beside the repo's dags/.
 TEST_DAGS = Path(__file__).resolve().parent / "dags"

@@ -180,7 +180,7 @@ def test_what_the_airflow_chart_is_handed_exists(chart: helm.Chart) -> None:
     assert (
         values["apiServer"]["serviceAccount"]["name"] == chart.values["vault"]["roles"]["apiServer"]
     )
-    assert values["config"]["core"]["auth_manager"] == "erasure_auth.ErasureAuthManager"
+    assert values["config"]["core"]["auth_manager"] == "erasure_airflow.auth.ErasureAuthManager"
 
 
 def _refs(node: Any) -> Iterator[tuple[str, str]]:
@@ -324,4 +324,6 @@ def test_the_image_is_airflow_3_3_2_with_package_dags_and_plugin() -> None:
     for provider in ("postgres", "fab", "hashicorp", "openlineage"):
         assert f"apache-airflow-providers-{provider}" in dockerfile
     assert "COPY --chown=airflow:0 dags /opt/airflow/dags" in dockerfile
-    assert "COPY --chown=airflow:0 plugins /opt/airflow/plugins" in dockerfile
+    # The plugin is the installed adapter package's entry point, never a plugins-folder copy.
+    assert "COPY --chown=airflow:0 erasure_airflow /opt/erasure/src/erasure_airflow" in dockerfile
+    assert "/opt/airflow/plugins" not in dockerfile

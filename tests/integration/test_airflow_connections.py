@@ -8,7 +8,6 @@ environment variable (from a Kubernetes Secret).
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from erasure.sample.embedded import open_demo
 from erasure.services import Services
 from erasure.store import open_store
 from erasure.suppression import SuppressionList
+from erasure_airflow.connections import postgres_url, warehouse
 from local.demo.runner import REPO, erasure_environment, load_decisions, run_erasure
 from tests.integration.test_crm_ingest import (
     CUSTOMERS,
@@ -43,9 +43,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.postgres
 CONN_ID = "erasure_warehouse"
 CANARY = "Alice.SMITH@example.com"
 PASSWORD = "not-the-real-one-7c1f"
-
-sys.path.insert(0, str(REPO / "dags"))  # as Airflow puts its DAGs folder on the path
-from erasure_connections import postgres_url, warehouse  # noqa: E402
 
 
 @pytest.fixture

@@ -34,14 +34,13 @@ from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
 from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
+from erasure_airflow.api.backend import ErasureBackend
 from local.up.stack import AUTH_MANAGER, PASSWORDS_FILE, USERS
 from tests.unit.registry_support import Books, books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGINS = REPO / "plugins"
-sys.path.insert(0, str(PLUGINS))  # as Airflow does for its plugins folder
-
-from erasure_api.backend import ErasureBackend  # noqa: E402
+# Empty (tests/conftest.py): Airflow loads the plugin by the erasure_airflow entry point.
+PLUGINS = Path(os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"])
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -163,10 +162,11 @@ def fab_roles(env: dict[str, str]) -> list[str]:
 @pytest.fixture(scope="module")
 def client(env: dict[str, str], fab_roles: list[str]) -> Iterator[Any]:
     """Airflow's API server app under FAB, plugin included."""
-    import erasure_api
     from airflow import plugins_manager, settings
     from airflow.api_fastapi.app import create_app, purge_cached_app
     from fastapi.testclient import TestClient
+
+    from erasure_airflow import api as erasure_api
 
     def reload_plugins() -> None:
         from airflow.listeners.listener import get_listener_manager
@@ -585,7 +585,7 @@ ALLOWED = {
 def test_each_role_reaches_exactly_its_plugin_routes(
     client: Any, tokens: dict[str, str], desk: dict[str, str], user: str
 ) -> None:
-    import erasure_api
+    from erasure_airflow import api as erasure_api
 
     app_routes: Any = erasure_api.app.routes
     mounted = {f"{m} /erasure{r.path}" for r in app_routes for m in r.methods}

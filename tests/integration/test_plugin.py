@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import html
 import json
+import os
 import re
 import sqlite3
 import sys
@@ -40,6 +41,7 @@ from erasure.lineage.event_store import EventStore
 from erasure.model import Action, DatasetRef, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
 from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
+from erasure_airflow.api.backend import ErasureBackend
 from local.bench.load import submission as desk_submission
 from tests.unit.audit.support import (
     DELETED,
@@ -55,10 +57,8 @@ from tests.unit.audit.support import (
 from tests.unit.registry_support import Books, books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGINS = REPO / "plugins"
-sys.path.insert(0, str(PLUGINS))  # as Airflow does for its plugins folder
-
-from erasure_api.backend import ErasureBackend  # noqa: E402
+# Empty (tests/conftest.py): Airflow loads the plugin by the erasure_airflow entry point.
+PLUGINS = Path(os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"])
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -157,10 +157,11 @@ def store(env: dict[str, str]) -> Iterator[Store]:
 @pytest.fixture(scope="module")
 def client(env: dict[str, str]) -> Iterator[Any]:
     """Airflow's API server app, built as `airflow api-server` builds it, plugin included."""
-    import erasure_api
     from airflow import plugins_manager, settings
     from airflow.api_fastapi.app import create_app, purge_cached_app
     from fastapi.testclient import TestClient
+
+    from erasure_airflow import api as erasure_api
 
     def reload_plugins() -> None:
         for cached in (
@@ -396,11 +397,11 @@ def test_the_plugin_is_mounted_by_airflow_and_its_package_is_not_loaded_as_loose
         ("Erasure records", "/erasure/records", "nav", "browse"),
     ]
     assert not [path for path in plugins_manager.get_import_errors() if "erasure" in path]
-    assert "desk" not in sys.modules and "routes" not in sys.modules  # .airflowignore
+    assert "desk" not in sys.modules and "routes" not in sys.modules  # no loose modules
 
 
 def test_anonymous_callers_get_401_on_every_route(client: Any) -> None:
-    import erasure_api
+    from erasure_airflow import api as erasure_api
 
     mounted = {route.path for route in erasure_api.app.routes}  # type: ignore[attr-defined]
     tried = {
@@ -720,7 +721,7 @@ def test_a_submission_without_its_dag_keeps_nothing_sealed(
     store: Store,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from erasure_api import desk
+    from erasure_airflow.api import desk
 
     monkeypatch.setattr(desk, "ERASURE_DAG_ID", "gdpr_erasure_not_deployed")
     ref = f"DESK-{RUN}-3"
@@ -825,8 +826,9 @@ def lifecycles(
 ) -> Iterator[Any]:
     """The erasure app over a store of its own holding four requests' lives (completed after
     a failure, failed, a dry run, in progress), signed by the key the app verifies with."""
-    import erasure_api
     from fastapi.testclient import TestClient
+
+    from erasure_airflow import api as erasure_api
 
     url = (
         f"sqlite:///{tmp_path}/lifecycles.db"
@@ -935,8 +937,9 @@ def test_a_bad_filter_is_refused_naming_the_parameter_never_the_value(
 def test_an_unreachable_store_or_vault_is_503_naming_what_to_check(
     client: Any, tokens: dict[str, str], env: dict[str, str], ledger: RecordLedger
 ) -> None:
-    import erasure_api
     from fastapi.testclient import TestClient
+
+    from erasure_airflow import api as erasure_api
 
     no_store = Settings.model_construct(store_url="postgresql://erasure@127.0.0.1:1/erasure")
     no_vault = Settings.model_construct(
@@ -963,8 +966,9 @@ def test_a_tampered_chain_is_the_first_thing_the_page_says(
     openbao: EmbeddedOpenBao,
     tmp_path: Path,
 ) -> None:
-    import erasure_api
     from fastapi.testclient import TestClient
+
+    from erasure_airflow import api as erasure_api
 
     url = f"sqlite:///{tmp_path}/tampered.db"
     settings = _store_settings(url, openbao, env)
@@ -993,8 +997,9 @@ def test_a_tampered_chain_is_the_first_thing_the_page_says(
 def test_ingest_is_idempotent_on_a_postgres_store(
     client: Any, tokens: dict[str, str], postgres_schema_url: str
 ) -> None:
-    import erasure_api
     from fastapi.testclient import TestClient
+
+    from erasure_airflow import api as erasure_api
 
     backend = ErasureBackend(Settings.model_construct(store_url=postgres_schema_url))
     event = _demo_event(2)

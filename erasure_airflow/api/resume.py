@@ -18,8 +18,8 @@ from pydantic import BaseModel
 
 from erasure.errors import RequestError
 from erasure.reconcile import resume_ticket
-from erasure_api.auth import Caller, DpoDep, backend_of
-from erasure_api.backend import ErasureBackend
+from erasure_airflow.api.auth import Caller, DpoDep, backend_of
+from erasure_airflow.api.backend import ErasureBackend
 
 log = logging.getLogger(__name__)
 

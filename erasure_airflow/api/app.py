@@ -14,9 +14,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
-from erasure_api import dashboard, desk, pages, respondents, resume, routes
-from erasure_api.auth import login_url
-from erasure_api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api import dashboard, desk, pages, respondents, resume, routes
+from erasure_airflow.api.auth import login_url
+from erasure_airflow.api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api.rendering import render
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
 _UNAVAILABLE = (Unavailable, StoreError, VaultError, ConfigError)
@@ -67,7 +68,8 @@ async def _refused_page(request: Request, exc: Exception) -> Response:
         return await http_exception_handler(request, exc)
     root = str(request.scope.get("root_path") or "").removesuffix("/erasure")
     return HTMLResponse(
-        _REFUSED.format(
+        render(
+            "refused.html",
             title="Not for your role",
             detail=html.escape(str(exc.detail)),
             home=html.escape(f"{root}/"),
@@ -75,13 +77,6 @@ async def _refused_page(request: Request, exc: Exception) -> Response:
         status_code=exc.status_code,
         headers=getattr(exc, "headers", None),
     )
-
-
-_REFUSED = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#1f2933;max-width:46rem}}
-.refused{{padding:.75rem 1rem;border-radius:6px;background:#ffe3e3;border:1px solid #e12d39}}
-</style></head><body><h1>{title}</h1><p class="refused" id="refused">{detail}</p>
-<p><a href="{home}">Back to Airflow</a></p></body></html>"""
 
 
 async def _invalid_parameters(request: Request, exc: Exception) -> JSONResponse:

@@ -1,7 +1,7 @@
 """Triggers of the erasure DAGs: waits that run in Airflow's triggerer, never in a worker slot.
 
-They live in the plugins folder because the triggerer imports a trigger by its classpath and
-only the plugins folder (not the DAG bundle) is on its sys.path.
+They live in the installed package because the triggerer imports a trigger by its classpath
+(`erasure_airflow.triggers.DagRunEndTrigger`), and the DAG bundle is not on its sys.path.
 """
 
 from __future__ import annotations

@@ -1,21 +1,24 @@
 """Airflow plugin: the erasure HTTP API, the DPO's desk and the records page, under `/erasure`.
 
-The app lives in the `erasure_api` package beside this file; this module only registers it
-with Airflow's API server and adds "Erasure desk", "New erasure request" and "Erasure records"
-to the UI's Browse menu (a user without the access gets the page's 403, saying what it needs).
-It also adds the API-server middleware that resumes a HITL prompt answered while its task
-parked (erasure_hitl.py says why), and the listener that records an erasure run or task set
-to a state by hand (erasure_listener.py).
+Registered by the `airflow.plugins` entry point `erasure` (pyproject.toml), so Airflow loads
+it from the installed package; the plugins folder holds nothing of it (a copy there would be
+loaded twice and the second refused). The app lives in `erasure_airflow.api`; this module only
+registers it with Airflow's API server and adds "Erasure desk", "New erasure request" and
+"Erasure records" to the UI's Browse menu (a user without the access gets the page's 403,
+saying what it needs). It also adds the API-server middleware that resumes a HITL prompt
+answered while its task parked (erasure_airflow.patches.hitl_resume says why), and the
+listener that records an erasure run or task set to a state by hand (erasure_airflow.listener).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import erasure_listener
 from airflow.plugins_manager import AirflowPlugin
-from erasure_api import app
-from erasure_hitl import ResumeAnsweredPrompts
+
+from erasure_airflow import listener as erasure_listener
+from erasure_airflow.api import app
+from erasure_airflow.patches.hitl_resume import ResumeAnsweredPrompts
 
 
 class ErasurePlugin(AirflowPlugin):

@@ -1,8 +1,8 @@
 """The JSON API under `/erasure/api/v1`: lineage ingest, requests, completion records.
 
-Submitting a request is the desk's (`erasure_api.desk`).
+Submitting a request is the desk's (`erasure_airflow.api.desk`).
 
-Each route is a thin call into `erasure`; who may call it is in `erasure_api.auth`.
+Each route is a thin call into `erasure`; who may call it is in `erasure_airflow.api.auth`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from erasure.errors import LineageError
 from erasure.model import REQUEST_REF, Cycle, Gap, Plan
 from erasure.registry.action_log import ActionRecord, ActionStatus
 from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
-from erasure_api.auth import LineageWriterDep, ReaderDep, backend_of
-from erasure_api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api.auth import LineageWriterDep, ReaderDep, backend_of
+from erasure_airflow.api.backend import ErasureBackend, Unavailable
 
 log = logging.getLogger(__name__)
 

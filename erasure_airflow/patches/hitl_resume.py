@@ -14,6 +14,10 @@ the task instance in a fresh session (what it reads is what it locked) and, when
 parked with a response on record, resumes it exactly as the handler would have
 (`handle_event_submit`). In every other order either the park sees the answer and resumes
 the task itself, or the handler resumes the task it finds parked.
+
+Upstream: no issue reports this race (searched apache/airflow for the HITL response handler,
+`with_for_update` and `populate_existing`); the handler came with the `awaiting_input` state,
+apache/airflow #68028 (3.3.0).
 """
 
 from __future__ import annotations
@@ -22,9 +26,15 @@ import logging
 import re
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
 from starlette.concurrency import run_in_threadpool
 
 log = logging.getLogger(__name__)
+
+# `awaiting_input` and this handler exist since 3.3.0; checked on 3.3.2. The test of this patch
+# fails outside this range, and once the handler's lock reloads what it locks.
+AIRFLOW_VERSIONS = SpecifierSet(">=3.3.0,<3.4")
+UPSTREAM: tuple[str, ...] = ()  # none found; the handler: apache/airflow #68028
 
 HITL_ANSWER = re.compile(
     r"/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns/(?P<run_id>[^/]+)/taskInstances/"
@@ -33,7 +43,7 @@ HITL_ANSWER = re.compile(
 
 
 class ResumeAnsweredPrompts:
-    """Pure ASGI middleware around Airflow's root app (registered by erasure_plugin)."""
+    """Pure ASGI middleware around Airflow's root app (registered by erasure_airflow.plugin)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -78,9 +88,7 @@ def resume_if_parked(dag_id: str, run_id: str, task_id: str, map_index: str) -> 
         if ti is None or ti.state != TaskInstanceState.AWAITING_INPUT:
             return False
         detail = session.scalar(
-            sa.select(HITLDetail)
-            .where(HITLDetail.ti_id == ti.id)
-            .with_for_update(of=HITLDetail)
+            sa.select(HITLDetail).where(HITLDetail.ti_id == ti.id).with_for_update(of=HITLDetail)
         )
         if detail is None or not detail.response_received:
             return False

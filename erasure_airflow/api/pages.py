@@ -29,9 +29,10 @@ from erasure.audit.outcome import (
     requests_on_record,
 )
 from erasure.audit.records import CompletionRecord
-from erasure_api.auth import ReaderDep, backend_of
-from erasure_api.backend import ErasureBackend, Unavailable
-from erasure_api.routes import verify_chain
+from erasure_airflow.api.auth import ReaderDep, backend_of
+from erasure_airflow.api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api.rendering import render
+from erasure_airflow.api.routes import verify_chain
 
 router = APIRouter()
 
@@ -114,18 +115,7 @@ def render_filter_refused(problem: str) -> str:
 
 
 def _page(*body: str) -> str:
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            "<title>Erasure records</title>",
-            f"<style>{_CSS}</style></head><body>",
-            "<h1>Erasure completion records</h1>",
-            *body,
-            "</body></html>",
-        ]
-    )
+    return render("records.html", body="\n".join(body))
 
 
 def _e(value: object) -> str:
@@ -256,23 +246,3 @@ def _records_table(records: list[CompletionRecord]) -> str:
         for r in records
     )
     return f"<table>{head}{rows}</table>"
-
-
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem 2rem;
-color:#1f2933;background:#fff;max-width:80rem}
-h1{font-size:1.5rem;margin:0 0 1rem}h2{font-size:1.15rem;margin:1.75rem 0 .5rem}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.35rem .6rem;
-border-bottom:1px solid #e4e7eb;vertical-align:top}th{background:#f5f7fa;font-weight:600}
-code{font:12px/1.3 ui-monospace,SFMono-Regular,Menlo,monospace}
-.verify{padding:.75rem 1rem;border-radius:6px;border:1px solid}
-.verify.ok{background:#e3f9e5;border-color:#57ae5b;color:#05400a}
-.verify.bad{background:#ffe3e3;border-color:#e12d39;color:#610316}
-.verify.unknown{background:#fffbea;border-color:#f0b429;color:#513c06}
-.status{padding:.1rem .45rem;border-radius:4px;white-space:nowrap}
-.status.done{background:#e3f9e5}.status.open{background:#fffbea}.status.failed{background:#ffe3e3}
-.status.dry{background:#e4e7eb}.earlier{color:#8a6116}
-.filters{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;margin:1rem 0}
-.filters input,.filters select{font:inherit}
-a{color:#0b69a3}.note{color:#52606d;margin-top:2rem;font-size:12px}
-"""

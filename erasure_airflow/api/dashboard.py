@@ -41,9 +41,10 @@ from erasure.desk import build_desk as build
 from erasure.intake import sealed_refs
 from erasure.model import REQUEST_REF
 from erasure.registry.interventions import InterventionBook
-from erasure_api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
-from erasure_api.backend import ErasureBackend
-from erasure_api.desk import ERASURE_DAG_ID
+from erasure_airflow.api.auth import Access, DeskDep, backend_of, dpo_roles_of, may
+from erasure_airflow.api.backend import ErasureBackend
+from erasure_airflow.api.desk import ERASURE_DAG_ID
+from erasure_airflow.api.rendering import render
 
 api = APIRouter(prefix="/api/v1")
 pages = APIRouter()
@@ -140,7 +141,7 @@ def view_of(desk: Desk, base: str) -> DeskView:
 
 def _entry_view(entry: DeskEntry, base: str) -> EntryView:
     exists = entry.run_id is not None and entry.run_state is not None  # not deleted
-    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id)}" if exists else None
+    run = f"{base}/dags/{ERASURE_DAG_ID}/runs/{quote(entry.run_id or '')}" if exists else None
     ref = quote(entry.request_ref, safe="")
     registered = entry.subject_hash is not None
     remedy = {
@@ -197,7 +198,7 @@ def erasure_runs() -> list[RunFacts]:
             )
         ).all()
         tasks = session.execute(
-            sa.select(
+            sa.select(  # type: ignore[call-overload]  # rendered_map_index: a hybrid property
                 ti.run_id,
                 ti.task_id,
                 ti.map_index,
@@ -321,8 +322,8 @@ def render_desk_page(view: DeskView, *, can_submit: bool) -> str:
     rows = "".join(_row(e, can_submit=can_submit) for e in view.entries) or (
         f'<tr><td colspan="9" class="empty">{none}</td></tr>'
     )
-    return _PAGE.format(
-        css=_CSS,
+    return render(
+        "desk.html",
         new=new,
         cards=cards,
         options=options,
@@ -438,69 +439,3 @@ def _days_left(e: EntryView) -> str:
     if e.deadline is Deadline.DUE_SOON:
         return f'<span class="days warn">{e.days_left} d</span>'
     return f'<span class="days">{e.days_left} d</span>'
-
-
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem 2rem;
-color:#1f2933;background:#fff;max-width:90rem}
-h1{font-size:1.5rem;margin:0}header{display:flex;gap:1rem;align-items:center;margin-bottom:1rem}
-header nav{margin-left:auto;display:flex;gap:1rem;align-items:center}
-.cards{display:flex;gap:.75rem;flex-wrap:wrap;margin:.5rem 0 1rem}
-.card{border:1px solid #d9e2ec;border-radius:6px;padding:.5rem .9rem;min-width:7rem}
-.card .n{display:block;font-size:1.4rem;font-weight:700}
-.card.warn{background:#fffbea;border-color:#f0b429}.card.bad{background:#ffe3e3;border-color:#e12d39}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .6rem;
-border-bottom:1px solid #e4e7eb;vertical-align:top}th{background:#f5f7fa;font-weight:600}
-code{font:12px/1.3 ui-monospace,SFMono-Regular,Menlo,monospace}.sub{color:#52606d;font-size:12px}
-.status,.days,.tag{padding:.1rem .45rem;border-radius:4px;white-space:nowrap}
-.status{background:#f0f4f8}.ok{background:#e3f9e5}.warn{background:#fffbea;color:#8d2b0b}
-.bad{background:#ffe3e3;color:#610316;font-weight:600}
-.tag{background:#e6f6ff;margin-left:.4rem;font-size:12px}
-a{color:#0b69a3}a.prompt,a.failed{display:block;margin:.1rem 0}a.failed{color:#ab091e}
-a.prompt::before{content:"\\25B6  "}a.failed::before{content:"\\2716  "}
-.remedy{max-width:24rem}.remedy a{display:block;margin:.1rem 0}a.act{font-weight:600}
-button.resume{font:inherit;font-weight:600;margin:.2rem 0;cursor:pointer}
-.button{background:#0b69a3;color:#fff;padding:.45rem 1rem;border-radius:4px;
-text-decoration:none;font-weight:600}
-form{margin:0 0 .75rem}select{font:inherit;padding:.25rem}
-.empty{color:#52606d;text-align:center;padding:1.5rem}
-td.date,td.ref{white-space:nowrap}
-.note{color:#52606d;margin-top:1.5rem;font-size:12px}
-"""
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Erasure desk</title><style>{css}</style></head><body>
-<header><h1>Erasure desk</h1><nav>{new}<a href="records">Completion records</a>
-<a href="api/v1/desk">JSON</a></nav></header>
-<div class="cards">{cards}</div>
-<form method="get"><label for="status">Show </label><select id="status" name="status"
- onchange="this.form.submit()">{options}</select><noscript><button>Filter</button></noscript>
-{shown}</form>
-<table id="requests"><thead><tr><th>Request</th><th>Subject (keyed hash)</th><th>Status</th>
-<th>Received</th><th>Due</th><th>Days left</th><th>Extended</th><th>Awaiting you / remedy</th>
-<th>Run · evidence</th></tr></thead><tbody>{rows}</tbody></table>
-<p class="note">Deadlines are Art. 12(3)'s one month from receipt, or the recorded extension.
-A prompt opens in Airflow's Required actions. A request that needs a remedy shows the one that
-works and why: clear a failed task or an ended run in Airflow (each step resumes without
-acting twice), start a deleted run again, or submit a corrected request when register refused
-it. Subjects appear only as keyed hashes. Today {today}; generated {generated}.</p>
-<script>
-for (const button of document.querySelectorAll("button.resume")) {{
-  button.addEventListener("click", async () => {{
-    button.disabled = true;
-    const response = await fetch(button.dataset.url,
-      {{method: "POST", credentials: "same-origin"}});
-    const answer = await response.json().catch(() => ({{detail: response.statusText}}));
-    const out = document.createElement("div");
-    out.className = "sub";
-    out.textContent = response.ok ? "Run " + answer.run_id + " started: reload to follow it."
-      : "Not started (" + response.status + "): " + answer.detail;
-    button.after(out);
-    button.disabled = response.ok;
-  }});
-}}
-</script>
-</body></html>
-"""

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Depends, HTTPException, status
 from pydantic import BaseModel
 
-from erasure_api.auth import RespondentsDep, backend_of
-from erasure_api.backend import ErasureBackend
+from erasure_airflow.api.auth import RespondentsDep, backend_of
+from erasure_airflow.api.backend import ErasureBackend
 
 router = APIRouter(prefix="/api/v1")
 

@@ -39,7 +39,7 @@ from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials
 
-from erasure_api.backend import ErasureBackend
+from erasure_airflow.api.backend import ErasureBackend
 
 RESOURCE_NAME = "Erasure"  # records, requests, evidence (read); the DPO's acts (create)
 DESK_RESOURCE = "Erasure Desk"  # the desk: every request, its deadline, prompts, failures

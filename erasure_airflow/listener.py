@@ -98,7 +98,7 @@ def _note(
         at=datetime.now(UTC),
     )
     try:
-        import erasure_api
+        from erasure_airflow import api as erasure_api
 
         InterventionBook(erasure_api.app.state.erasure.store()).note(intervention)
     except Exception:  # Airflow logs and swallows a listener's error: say what was lost

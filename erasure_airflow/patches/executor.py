@@ -22,8 +22,13 @@ forked from a worker, so each starts with it loaded. Otherwise every task paid t
 (sqlglot, hvac, pydantic models, the catalog's kinds) again: 1.5 s alone, 4-6 s with twenty
 requests running, most of a task's time.
 
-Select it with AIRFLOW__CORE__EXECUTOR=erasure_executor.ResumeSafeLocalExecutor (the plugins
-folder is on every Airflow component's sys.path); `make up` and the end-to-end stack do.
+Upstream: the stale-executor-event race family apache/airflow #66374 (CeleryExecutor, 3.2.0,
+fixed for `scheduled` only in 3.2.2), #67287 (`queued`, 3.2.1) and #72716 (the resumed attempt
+already `running`, 3.3.1, open). This subclass covers the LocalExecutor only: the Celery and
+Kubernetes executors the chart runs are not patched.
+
+Select it with AIRFLOW__CORE__EXECUTOR=erasure_airflow.patches.executor.ResumeSafeLocalExecutor
+(the installed package); `make up` and the end-to-end stack do.
 """
 
 from __future__ import annotations
@@ -34,9 +39,19 @@ from typing import TYPE_CHECKING, Any
 from airflow.executors import workloads
 from airflow.executors.local_executor import LocalExecutor
 from airflow.utils.state import TaskInstanceState
+from packaging.specifiers import SpecifierSet
 
 if TYPE_CHECKING:
     from airflow.models.taskinstance import TaskInstance
+
+# Checked on 3.3.2; the test of this patch fails on any Airflow outside this range, and on one
+# whose BaseExecutor.has_task no longer answers from queued_tasks/running alone.
+AIRFLOW_VERSIONS = SpecifierSet(">=3.2.0,<3.4")
+UPSTREAM = (
+    "https://github.com/apache/airflow/issues/66374",
+    "https://github.com/apache/airflow/issues/67287",
+    "https://github.com/apache/airflow/issues/72716",
+)
 
 _ENDED = (TaskInstanceState.SUCCESS, TaskInstanceState.FAILED)
 

@@ -12,8 +12,8 @@ for the DPO, so an identifier typed into a run's conf never reaches Airflow's me
 and every extension names the DPO who asked for it), or writes a protected run's XComs
 (what its tasks pass on, such as the artefact a prompt asks about, is theirs alone).
 
-Set `[core] auth_manager = erasure_auth.ErasureAuthManager` (the chart and `make up` do); the
-module lives in the plugins folder, which Airflow puts on the path of every component.
+Set `[core] auth_manager = erasure_airflow.auth.ErasureAuthManager` (the chart and `make up`
+do); it is part of the installed `erasure_airflow` package, which every component imports.
 Protected: the erasure DAGs below and every `rebuild: {dag_id}` of the catalog at
 ERASURE_CATALOG_PATH, read once per process (restart the API server after adding one).
 """

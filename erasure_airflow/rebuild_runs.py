@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from erasure.services import Services
 
 log = logging.getLogger(__name__)
-DAGS_FOLDER = Path(__file__).resolve().parent
 REBUILD_TIMEOUT_SECONDS = 3600
 
 
@@ -129,11 +127,14 @@ class RestRuns:
 
 
 def _run_in_process(dag_id: str, request_ref: str) -> RunOutcome:
+    from airflow import settings
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(str(DAGS_FOLDER)).get_dag(dag_id)
+    # The DAG folder Airflow is configured with ([core] dags_folder), where the DAGs live.
+    dags_folder = settings.DAGS_FOLDER
+    dag = DagBag(str(dags_folder)).get_dag(dag_id)
     if dag is None:
-        raise RebuildFailed(f"no DAG {dag_id!r} in {DAGS_FOLDER}")
+        raise RebuildFailed(f"no DAG {dag_id!r} in {dags_folder}")
     run = dag.test()
     return RunOutcome(
         run_id=run.run_id,

@@ -1,7 +1,8 @@
-"""The erasure HTTP API inside Airflow's API server, mounted at `/erasure` by erasure_plugin.
+"""The erasure HTTP API inside Airflow's API server, mounted at `/erasure` by the plugin
+(erasure_airflow.plugin).
 
 Routes (all need an authenticated Airflow user or, where noted, a machine credential; the
-access each needs is in `erasure_api.auth`):
+access each needs is in `erasure_airflow.api.auth`):
 
     POST /erasure/api/v1/lineage                     lineage      OpenLineage in (or API key)
     POST /erasure/api/v1/requests                    submit       submit: sealed, run started
@@ -29,6 +30,6 @@ respondents (who may answer) · routes (JSON API) · pages (HTML) · settings (A
 
 from __future__ import annotations
 
-from erasure_api.app import app, create_app
+from erasure_airflow.api.app import app, create_app
 
 __all__ = ["app", "create_app"]

@@ -27,8 +27,9 @@ from erasure.identifier_types import WrongIdentifierType, refuse_misfit
 from erasure.intake import Ticket
 from erasure.model import REQUEST_REF, REQUEST_REF_PATTERN
 from erasure.submission import LEGAL_GROUNDS, ErasureRequest
-from erasure_api.auth import Caller, DpoDep, backend_of
-from erasure_api.backend import ErasureBackend
+from erasure_airflow.api.auth import Caller, DpoDep, backend_of
+from erasure_airflow.api.backend import ErasureBackend
+from erasure_airflow.api.rendering import render
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,7 @@ def _start_run(ticket: Ticket, user: str) -> str:
 
 def _create_run(dag_id: str, run_id: str, conf: dict[str, Any], user: str, session: Any) -> None:
     """A run of `dag_id` created for `user`, who is its triggering user (nobody may trigger
-    the erasure DAGs over Airflow's API: plugins/erasure_auth.py)."""
+    the erasure DAGs over Airflow's API: erasure_airflow/auth.py)."""
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.exceptions import DagNotFound, DagRunAlreadyExists
     from airflow.utils.types import DagRunTriggeredByType
@@ -285,84 +286,6 @@ def render_new_request_page(identifier_types: list[str], *, ref: str = "") -> st
     )
     pattern = e(REQUEST_REF_PATTERN.strip("^$"))
     ref = ref if REQUEST_REF.fullmatch(ref) else ""  # anything else is not shown
-    return _PAGE.format(type_input=type_input, grounds=grounds, pattern=pattern, ref=e(ref))
-
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>New erasure request</title>
-<style>
-body{{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem 2rem;
-color:#1f2933;max-width:46rem}}h1{{font-size:1.5rem;margin:0 0 .5rem}}
-label{{display:block;font-weight:600;margin:1rem 0 .25rem}}
-input,select,textarea{{font:inherit;width:100%;padding:.4rem;box-sizing:border-box;
-border:1px solid #9aa5b1;border-radius:4px}}textarea{{min-height:5rem}}
-.hint{{color:#52606d;font-size:12px;margin:.2rem 0 0}}
-button{{margin-top:1.25rem;padding:.5rem 1.2rem;font:inherit;font-weight:600;color:#fff;
-background:#0b69a3;border:0;border-radius:4px;cursor:pointer}}
-#result{{margin-top:1.25rem;padding:.75rem 1rem;border-radius:6px;display:none}}
-#result.ok{{display:block;background:#e3f9e5;border:1px solid #57ae5b}}
-#result.bad{{display:block;background:#ffe3e3;border:1px solid #e12d39}}
-.check{{display:flex;gap:.5rem;align-items:center}}.check input{{width:auto}}
-</style></head><body>
-<h1>New erasure request</h1>
-<p class="hint">What you type here is sealed in Vault the moment you submit it: Airflow keeps
-only the reference and a handle. See also: <a href="../desk">the desk</a> ·
-<a href="../records">completion records</a> · <a href="../api/v1/requests">requests (JSON)</a>.</p>
-<form id="desk" autocomplete="off">
-<label for="request_ref">Request reference</label>
-<input id="request_ref" name="request_ref" required pattern="{pattern}"
- placeholder="DSR-2026-0042" value="{ref}">
-<p class="hint">Your reference: 3-64 letters, digits, '.', '_' or '-'. One reference, one
-erasure. It must not contain the person's email, phone or customer number.</p>
-<label for="identifier_type">Identifier type</label>{type_input}
-<p class="hint">The type of the value below; there is no default. A value that cannot be of
-the type chosen is refused before anything is sealed.</p>
-<label for="identifier">Identifier</label>
-<input id="identifier" name="identifier" required spellcheck="false">
-<p class="hint">The email address, customer number or phone number the person gave.</p>
-<label for="received_on">Date received</label>
-<input id="received_on" name="received_on" type="date" required>
-<p class="hint">The one-month deadline (Art. 12(3)) runs from this date.</p>
-<label for="legal_ground">Legal ground</label>
-<select id="legal_ground" name="legal_ground">{grounds}</select>
-<label for="notes">Notes (optional)</label>
-<textarea id="notes" name="notes"></textarea>
-<p class="hint">Sealed with the identifier and destroyed with it. Do not repeat the
-identifier here.</p>
-<label class="check"><input id="dry_run" name="dry_run" type="checkbox"> Dry run: only locate
-and plan, change nothing</label>
-<button type="submit">Submit erasure request</button>
-</form>
-<div id="result" role="status"></div>
-<script>
-document.getElementById("received_on").valueAsDate = new Date();
-document.getElementById("desk").addEventListener("submit", async (event) => {{
-  event.preventDefault();
-  const form = event.target, out = document.getElementById("result");
-  const body = {{}};
-  for (const [key, value] of new FormData(form)) {{ if (value !== "") body[key] = value; }}
-  body.dry_run = form.dry_run.checked;
-  out.className = ""; out.textContent = "Sealing...";
-  const response = await fetch("../api/v1/requests", {{method: "POST", credentials: "same-origin",
-    headers: {{"Content-Type": "application/json"}}, body: JSON.stringify(body)}});
-  const answer = await response.json().catch(() => ({{detail: response.statusText}}));
-  if (response.ok) {{
-    form.reset(); document.getElementById("received_on").valueAsDate = new Date();
-    out.className = "ok";
-    out.innerHTML = "";
-    const text = document.createElement("span");
-    text.textContent = "Request " + answer.request_ref + " submitted: run " + answer.run_id + ". ";
-    const link = document.createElement("a");
-    link.href = answer.run_url; link.textContent = "Follow the run"; link.id = "run-link";
-    out.append(text, link);
-  }} else {{
-    out.className = "bad";
-    out.textContent = "Not submitted (" + response.status + "): " +
-      (typeof answer.detail === "string" ? answer.detail : JSON.stringify(answer.detail));
-  }}
-}});
-</script>
-</body></html>
-"""
+    return render(
+        "new_request.html", type_input=type_input, grounds=grounds, pattern=pattern, ref=e(ref)
+    )

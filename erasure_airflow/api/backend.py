@@ -1,0 +1,76 @@
+"""The erasure objects behind the routes, built on first use (erasure.services.LazyServices).
+
+Nothing connects at import: the plugin loads even when the store or Vault is down, and a
+route that needs what is down answers 503 with a message naming what to check on the API
+server. A failed build is not cached, so the next request tries again.
+"""
+
+from __future__ import annotations
+
+import hvac
+
+from erasure.catalog import Catalog
+from erasure.config import Settings
+from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
+from erasure.services import LazyServices
+from erasure.store.database import Store
+from erasure_airflow.api.settings import ApiSettings
+
+
+class Unavailable(ErasureError):
+    """Something the route needs (settings, store, Vault) is not there; answered with 503."""
+
+
+class ErasureBackend(LazyServices):
+    """Settings, store, ledger, registry and event store of one API process, built lazily;
+    what cannot be built is `Unavailable`, saying what to fix on the Airflow API server.
+
+    Pass `settings`/`api_settings` to pin them (tests); otherwise the environment is read on
+    first use.
+    """
+
+    def __init__(
+        self, settings: Settings | None = None, api_settings: ApiSettings | None = None
+    ) -> None:
+        super().__init__(settings)
+        self._api_settings = api_settings
+
+    def settings(self) -> Settings:
+        try:
+            return super().settings()
+        except ConfigError as exc:
+            raise Unavailable(
+                f"{exc}; fix the ERASURE_* environment of the Airflow API server"
+            ) from None
+
+    def api_settings(self) -> ApiSettings:
+        with self._lock:
+            if self._api_settings is None:
+                try:
+                    self._api_settings = ApiSettings()
+                except ConfigError as exc:
+                    raise Unavailable(
+                        f"{exc}; fix the environment of the Airflow API server"
+                    ) from None
+            return self._api_settings
+
+    def store(self) -> Store:
+        try:
+            return super().store()
+        except StoreError as exc:
+            raise Unavailable(str(exc)) from None
+
+    def vault(self) -> hvac.Client:
+        """The API server's Vault client (policy erasure-api: seal, read public keys)."""
+        try:
+            return super().vault()  # unset settings raise Unavailable, passed on as it is
+        except (ConfigError, VaultError) as exc:
+            raise Unavailable(
+                f"cannot reach Vault: {exc} (ERASURE_VAULT_ADDR, ERASURE_VAULT_TOKEN)"
+            ) from None
+
+    def catalog(self) -> Catalog:
+        """The catalog the workers use (ERASURE_CATALOG_PATH), for the desk's form."""
+        if self.settings().catalog_path is None:
+            raise Unavailable("ERASURE_CATALOG_PATH is not set on the Airflow API server")
+        return super().catalog()

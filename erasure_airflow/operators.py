@@ -1,0 +1,147 @@
+"""The erasure DAG's own operators: a rebuild that waits in the triggerer, and the DPO's
+prompt that records its answer as a ruling."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.standard.operators.hitl import HITLOperator
+from airflow.sdk import BaseOperator
+
+from erasure_airflow.tasks import in_order, mapped_target, open_services, retried_in_place
+
+if TYPE_CHECKING:
+    from erasure.prompts import Asked
+    from erasure.rulings import DpoAnswer
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 3.0  # how often the triggerer asks whether a rematerialisation run ended
+
+
+def dpo_answer(hitl: dict[str, Any], author_roles: frozenset[str] | None = None) -> DpoAnswer:
+    """An Airflow HITL answer (chosen option label, params, who, when) as the domain's answer;
+    `author_roles`: the DPO roles the answering user holds (None where nothing can tell)."""
+    from pydantic import ValidationError
+
+    from erasure.errors import describe_invalid
+    from erasure.rulings import DpoAnswer, RulingError, option_for_label
+
+    chosen = list(hitl.get("chosen_options") or [])
+    if len(chosen) != 1:
+        raise RulingError("the answer must choose exactly one option")
+    params = dict(hitl.get("params_input") or {})
+    user = dict(hitl.get("responded_by_user") or {})
+    responded = hitl.get("responded_at")
+    try:
+        return DpoAnswer(
+            option=option_for_label(str(chosen[0])),
+            author_id=str(user.get("id") or "unknown"),
+            author_name=str(user.get("name") or user.get("id") or "unknown"),
+            justification=str(params.get("justification") or ""),
+            exemption=params.get("exemption") or None,
+            scheduled_by=params.get("scheduled_by") or None,
+            standing_until=params.get("standing_until") or None,
+            decided_at=responded if responded else datetime.now(UTC),
+            author_roles=author_roles,
+        )
+    except ValidationError as exc:
+        raise RulingError(
+            f"the DPO's answer cannot be read ({describe_invalid(exc, locations=True)}): clear "
+            "its dpo_decides prompt and the tasks after it, and answer again"
+        ) from None
+
+
+class RebuildOperator(BaseOperator):
+    """rebuild: re-materialise one derived artefact, after its upstreams (rescheduled until
+    they are done). A DAG target's run is joined or triggered (one run serves every request
+    ready before it starts), then waited for in the triggerer (`DagRunEndTrigger`): the task
+    holds no worker slot while the run needs one."""
+
+    template_fields = ("ref", "dataset")
+
+    def __init__(self, *, ref: str, dataset: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ref = ref
+        self.dataset = dataset
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from erasure import workflow
+        from erasure_airflow.rebuild_runs import REBUILD_TIMEOUT_SECONDS, trigger_dag
+        from erasure_airflow.triggers import DagRunEndTrigger
+
+        target = mapped_target("rebuild", self.dataset)
+        try:
+            with open_services() as svc, in_order():
+                run = trigger_dag(svc, self.ref)
+                evidence = workflow.rebuild_artefact(svc, self.ref, target, run)
+        except workflow.AwaitingRun as waiting:
+            self.defer(
+                trigger=DagRunEndTrigger(waiting.dag_id, waiting.run_id, POLL_SECONDS),
+                method_name="execute_complete",
+                timeout=timedelta(seconds=REBUILD_TIMEOUT_SECONDS),
+            )
+        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed once the run ended: record how (a failed or deleted run fails the task)."""
+        from erasure import workflow
+        from erasure_airflow.rebuild_runs import run_ended
+
+        target = mapped_target("rebuild", self.dataset)
+        with open_services() as svc:
+            evidence = workflow.rebuild_artefact(svc, self.ref, target, run_ended(svc, event))
+        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
+
+
+class DpoPrompt(HITLOperator):
+    """dpo_decides: one prompt, bound to the artefact it asks about (`asked`). When it resumes
+    with the answer Airflow recorded (who gave it, when), that answer is recorded here as the
+    ruling on that artefact and on nothing else. A prompt marked success or skipped by hand
+    never resumes, so it is never a ruling; `record_rulings` then names it."""
+
+    def __init__(self, *, asked: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.asked = asked
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        from erasure import workflow
+        from erasure_airflow.respondents import author_roles, dpo_respondents
+
+        answer = dict(super().execute_complete(context, event))  # a timeout raises here
+        asked = self._asked(context)
+        with open_services() as svc:
+            earlier = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
+            if earlier is not None:  # a prompt cleared after its answer was signed
+                log.warning(
+                    "%s was ruled already (%s, signed): this answer changes nothing",
+                    asked.dataset.name,
+                    earlier.ruling.option.value,
+                )
+                return {
+                    "asked": asked.model_dump(mode="json"),
+                    "option": earlier.ruling.option.value,
+                }
+            # Asked now, not when the prompt was assigned: whoever lost the role since may
+            # not rule.
+            roles = author_roles(dpo_respondents(svc.settings), answer.get("responded_by_user"))
+            ruled = retried_in_place(
+                lambda: workflow.rule_on(svc, asked, dpo_answer(answer, roles), self.subject)
+            )
+        log.info("ruling on %s recorded: %s", asked.dataset.name, ruled.ruling.option.value)
+        return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
+
+    def _asked(self, context: Any) -> Asked:
+        """What this prompt asks about, which must be about this run's own request."""
+        from erasure.progress import StepError
+        from erasure.prompts import Asked
+
+        asked = Asked.model_validate(self.asked)
+        if asked.request_ref != (context.get("params") or {}).get("request_ref"):
+            raise StepError(
+                f"this prompt asks about request {asked.request_ref}, not this run's: its "
+                "answer is no ruling here"
+            )
+        return asked

@@ -1,0 +1,91 @@
+"""The glue every erasure task shares: the domain's services opened the Airflow way, plan
+order kept by rescheduling, a failure recorded against its request, a step retried in place."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow.sdk import get_current_context
+
+from erasure.config import Settings
+
+if TYPE_CHECKING:
+    from erasure.model import DatasetRef
+    from erasure.services import Services
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+WAIT_FOR_ORDER = timedelta(seconds=2)
+# A transient failure (warehouse, Vault) is retried soon; a lasting one fails the run, and the
+# DPO clears the failed task after fixing it: every step resumes without acting twice.
+RETRIES: dict[str, Any] = {"retries": 2, "retry_delay": timedelta(seconds=10)}
+
+
+def open_services() -> Services:
+    """The domain's services, catalog connections opened through Airflow's connections."""
+    from erasure.services import Services
+    from erasure_airflow.connections import postgres_url
+
+    # Catalog connections given as airflow_conn_id open through the Postgres provider's hook.
+    return Services.open(Settings(), resolve=postgres_url)
+
+
+def record_failure(context: Any) -> None:
+    """A task that failed for good is recorded (signed) against its request; clearing it
+    resumes the request."""
+    from erasure import workflow
+
+    ref = (context.get("params") or {}).get("request_ref")
+    ti = context.get("ti")
+    if not ref or ti is None:
+        return
+    try:
+        with open_services() as svc:
+            workflow.fail(svc, str(ref), f"run {ti.run_id}: task {ti.task_id} failed", ti.run_id)
+    except Exception:  # the run failed already: never hide that behind the callback's error
+        log.exception("could not record the failure of request %s", ref)
+
+
+def mapped_target(action: str, dataset: dict[str, str]) -> DatasetRef:
+    """Name the mapped task in the UI ("erase_rows crm.orders"); the dataset it acts on."""
+    from erasure.model import DatasetRef
+
+    ref = DatasetRef(**dataset)
+    get_current_context()["artefact"] = f"{action} {ref.name}"  # type: ignore[typeddict-unknown-key]
+    return ref
+
+
+@contextmanager
+def in_order(wait: timedelta = WAIT_FOR_ORDER) -> Iterator[None]:
+    """A step that must wait for an earlier one of this run is rescheduled, not failed."""
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    from erasure.workflow import NotYet
+
+    try:
+        yield
+    except NotYet as waiting:
+        log.info("%s", waiting)
+        raise AirflowRescheduleException(datetime.now(UTC) + wait) from None
+
+
+def retried_in_place(step: Callable[[], T], attempts: int = 3) -> T:
+    """`step`, tried again on a store or Vault failure: a prompt is never retried by Airflow
+    (a retry asks the DPO again and drops her answer), so its own step retries in place."""
+    from erasure.errors import StoreError, VaultError
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return step()
+        except (StoreError, VaultError) as exc:
+            if attempt == attempts:
+                raise
+            log.warning("try %d of %d failed (%s): trying again", attempt, attempts, exc)
+            time.sleep(RETRIES["retry_delay"].total_seconds())
+    raise AssertionError("unreachable")
