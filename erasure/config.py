@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import hvac
 
 ENV_PREFIX = "ERASURE_"
+MIN_SECRET_LENGTH = 16  # of a key machines present instead of a login
 
 # Vault mount paths: path segments, no leading/trailing slash (hvac adds them).
 _MOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)*$")
@@ -113,6 +114,10 @@ class Settings(BaseSettings):
     # How long Vault snapshots/backups are kept: a shredded key may live on in one until then.
     vault_snapshot_retention_days: int = Field(default=30, ge=0)
 
+    # The Bearer key OpenLineage producers send to the API server's lineage endpoint
+    # (`auth: {type: api_key, ...}` of Airflow's HTTP transport); unset: that way in is closed.
+    lineage_api_key: SecretStr | None = None
+
     # The erasure store (SQLAlchemy URL) and the catalog file.
     store_url: str = "sqlite:///./var/erasure.db"
     catalog_path: Path | None = None
@@ -163,6 +168,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "must be a Vault mount path such as 'erasure-kv' (letters, digits, -_.)"
             )
+        return value
+
+    @field_validator("lineage_api_key")
+    @classmethod
+    def _strong_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        if len(value.get_secret_value()) < MIN_SECRET_LENGTH:
+            raise ValueError(f"must be at least {MIN_SECRET_LENGTH} characters, or unset")
         return value
 
     @field_validator("keystore_kind")

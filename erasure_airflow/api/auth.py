@@ -193,7 +193,7 @@ async def lineage_writer(
 ) -> Caller:
     """The lineage API key as a Bearer token, or a user with the lineage access."""
     if credentials is not None and credentials.scheme.lower() == "bearer":
-        key = backend_of(request).api_settings().lineage_api_key
+        key = backend_of(request).settings().lineage_api_key
         if key is not None and hmac.compare_digest(
             credentials.credentials.encode(), key.get_secret_value().encode()
         ):

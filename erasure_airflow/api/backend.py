@@ -14,7 +14,6 @@ from erasure.config import Settings
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure.services import LazyServices
 from erasure.store.database import Store
-from erasure_airflow.api.settings import ApiSettings
 
 
 class Unavailable(ErasureError):
@@ -25,15 +24,8 @@ class ErasureBackend(LazyServices):
     """Settings, store, ledger, registry and event store of one API process, built lazily;
     what cannot be built is `Unavailable`, saying what to fix on the Airflow API server.
 
-    Pass `settings`/`api_settings` to pin them (tests); otherwise the environment is read on
-    first use.
+    Pass `settings` to pin them (tests); otherwise the environment is read on first use.
     """
-
-    def __init__(
-        self, settings: Settings | None = None, api_settings: ApiSettings | None = None
-    ) -> None:
-        super().__init__(settings)
-        self._api_settings = api_settings
 
     def settings(self) -> Settings:
         try:
@@ -42,17 +34,6 @@ class ErasureBackend(LazyServices):
             raise Unavailable(
                 f"{exc}; fix the ERASURE_* environment of the Airflow API server"
             ) from None
-
-    def api_settings(self) -> ApiSettings:
-        with self._lock:
-            if self._api_settings is None:
-                try:
-                    self._api_settings = ApiSettings()
-                except ConfigError as exc:
-                    raise Unavailable(
-                        f"{exc}; fix the environment of the Airflow API server"
-                    ) from None
-            return self._api_settings
 
     def store(self) -> Store:
         try:

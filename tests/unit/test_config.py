@@ -70,3 +70,18 @@ def test_a_secret_that_fails_validation_is_not_echoed(monkeypatch: pytest.Monkey
         Settings()
     assert "very-secret" not in str(caught.value)
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_the_lineage_api_key_is_long_enough_or_unset_and_never_echoed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ERASURE_LINEAGE_API_KEY", "   ")
+    assert Settings().lineage_api_key is None  # blank: that way in stays closed
+    monkeypatch.setenv("ERASURE_LINEAGE_API_KEY", "short-key-1")
+    with pytest.raises(ConfigError) as caught:
+        Settings()
+    assert "ERASURE_LINEAGE_API_KEY: must be at least 16 characters, or unset" in str(caught.value)
+    assert "short-key-1" not in str(caught.value)
+    monkeypatch.setenv("ERASURE_LINEAGE_API_KEY", "ol-" + "k" * 16)
+    key = Settings().lineage_api_key
+    assert key is not None and key.get_secret_value() == "ol-" + "k" * 16
