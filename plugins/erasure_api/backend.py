@@ -17,8 +17,7 @@ from erasure.catalog import Catalog, load_catalog
 from erasure.config import Settings
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure.intake import SubmissionBox, TransitSubmissionKey
-from erasure.lineage.event_store import EventStore
-from erasure.lineage.store import LineageStore
+from erasure.lineage import EventStore, LineageStore
 from erasure.registry.action_log import ActionLog
 from erasure.registry.plans import PlanBook
 from erasure.registry.requests import RequestBook
