@@ -38,11 +38,15 @@ if TYPE_CHECKING:
         declared_table_lineage,
         erasure_view,
     )
-    from erasure.lineage.sql import sql_lineage
-    from erasure.lineage.sql_known_tables import KnownTables
-    from erasure.lineage.sql_names import table_name
-    from erasure.lineage.sql_statements import job_of, split_statements
-    from erasure.lineage.sql_table_resolution import Depth, TableNaming
+    from erasure.lineage.sql import (
+        Depth,
+        KnownTables,
+        TableNaming,
+        job_of,
+        split_statements,
+        sql_lineage,
+        table_name,
+    )
     from erasure.lineage.store import IngestReport, LineageStore, event_row
 
 # Each exported name, and the module it lives in.
@@ -59,13 +63,13 @@ _HOMES: dict[str, str] = {
     "coverage": "erasure.lineage.graph",
     "shrink_gaps": "erasure.lineage.shrink",
     # SQL column lineage
-    "Depth": "erasure.lineage.sql_table_resolution",
-    "KnownTables": "erasure.lineage.sql_known_tables",
-    "TableNaming": "erasure.lineage.sql_table_resolution",
-    "job_of": "erasure.lineage.sql_statements",
-    "split_statements": "erasure.lineage.sql_statements",
+    "Depth": "erasure.lineage.sql",
+    "KnownTables": "erasure.lineage.sql",
+    "TableNaming": "erasure.lineage.sql",
+    "job_of": "erasure.lineage.sql",
+    "split_statements": "erasure.lineage.sql",
     "sql_lineage": "erasure.lineage.sql",
-    "table_name": "erasure.lineage.sql_names",
+    "table_name": "erasure.lineage.sql",
     # OpenLineage run events
     "RunEvent": "erasure.lineage.openlineage",
     "edges_from_events": "erasure.lineage.openlineage",

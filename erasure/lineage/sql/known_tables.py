@@ -1,6 +1,6 @@
 """The tables SQL lineage knows the columns of: schema.json keys, and what statements create.
 
-Each is kept under the name edges carry (`sql_table_resolution.TableName.text`) with the
+Each is kept under the name edges carry (`table_resolution.TableName.text`) with the
 identity the warehouse gives it, so a reference meets a key only when both mean one table:
 with `--default-db` / `--default-schema`, Snowflake's `events` (EVENTS) and `"events"` share the
 name lineage writes but are two tables, and the key's columns are not lent to the other.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from erasure.errors import LineageError
-from erasure.lineage.sql_table_resolution import TableName, TableNaming
+from erasure.lineage.sql.table_resolution import TableName, TableNaming
 
 
 class KnownTables(Mapping[str, list[str]]):

@@ -16,10 +16,10 @@ from sqlglot import Token, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
-from erasure.lineage.sql_blocks import Span, statement_spans, tokenize
-from erasure.lineage.sql_known_tables import KnownTables
-from erasure.lineage.sql_names import OUTPUT_TABLE, table_name
-from erasure.lineage.sql_table_resolution import TableName, TableNaming
+from erasure.lineage.sql.blocks import Span, statement_spans, tokenize
+from erasure.lineage.sql.known_tables import KnownTables
+from erasure.lineage.sql.names import OUTPUT_TABLE, table_name
+from erasure.lineage.sql.table_resolution import TableName, TableNaming
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ def split_statements(script: str, dialect: Dialect) -> Iterator[Statement]:
     """The script's statements, each parsed on its own so one bad statement spoils nothing.
 
     Statements inside procedure bodies and script blocks take their place in the order
-    (`sql_blocks`), each naming the variables in scope there.
+    (`blocks`), each naming the variables in scope there.
     """
     try:
         tokens = tokenize(script, dialect)

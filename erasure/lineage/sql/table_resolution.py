@@ -1,6 +1,6 @@
 """How a warehouse completes a table reference: `t` and `s.t` under a default database and schema.
 
-Without defaults a table is named as written (`sql_names.table_name`), the contract's default.
+Without defaults a table is named as written (`names.table_name`), the contract's default.
 Given `--default-db` / `--default-schema`, every reference is completed the way its warehouse
 resolves it, by the dialect's name depth:
 
@@ -18,7 +18,7 @@ identity, which decides whether a reference names a CTE or the table a schema ke
 lineage writes stays lower-cased. `USE` and `SET search_path` / `SET @@dataset_id` change the
 defaults for the statements after them. A name that needs a default nobody gave is kept as
 written, and is a gap. A date shard or wildcard table, completed, is then named by its family
-where the known tables name it (`sql_table_shards`).
+where the known tables name it (`table_shards`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from erasure.errors import LineageError
-from erasure.lineage.sql_names import table_key, table_name
-from erasure.lineage.sql_table_shards import resolve_shard
+from erasure.lineage.sql.names import table_key, table_name
+from erasure.lineage.sql.table_shards import resolve_shard
 
 _CURRENT_SCHEMA = re.compile(
     r"^ALTER SESSION SET CURRENT_SCHEMA\s*=\s*(?P<name>\S+)$", re.IGNORECASE

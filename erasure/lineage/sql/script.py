@@ -7,10 +7,10 @@ gap, never a guess and never an exception. This is the contract of `erasure line
 (DESIGN §4, §7).
 
 This module holds the result and runs a script statement by statement, so later statements
-read the columns earlier ones wrote; `sql_statements` finds what each statement writes,
-`sql_trace` traces a query's columns, and `sql_names` holds the names both use. Tables are
-named as written unless a default database or schema is given: then `sql_table_resolution`
-completes them as the warehouse would, and `sql_known_tables` matches schema keys by the
+read the columns earlier ones wrote; `statements` finds what each statement writes,
+`trace` traces a query's columns, and `names` holds the names both use. Tables are
+named as written unless a default database or schema is given: then `table_resolution`
+completes them as the warehouse would, and `known_tables` matches schema keys by the
 completed name.
 """
 
@@ -24,13 +24,13 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from erasure.errors import LineageError
-from erasure.lineage.sql_column_flow import SourceColumn
-from erasure.lineage.sql_known_tables import KnownTables
-from erasure.lineage.sql_names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
-from erasure.lineage.sql_projection_names import name_projections
-from erasure.lineage.sql_statements import Job, Statement, job_of, split_statements
-from erasure.lineage.sql_table_resolution import TableName, TableNaming
-from erasure.lineage.sql_trace import trace_columns
+from erasure.lineage.sql.column_flow import SourceColumn
+from erasure.lineage.sql.known_tables import KnownTables
+from erasure.lineage.sql.names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
+from erasure.lineage.sql.projection_names import name_projections
+from erasure.lineage.sql.statements import Job, Statement, job_of, split_statements
+from erasure.lineage.sql.table_resolution import TableName, TableNaming
+from erasure.lineage.sql.trace import trace_columns
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 
 

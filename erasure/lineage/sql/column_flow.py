@@ -21,9 +21,9 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.scope import Scope, ScopeType
 
-from erasure.lineage.sql_field_paths import path_parts, reads_fields_by_dot
-from erasure.lineage.sql_names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
-from erasure.lineage.sql_table_shards import TABLE_SUFFIX
+from erasure.lineage.sql.field_paths import path_parts, reads_fields_by_dot
+from erasure.lineage.sql.names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
+from erasure.lineage.sql.table_shards import TABLE_SUFFIX
 from erasure.model import EdgeSubtype
 
 LATERAL_ALIAS = "erasure_lateral_alias"  # meta flag: a bare name an earlier projection defines
@@ -484,7 +484,7 @@ class ColumnFlow:
             return self._source_column(source, name)
         return self._unqualified(scope, column, name)
 
-    # - nested fields (`sql_field_paths`)
+    # - nested fields (`field_paths`)
 
     def _field_path(self, scope: Scope, parts: list[str]) -> Deps | None:
         """`alias.col.f`, `db.table.col.f`, `col.f.g`: the column a dotted name reads, if any.
@@ -557,7 +557,7 @@ class ColumnFlow:
         fields = dict.fromkeys(deps.direct, EdgeSubtype.TRANSFORMATION)
         return OutputColumn(ALL_COLUMNS, fields, deps.indirect)
 
-    # - date shards (`sql_table_shards`)
+    # - date shards (`table_shards`)
 
     def _reads_wildcard(self, scope: Scope) -> bool:
         current: Scope | None = scope
