@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         RetainedView,
         coverage,
     )
-    from erasure.lineage.ingest_workers import default_workers
     from erasure.lineage.openlineage import (
         RunEvent,
         edges_from_events,
@@ -47,7 +46,7 @@ if TYPE_CHECKING:
         sql_lineage,
         table_name,
     )
-    from erasure.lineage.store import IngestReport, LineageStore, event_row
+    from erasure.lineage.store import IngestReport, LineageStore, default_workers, event_row
 
 # Each exported name, and the module it lives in.
 _HOMES: dict[str, str] = {
@@ -81,7 +80,7 @@ _HOMES: dict[str, str] = {
     "EventStore": "erasure.lineage.event_store",
     "IngestReport": "erasure.lineage.store",
     "LineageStore": "erasure.lineage.store",
-    "default_workers": "erasure.lineage.ingest_workers",
+    "default_workers": "erasure.lineage.store",
     "event_row": "erasure.lineage.store",
 }
 
