@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from erasure.lineage import event_json
+from erasure.lineage.openlineage import event_json
 
 IN_CHUNK = 500  # values per IN (...) list
 

@@ -14,11 +14,11 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json
 from erasure.lineage.openlineage import (
     ObservedEvent,
     RunEvent,
     event_id,
+    event_json,
     event_text,
     parse_decoded,
 )

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json
 from erasure.lineage.openlineage import (
     EventElement,
     EventItem,
@@ -27,6 +26,7 @@ from erasure.lineage.openlineage import (
     RunEvent,
     decoded_element,
     event_id,
+    event_json,
 )
 from erasure.lineage.store.events import (
     canonical_json,

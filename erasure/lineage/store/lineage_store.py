@@ -28,7 +28,6 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json
 from erasure.lineage.openlineage import (
     EventElement,
     EventItem,
@@ -37,6 +36,7 @@ from erasure.lineage.openlineage import (
     RunEvent,
     RunLineage,
     RunSummary,
+    event_json,
     read_event_elements,
     run_lineage,
     timeline,

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json
 from erasure.lineage.openlineage import (
     OutputLineage,
+    event_json,
     link_key,
 )
 from erasure.lineage.store.bulk import (

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json
-from erasure.lineage.openlineage import OutputLineage
+from erasure.lineage.openlineage import OutputLineage, event_json
 from erasure.lineage.store import LineageStore
 from erasure.lineage.store import workers as ingest_workers
 from erasure.lineage.store.workers import judged_batches

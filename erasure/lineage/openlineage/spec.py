@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from erasure.errors import LineageError, invalid_fields
-from erasure.lineage import event_json
+from erasure.lineage.openlineage import event_json
 from erasure.model import (
     DatasetRef,
     EdgeOrigin,
