@@ -13,9 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from erasure.model import Gap, LineageEdge
-from erasure.store.schema import (
-    lineage_sources,
-)
+from erasure.store.schema import lineage_sources
 
 
 @dataclass(frozen=True)

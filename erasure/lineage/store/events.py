@@ -22,17 +22,8 @@ from erasure.lineage.openlineage import (
     event_text,
     parse_decoded,
 )
-from erasure.lineage.store.bulk import (
-    IN_CHUNK,
-    chunks,
-    copy_cursor,
-    copy_rows,
-)
-from erasure.store.schema import (
-    LINEAGE_JOB_LENGTH,
-    LINEAGE_RUN_ID_LENGTH,
-    lineage_events,
-)
+from erasure.lineage.store.bulk import IN_CHUNK, chunks, copy_cursor, copy_rows
+from erasure.store.schema import LINEAGE_JOB_LENGTH, LINEAGE_RUN_ID_LENGTH, lineage_events
 
 MAX_QUARANTINED_BODY = 1024 * 1024  # characters of a refused body kept for inspection
 

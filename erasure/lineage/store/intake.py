@@ -28,9 +28,7 @@ from erasure.lineage.openlineage import (
     event_id,
     event_json,
 )
-from erasure.lineage.store.events import (
-    canonical_json,
-)
+from erasure.lineage.store.events import canonical_json
 
 
 class IngestReport(BaseModel):

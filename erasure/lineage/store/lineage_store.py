@@ -41,12 +41,7 @@ from erasure.lineage.openlineage import (
     run_lineage,
     timeline,
 )
-from erasure.lineage.store.bulk import (
-    IN_CHUNK,
-    chunks,
-    copy_cursor,
-    copy_rows,
-)
+from erasure.lineage.store.bulk import IN_CHUNK, chunks, copy_cursor, copy_rows
 from erasure.lineage.store.declared import (
     DeclaredSource,
     declared_unchanged,

@@ -15,19 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
-from erasure.lineage.openlineage import (
-    OutputLineage,
-    event_json,
-    link_key,
-)
-from erasure.lineage.store.bulk import (
-    joined_to_keys,
-    json_rows,
-    pg_upsert,
-)
-from erasure.lineage.store.intake import (
-    IngestReport,
-)
+from erasure.lineage.openlineage import OutputLineage, event_json, link_key
+from erasure.lineage.store.bulk import joined_to_keys, json_rows, pg_upsert
+from erasure.lineage.store.intake import IngestReport
 from erasure.model import DatasetRef, EdgeOrigin, FieldRef
 from erasure.store.dialect import conflict_insert
 from erasure.store.schema import (
