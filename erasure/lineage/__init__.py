@@ -14,7 +14,6 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from erasure.lineage.event_store import EventStore
     from erasure.lineage.graph import (
         Closure,
         InMemoryLineageGraph,
@@ -77,7 +76,6 @@ _HOMES: dict[str, str] = {
     "read_event_file": "erasure.lineage.openlineage",
     "read_event_items": "erasure.lineage.openlineage",
     # the lineage store
-    "EventStore": "erasure.lineage.event_store",
     "IngestReport": "erasure.lineage.store",
     "LineageStore": "erasure.lineage.store",
     "default_workers": "erasure.lineage.store",
@@ -88,7 +86,6 @@ __all__ = [
     "CatalogLineage",
     "Closure",
     "Depth",
-    "EventStore",
     "InMemoryLineageGraph",
     "IngestReport",
     "KnownTables",

@@ -17,7 +17,7 @@ from erasure.catalog import Catalog, load_catalog
 from erasure.config import Settings
 from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure.intake import SubmissionBox, TransitSubmissionKey
-from erasure.lineage import EventStore, LineageStore
+from erasure.lineage import LineageStore
 from erasure.registry.action_log import ActionLog
 from erasure.registry.plans import PlanBook
 from erasure.registry.requests import RequestBook
@@ -30,7 +30,7 @@ class Unavailable(ErasureError):
 
 
 class ErasureBackend:
-    """Settings, store, ledger, registry and event store of one API process, built lazily.
+    """Settings, store, ledger, registry and lineage store of one API process, built lazily.
 
     Pass `settings`/`api_settings` to pin them (tests); otherwise the environment is read on
     first use.
@@ -129,9 +129,6 @@ class ErasureBackend:
 
     def action_log(self) -> ActionLog:
         return ActionLog(self.store())
-
-    def events(self) -> EventStore:
-        return EventStore(self.store())
 
     def lineage(self) -> LineageStore:
         """The lineage store, one per API server process: its dataset ids stay cached between
