@@ -26,11 +26,12 @@ from erasure.lineage.sql.column_flow import (
     SourceColumn,
 )
 from erasure.lineage.sql.field_paths import unnest_array_paths
+from erasure.lineage.sql.gaps import SqlGap
 from erasure.lineage.sql.known_tables import KnownTables
 from erasure.lineage.sql.names import table_name
 from erasure.lineage.sql.table_resolution import TableNaming
 from erasure.lineage.sql.table_shards import is_wildcard
-from erasure.model import EdgeSubtype
+from erasure.model import EdgeSubtype, GapKind
 
 
 @dataclass
@@ -39,7 +40,7 @@ class ColumnTrace:
 
     outputs: list[OutputColumn]
     indirect: list[tuple[SourceColumn, EdgeSubtype]]  # filter, join, group, sort, window...
-    gaps: list[str]
+    gaps: list[SqlGap]
 
 
 def trace_columns(
@@ -80,7 +81,12 @@ def trace_columns(
     outputs = tracer.outputs(root)
     indirect = tracer.indirect_sources()
     for function in qualified.find_all(exp.Anonymous, exp.AnonymousAggFunc):
-        tracer.gap(f"opaque function {function.name.lower()} in statement {number}")
+        tracer.gap(
+            SqlGap(
+                f"opaque function {function.name.lower()} in statement {number}",
+                GapKind.OPAQUE_PRODUCER,
+            )
+        )
     return ColumnTrace(outputs, indirect, tracer.gaps)
 
 
@@ -90,7 +96,7 @@ _SYNTHETIC_PREFIX = "_erasure_t"
 @dataclass
 class _Isolated:
     tables: dict[str, str]  # synthetic name -> the table's name in edges
-    gaps: list[str] = field(default_factory=list)
+    gaps: list[SqlGap] = field(default_factory=list)
     conflicts: set[str] = field(default_factory=set)  # names whose known columns are another's
 
 
