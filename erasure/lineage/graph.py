@@ -31,16 +31,12 @@ from typing import Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from erasure.lineage.instants import OPEN_END, OPEN_START, micros
 from erasure.model import Cycle, CycleKind, DatasetRef, Gap, GapKind, LineageEdge
 
 IntArray = npt.NDArray[np.int64]
 _V = TypeVar("_V")
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-# Open interval ends as sentinels, so "valid at t" is two integer comparisons in numpy.
-_OPEN_START = int(np.iinfo(np.int64).min)
-_OPEN_END = int(np.iinfo(np.int64).max)
 _AS_OF_CACHE = 8  # indexes kept for distinct as_of instants (plans reuse a few)
 # Below this many datasets a closure is walked in plain Python: numpy's per-call cost
 # exceeds the whole walk. Measured crossover on the bench estate; see local/bench/closure.py.
@@ -163,8 +159,8 @@ class RetainedView:
         """An edge into ``output`` counts if it ended after this instant (epoch microseconds)."""
         days = self.retention_days.get(output)
         if days is None:
-            return _OPEN_START
-        return _micros(self.at - timedelta(days=days))
+            return OPEN_START
+        return micros(self.at - timedelta(days=days))
 
     def mask(
         self,
@@ -175,12 +171,12 @@ class RetainedView:
         valid_to: IntArray,
     ) -> npt.NDArray[np.bool_]:
         """Which rows (target dataset id, interval) count, on arrays."""
-        cutoff = np.full(len(refs), _OPEN_START, dtype=np.int64)
+        cutoff = np.full(len(refs), OPEN_START, dtype=np.int64)
         for ref in self.retention_days:
             i = ids.get(ref)
             if i is not None:
                 cutoff[i] = self.cutoff(ref)
-        begun: npt.NDArray[np.bool_] = valid_from <= _micros(self.at)
+        begun: npt.NDArray[np.bool_] = valid_from <= micros(self.at)
         kept: npt.NDArray[np.bool_] = begun & (valid_to > cutoff[dst])
         return kept
 
@@ -194,12 +190,12 @@ def is_valid(edge: LineageEdge, as_of: View = None) -> bool:
     if as_of is None:
         return edge.valid_to is None
     if isinstance(as_of, RetainedView):
-        begun = edge.valid_from is None or _micros(edge.valid_from) <= _micros(as_of.at)
-        ended = _OPEN_END if edge.valid_to is None else _micros(edge.valid_to)
+        begun = edge.valid_from is None or micros(edge.valid_from) <= micros(as_of.at)
+        ended = OPEN_END if edge.valid_to is None else micros(edge.valid_to)
         return begun and ended > as_of.cutoff(edge.target.dataset)
-    t = _micros(as_of)
-    start = _OPEN_START if edge.valid_from is None else _micros(edge.valid_from)
-    end = _OPEN_END if edge.valid_to is None else _micros(edge.valid_to)
+    t = micros(as_of)
+    start = OPEN_START if edge.valid_from is None else micros(edge.valid_from)
+    end = OPEN_END if edge.valid_to is None else micros(edge.valid_to)
     return start <= t < end
 
 
@@ -400,8 +396,8 @@ class InMemoryLineageGraph:
             into[t].append(edge)
             src.append(s)
             dst.append(t)
-            vfrom.append(_OPEN_START if edge.valid_from is None else _micros(edge.valid_from))
-            vto.append(_OPEN_END if edge.valid_to is None else _micros(edge.valid_to))
+            vfrom.append(OPEN_START if edge.valid_from is None else micros(edge.valid_from))
+            vto.append(OPEN_END if edge.valid_to is None else micros(edge.valid_to))
             added += 1
         if added:
             self._invalidate()
@@ -461,9 +457,9 @@ class InMemoryLineageGraph:
         dst = key % n
         kept = view.mask(self._refs, self._ids, dst, valid_from, valid_to)
         if view.current is None:
-            now = valid_to == _OPEN_END
+            now = valid_to == OPEN_END
         else:
-            t = _micros(view.current)
+            t = micros(view.current)
             now = (valid_from <= t) & (t < valid_to)
         return {self._refs[i] for i in np.unique(dst[kept & ~now]).tolist()}
 
@@ -580,7 +576,7 @@ class InMemoryLineageGraph:
         if as_of is None:
             if self._current is None:
                 key, _, valid_to = self._interval_table()
-                self._current = _Index(self._refs, key[valid_to == _OPEN_END], self._name_rank())
+                self._current = _Index(self._refs, key[valid_to == OPEN_END], self._name_rank())
             return self._current
         if isinstance(as_of, RetainedView):
             if self._retained is None or self._retained[0] is not as_of:
@@ -590,7 +586,7 @@ class InMemoryLineageGraph:
                 kept = as_of.mask(self._refs, self._ids, dst, valid_from, valid_to)
                 self._retained = (as_of, _Index(self._refs, key[kept], self._name_rank()))
             return self._retained[1]
-        t = _micros(as_of)
+        t = micros(as_of)
         cached = self._as_of.get(t)
         if cached is None:
             key, valid_from, valid_to = self._interval_table()
@@ -1032,13 +1028,6 @@ def _topological_order(comp: IntArray, level: IntArray, rank: IntArray) -> IntAr
     np.minimum.at(first_name, comp, rank)  # a component sorts by its first member's name
     order: IntArray = np.lexsort((rank, first_name[comp], level[comp]))
     return order
-
-
-def _micros(dt: datetime) -> int:
-    """Microseconds since the epoch, exact; naive datetimes are taken as UTC."""
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return (dt - _EPOCH) // _MICROSECOND
 
 
 def _iso(dt: datetime | None) -> str | None:
