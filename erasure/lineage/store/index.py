@@ -28,12 +28,12 @@ from erasure.lineage.graph import (
     SMALL_CLOSURE,
     IncomingColumns,
     InMemoryLineageGraph,
-    IntArray,
     RetainedView,
     View,
     is_valid,
 )
 from erasure.lineage.instants import OPEN_END, OPEN_START
+from erasure.lineage.walk import IntArray
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 
 _NONE_TIME = OPEN_START  # observed_at None
