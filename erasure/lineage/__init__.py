@@ -1,8 +1,9 @@
 """Lineage: what a plan walks, and the store it is kept in. The rest of the project enters here.
 
 Rooms behind this door: `sources` (the graph a plan walks, from the catalog's sources),
-`graph` (the domain graph and its closure), `shrink` (retained rows' lineage), `sql/`
-(column lineage of SQL), `openlineage/` (run events), `store/` (the persistent store), `dbt`.
+`graph` (the domain graph, its closure and coverage) over `walk` (the engine) and `instants`,
+`shrink` (gaps where an output's lineage shrank), `dbt` (manifests), `sql/` (column lineage of
+SQL), `openlineage/` (run events), `store/` (the persistent store).
 
 Names are imported on first use (PEP 562): the CLI and the Airflow tasks import this package,
 and numpy, sqlglot and SQLAlchemy load only when a name that needs them is asked for.
