@@ -46,7 +46,8 @@ if TYPE_CHECKING:
         sql_lineage,
         table_name,
     )
-    from erasure.lineage.store import IngestReport, LineageStore, default_workers, event_row
+    from erasure.lineage.store import IngestReport, LineageStore, event_row
+    from erasure.lineage.store.workers import default_workers
 
 # Each exported name, and the module it lives in.
 _HOMES: dict[str, str] = {
@@ -79,7 +80,7 @@ _HOMES: dict[str, str] = {
     # the lineage store
     "IngestReport": "erasure.lineage.store",
     "LineageStore": "erasure.lineage.store",
-    "default_workers": "erasure.lineage.store",
+    "default_workers": "erasure.lineage.store.workers",
     "event_row": "erasure.lineage.store",
 }
 

@@ -3,7 +3,7 @@
 `lineage_store` holds the store (`LineageStore`); `intake` takes events in, `events` keeps
 them raw, `projection` turns runs into edge sets, `declared` keeps declared sources, `index`
 is the columnar index plans read, `bulk` the bulk statements, `workers` the forked readers
-of large event files.
+of large event files (imported only by an ingest that forks them).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from erasure.lineage.store.declared import DeclaredSource
 from erasure.lineage.store.events import QuarantinedEvent, event_row
 from erasure.lineage.store.intake import IngestReport
 from erasure.lineage.store.lineage_store import LineageStore, PurgeReport
-from erasure.lineage.store.workers import default_workers
 
 __all__ = [
     "DeclaredSource",
@@ -20,6 +19,5 @@ __all__ = [
     "LineageStore",
     "PurgeReport",
     "QuarantinedEvent",
-    "default_workers",
     "event_row",
 ]
