@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from erasure.lineage.openlineage import event_json
+from erasure.store.dialect import conflict_insert
 
 IN_CHUNK = 500  # values per IN (...) list
 
@@ -66,6 +67,31 @@ def pg_upsert(
         f"FROM json_to_recordset(%(rows)s::json) AS r({shape}) "
         f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}",
         {"rows": json_rows(fields, ([r.get(f) for f in fields] for r in rows))},
+    )
+
+
+def upsert_rows(
+    conn: Connection,
+    table: sa.Table,
+    fields: Sequence[str],
+    types: Sequence[str],
+    key: Sequence[str],
+    rows: list[dict[str, Any]],
+) -> None:
+    """Insert or update `rows` (each a value per field) by `key`, in one statement: bound as
+    JSON on Postgres (`pg_upsert`), ON CONFLICT DO UPDATE elsewhere."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        pg_upsert(conn, table.name, fields, types, key, rows)
+        return
+    insert = conflict_insert(table, conn.dialect.name)
+    conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=list(key),
+            set_={c: insert.excluded[c] for c in rows[0] if c not in key},
+        ),
+        rows,
     )
 
 

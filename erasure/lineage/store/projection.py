@@ -16,10 +16,9 @@ from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
 from erasure.lineage.openlineage import OutputLineage, event_json, link_key
-from erasure.lineage.store.bulk import joined_to_keys, json_rows, pg_upsert
+from erasure.lineage.store.bulk import joined_to_keys, json_rows, upsert_rows
 from erasure.lineage.store.intake import IngestReport
 from erasure.model import DatasetRef, EdgeOrigin, FieldRef
-from erasure.store.dialect import conflict_insert
 from erasure.store.schema import (
     COLUMN_LENGTH,
     lineage_edge_sets,
@@ -216,19 +215,7 @@ def known_runs(
 
 def upsert_runs(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert or update every touched run in one statement."""
-    if not rows:
-        return
-    if conn.dialect.name == "postgresql":
-        pg_upsert(conn, "lineage_runs", _RUN_FIELDS, _RUN_TYPES, ("job", "run_id"), rows)
-        return
-    insert = conflict_insert(lineage_runs, conn.dialect.name)
-    conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=["job", "run_id"],
-            set_={c: insert.excluded[c] for c in rows[0] if c not in ("job", "run_id")},
-        ),
-        rows,
-    )
+    upsert_rows(conn, lineage_runs, _RUN_FIELDS, _RUN_TYPES, ("job", "run_id"), rows)
 
 
 def output_states(
@@ -278,23 +265,9 @@ _RUN_TYPES = ("text", "text", "text", "timestamptz", "timestamptz", "int", "text
 
 
 def upsert_outputs(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    rows = [{k: v for k, v in r.items() if k != "new"} for r in rows]
-    if conn.dialect.name == "postgresql":
-        pg_upsert(
-            conn, "lineage_outputs", _OUTPUT_FIELDS, _OUTPUT_TYPES, ("producer", "dataset_id"), rows
-        )
-        return
     rows = [{f: r.get(f) for f in _OUTPUT_FIELDS} for r in rows]
-    insert = conflict_insert(lineage_outputs, conn.dialect.name)
-    conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=["producer", "dataset_id"],
-            set_={c: insert.excluded[c] for c in rows[0] if c not in ("producer", "dataset_id")},
-        ),
-        rows,
-    )
+    key = ("producer", "dataset_id")
+    upsert_rows(conn, lineage_outputs, _OUTPUT_FIELDS, _OUTPUT_TYPES, key, rows)
 
 
 def drop_index(conn: Connection, chunk: Chunk) -> None:
