@@ -232,7 +232,7 @@ def _instant(text: str) -> datetime:
 
 def _open_lineage(args: argparse.Namespace) -> Any:
     from erasure.config import Settings
-    from erasure.lineage.store import LineageStore
+    from erasure.lineage import LineageStore
     from erasure.store.database import open_store
 
     return LineageStore(open_store(args.store or Settings().store_url))
@@ -289,7 +289,7 @@ def _emit_plan(plan: Plan, as_json: bool) -> None:
 
 
 def _lineage_sql(args: argparse.Namespace) -> int:
-    from erasure.lineage.sql import sql_lineage
+    from erasure.lineage import sql_lineage
 
     script = sys.stdin.read() if args.file == "-" else _read(Path(args.file))
     schema = None
@@ -315,7 +315,7 @@ def _lineage_sql(args: argparse.Namespace) -> int:
 
 def _lineage_closure(args: argparse.Namespace) -> int:
     from erasure.catalog import load_catalog
-    from erasure.lineage.sources import build_lineage
+    from erasure.lineage import build_lineage
     from erasure.planner import materialised_predicate
     from erasure.warehouse import Warehouse
 
@@ -375,8 +375,7 @@ def _lineage_closure(args: argparse.Namespace) -> int:
 def _lineage_ingest(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _lineage_ingest_dry_run(args)
-    from erasure.lineage.ingest_workers import default_workers
-    from erasure.lineage.store import IngestReport
+    from erasure.lineage import IngestReport, default_workers
 
     workers = default_workers() if args.workers is None else args.workers
     lineage = _open_lineage(args)
@@ -423,7 +422,7 @@ def _lineage_ingest(args: argparse.Namespace) -> int:
 
 
 def _lineage_ingest_dry_run(args: argparse.Namespace) -> int:
-    from erasure.lineage.openlineage import edges_from_events, read_event_file
+    from erasure.lineage import edges_from_events, read_event_file
 
     events = [event for path in args.files for event in read_event_file(path)]
     observed = edges_from_events(events)

@@ -16,11 +16,16 @@ from erasure.catalog import Catalog, DatasetKind, DatasetSpec
 from erasure.drift import drift_gaps
 from erasure.errors import ErasureError, RebuildFailed, SubjectError
 from erasure.kanon import measure_k
-from erasure.lineage.graph import Closure, coverage
-from erasure.lineage.openlineage import RunEvent
-from erasure.lineage.shrink import shrink_gaps
-from erasure.lineage.sources import CatalogLineage, build_lineage, erasure_view
-from erasure.lineage.store import LineageStore
+from erasure.lineage import (
+    CatalogLineage,
+    Closure,
+    LineageStore,
+    RunEvent,
+    build_lineage,
+    coverage,
+    erasure_view,
+    shrink_gaps,
+)
 from erasure.locate import (
     Located,
     Location,

@@ -40,8 +40,7 @@ from erasure.suppression import SuppressionList
 from erasure.warehouse import ConnectionResolver, Warehouse
 
 if TYPE_CHECKING:
-    from erasure.lineage.event_store import EventStore
-    from erasure.lineage.store import LineageStore
+    from erasure.lineage import LineageStore
 
 
 def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
@@ -241,15 +240,10 @@ class LazyServices:
     def action_log(self) -> ActionLog:
         return ActionLog(self.store())
 
-    def events(self) -> EventStore:
-        from erasure.lineage.event_store import EventStore
-
-        return EventStore(self.store())
-
     def lineage(self) -> LineageStore:
         """The lineage store, one per process: its dataset ids stay cached between calls, and
         it serialises its own writers (the database serialises processes)."""
-        from erasure.lineage.store import LineageStore
+        from erasure.lineage import LineageStore
 
         with self._lock:
             if self._lineage is None:

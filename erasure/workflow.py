@@ -53,7 +53,7 @@ from erasure.errors import (
 from erasure.free_text import NamesSubject, refuse_if_named
 from erasure.identifier_types import refuse_misfit
 from erasure.intake import Ticket
-from erasure.lineage.store import LineageStore
+from erasure.lineage import LineageStore
 from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
 from erasure.model import Action, DatasetRef, ErasedBefore, Identity, Plan, PlanItem, SubjectRef
 from erasure.planner import SUPPRESSION_LIST, escalate_unkeyed, make_plan, must_precede

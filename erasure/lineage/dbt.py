@@ -17,7 +17,6 @@ from typing import Any
 
 from erasure.catalog import Catalog, DbtLineageSource
 from erasure.errors import ErasureError, LineageError
-from erasure.lineage.gaps import sql_gap_kind
 from erasure.lineage.sql import sql_lineage, to_lineage_edges
 from erasure.lineage.store import DeclaredSource
 from erasure.model import (
@@ -120,8 +119,8 @@ def manifest_lineage(
                 reached.add(edge.source.dataset.name)
                 edges.append(edge)
             gaps += [
-                Gap(kind=sql_gap_kind(text), dataset=dataset, detail=f"{producer}: {text}")
-                for text in lineage.gaps
+                Gap(kind=gap.kind, dataset=dataset, detail=f"{producer}: {gap}")
+                for gap in lineage.gaps
             ]
         elif upstreams:
             gaps.append(

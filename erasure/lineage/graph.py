@@ -10,11 +10,12 @@ Validity: an edge counts for closure when it is current (``valid_to`` is None), 
 An erasure plan asks another question (``RetainedView``): every edge whose output may still
 hold rows it wrote, superseded and failed runs' edges included, bounded by output retention.
 
-Speed: datasets are interned to integers. Each validity view gets an index, built lazily after
-``add_edges``: CSR adjacency both ways (numpy) plus one topological order and the strongly
-connected components of the whole graph. A closure is then a walk and a sort: a small one is
-walked in plain Python, a large one level by level with array operations, so a closure of
-thousands of datasets costs a few dozen numpy calls rather than a Python step per edge.
+Speed (the engine is `walk`): datasets are interned to integers. Each validity view gets an
+index, built lazily after ``add_edges``: CSR adjacency both ways (numpy) plus one topological
+order and the strongly connected components of the whole graph. A closure is then a walk and a
+sort: a small one is walked in plain Python, a large one level by level with array operations,
+so a closure of thousands of datasets costs a few dozen numpy calls rather than a Python step
+per edge.
 """
 
 from __future__ import annotations
@@ -31,16 +32,12 @@ from typing import Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from erasure.lineage.instants import OPEN_END, OPEN_START, micros
+from erasure.lineage.walk import IntArray, Walk, WalkIndex, walk_arrays, walk_small
 from erasure.model import Cycle, CycleKind, DatasetRef, Gap, GapKind, LineageEdge
 
-IntArray = npt.NDArray[np.int64]
 _V = TypeVar("_V")
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-# Open interval ends as sentinels, so "valid at t" is two integer comparisons in numpy.
-_OPEN_START = int(np.iinfo(np.int64).min)
-_OPEN_END = int(np.iinfo(np.int64).max)
 _AS_OF_CACHE = 8  # indexes kept for distinct as_of instants (plans reuse a few)
 # Below this many datasets a closure is walked in plain Python: numpy's per-call cost
 # exceeds the whole walk. Measured crossover on the bench estate; see local/bench/closure.py.
@@ -163,8 +160,8 @@ class RetainedView:
         """An edge into ``output`` counts if it ended after this instant (epoch microseconds)."""
         days = self.retention_days.get(output)
         if days is None:
-            return _OPEN_START
-        return _micros(self.at - timedelta(days=days))
+            return OPEN_START
+        return micros(self.at - timedelta(days=days))
 
     def mask(
         self,
@@ -175,12 +172,12 @@ class RetainedView:
         valid_to: IntArray,
     ) -> npt.NDArray[np.bool_]:
         """Which rows (target dataset id, interval) count, on arrays."""
-        cutoff = np.full(len(refs), _OPEN_START, dtype=np.int64)
+        cutoff = np.full(len(refs), OPEN_START, dtype=np.int64)
         for ref in self.retention_days:
             i = ids.get(ref)
             if i is not None:
                 cutoff[i] = self.cutoff(ref)
-        begun: npt.NDArray[np.bool_] = valid_from <= _micros(self.at)
+        begun: npt.NDArray[np.bool_] = valid_from <= micros(self.at)
         kept: npt.NDArray[np.bool_] = begun & (valid_to > cutoff[dst])
         return kept
 
@@ -194,12 +191,12 @@ def is_valid(edge: LineageEdge, as_of: View = None) -> bool:
     if as_of is None:
         return edge.valid_to is None
     if isinstance(as_of, RetainedView):
-        begun = edge.valid_from is None or _micros(edge.valid_from) <= _micros(as_of.at)
-        ended = _OPEN_END if edge.valid_to is None else _micros(edge.valid_to)
+        begun = edge.valid_from is None or micros(edge.valid_from) <= micros(as_of.at)
+        ended = OPEN_END if edge.valid_to is None else micros(edge.valid_to)
         return begun and ended > as_of.cutoff(edge.target.dataset)
-    t = _micros(as_of)
-    start = _OPEN_START if edge.valid_from is None else _micros(edge.valid_from)
-    end = _OPEN_END if edge.valid_to is None else _micros(edge.valid_to)
+    t = micros(as_of)
+    start = OPEN_START if edge.valid_from is None else micros(edge.valid_from)
+    end = OPEN_END if edge.valid_to is None else micros(edge.valid_to)
     return start <= t < end
 
 
@@ -241,115 +238,6 @@ def snapshot_digest(edges: Iterable[LineageEdge]) -> str:
     """
     digests = sorted({edge_digest(edge) for edge in edges})
     return hashlib.sha256(b"".join(digests)).hexdigest()
-
-
-class _Index:
-    """One validity view of the graph at dataset level, built once and shared by every walk.
-
-    CSR adjacency both ways, plus a topological order and the strongly connected components of
-    the whole graph: restricted to a closure, a topological order is still one, and a closure
-    that was not truncated is closed downstream, so its cycles are whole global components.
-    """
-
-    __slots__ = (
-        "_in_sets",
-        "_lists",
-        "_refs",
-        "block",
-        "comp",
-        "cyclic",
-        "in_degree",
-        "in_indices",
-        "in_indptr",
-        "n",
-        "out_degree",
-        "out_indices",
-        "out_indptr",
-        "position",
-        "rank",
-    )
-
-    def __init__(self, refs: list[DatasetRef], keys: IntArray, rank: IntArray) -> None:
-        """From sorted pair keys ``src * n + dst`` (duplicates allowed) and name ranks."""
-        n = self.n = len(refs)
-        if keys.size:
-            keep = np.ones(keys.size, dtype=bool)
-            keep[1:] = keys[1:] != keys[:-1]
-            keys = keys[keep]
-        src, dst = (keys // n, keys % n) if n else (keys, keys)
-        self.out_indptr, self.out_indices = _indptr(src, n), dst
-        self.in_indptr, self.in_indices = _indptr(dst, n), src[np.argsort(dst, kind="stable")]
-        self.out_degree, self.in_degree = np.diff(self.out_indptr), np.diff(self.in_indptr)
-        self.rank = rank
-        comp, level, cyclic = _condense(n, src, dst)
-        self.comp = comp
-        self.position = np.empty(n, dtype=np.int64)
-        self.position[_topological_order(comp, level, rank)] = np.arange(n, dtype=np.int64)
-        # A component's members are contiguous in that order; ``block`` is where it starts.
-        start = np.full(n, n, dtype=np.int64)
-        np.minimum.at(start, comp, self.position)
-        self.block = start[comp]
-        self.cyclic = np.zeros(n, dtype=bool)
-        for members in cyclic:
-            self.cyclic[np.array(members, dtype=np.int64)] = True
-        self._refs = refs  # append-only in the graph, so ids below n stay valid
-        self._in_sets: list[frozenset[DatasetRef] | None] = [None] * n
-        self._lists: _Lists | None = None
-
-    def lists(self) -> _Lists:
-        """The same index as plain lists, for Python loops (a numpy scalar read is slower)."""
-        if self._lists is None:
-            self._lists = _Lists(
-                out_indptr=self.out_indptr.tolist(),
-                out_indices=self.out_indices.tolist(),
-                in_indptr=self.in_indptr.tolist(),
-                in_indices=self.in_indices.tolist(),
-                in_degree=self.in_degree.tolist(),
-                rank=self.rank.tolist(),
-                position=self.position.tolist(),
-                block=self.block.tolist(),
-                comp=self.comp.tolist(),
-                cyclic=self.cyclic.tolist(),
-            )
-        return self._lists
-
-    def upstream_ids(self, i: int) -> list[int]:
-        """Ids of dataset ``i``'s upstreams."""
-        lists = self.lists()
-        return lists.in_indices[lists.in_indptr[i] : lists.in_indptr[i + 1]]
-
-    def upstream_set(self, i: int) -> frozenset[DatasetRef]:
-        """Dataset ``i``'s upstreams, built once: copying a set later does not rehash its refs."""
-        cached = self._in_sets[i]
-        if cached is None:
-            cached = self._in_sets[i] = frozenset(self._refs[j] for j in self.upstream_ids(i))
-        return cached
-
-
-@dataclass(slots=True)
-class _Lists:
-    out_indptr: list[int]
-    out_indices: list[int]
-    in_indptr: list[int]
-    in_indices: list[int]
-    in_degree: list[int]
-    rank: list[int]
-    position: list[int]
-    block: list[int]
-    comp: list[int]
-    cyclic: list[bool]
-
-
-@dataclass(slots=True)
-class _Walk:
-    """What either walk engine found, in closure order; the graph turns it into a Closure."""
-
-    ordered: list[int]  # dataset ids in closure order
-    depth: list[int]  # aligned with ordered
-    whole: list[bool]  # aligned: every upstream of the dataset is in the closure
-    locate: Callable[[int], int]  # dataset id -> position in ordered, -1 if outside
-    components: list[list[int]]  # cycles, as dataset ids
-    frontier: list[int]  # closure datasets with a valid edge leaving the closure
 
 
 class InMemoryLineageGraph:
@@ -400,8 +288,8 @@ class InMemoryLineageGraph:
             into[t].append(edge)
             src.append(s)
             dst.append(t)
-            vfrom.append(_OPEN_START if edge.valid_from is None else _micros(edge.valid_from))
-            vto.append(_OPEN_END if edge.valid_to is None else _micros(edge.valid_to))
+            vfrom.append(OPEN_START if edge.valid_from is None else micros(edge.valid_from))
+            vto.append(OPEN_END if edge.valid_to is None else micros(edge.valid_to))
             added += 1
         if added:
             self._invalidate()
@@ -409,9 +297,9 @@ class InMemoryLineageGraph:
     def _invalidate(self) -> None:
         self._intervals: tuple[IntArray, IntArray, IntArray] | None = None
         self._rank: IntArray | None = None
-        self._current: _Index | None = None
-        self._as_of: dict[int, _Index] = {}
-        self._retained: tuple[RetainedView, _Index] | None = None  # the last erasure view
+        self._current: WalkIndex | None = None
+        self._as_of: dict[int, WalkIndex] = {}
+        self._retained: tuple[RetainedView, WalkIndex] | None = None  # the last erasure view
         self._snapshot: str | None = None
 
     # -- reading ----------------------------------------------------------------------------
@@ -461,9 +349,9 @@ class InMemoryLineageGraph:
         dst = key % n
         kept = view.mask(self._refs, self._ids, dst, valid_from, valid_to)
         if view.current is None:
-            now = valid_to == _OPEN_END
+            now = valid_to == OPEN_END
         else:
-            t = _micros(view.current)
+            t = micros(view.current)
             now = (valid_from <= t) & (t < valid_to)
         return {self._refs[i] for i in np.unique(dst[kept & ~now]).tolist()}
 
@@ -518,19 +406,17 @@ class InMemoryLineageGraph:
         index = self._index(as_of)
         walk = None
         if len(known) <= self._small_closure:
-            walk = _walk_small(
-                index, known, len(unknown), max_nodes, max_depth, self._small_closure
-            )
+            walk = walk_small(index, known, len(unknown), max_nodes, max_depth, self._small_closure)
         if walk is None:
-            walk = _walk_arrays(index, known, len(unknown), max_nodes, max_depth)
+            walk = walk_arrays(index, known, len(unknown), max_nodes, max_depth)
         return self._closure(root_list, unknown, index, walk, as_of, is_materialised or _always)
 
     def _closure(
         self,
         roots: list[DatasetRef],
         unknown: list[DatasetRef],
-        index: _Index,
-        walk: _Walk,
+        index: WalkIndex,
+        walk: Walk,
         as_of: View,
         is_materialised: Callable[[DatasetRef], bool],
     ) -> Closure:
@@ -575,12 +461,12 @@ class InMemoryLineageGraph:
 
     # -- index ------------------------------------------------------------------------------
 
-    def _index(self, as_of: View) -> _Index:
+    def _index(self, as_of: View) -> WalkIndex:
         """The index of the dataset pairs valid at ``as_of`` (None = current), cached."""
         if as_of is None:
             if self._current is None:
                 key, _, valid_to = self._interval_table()
-                self._current = _Index(self._refs, key[valid_to == _OPEN_END], self._name_rank())
+                self._current = WalkIndex(self._refs, key[valid_to == OPEN_END], self._name_rank())
             return self._current
         if isinstance(as_of, RetainedView):
             if self._retained is None or self._retained[0] is not as_of:
@@ -588,14 +474,14 @@ class InMemoryLineageGraph:
                 n = len(self._refs)
                 dst = key % n if n else key
                 kept = as_of.mask(self._refs, self._ids, dst, valid_from, valid_to)
-                self._retained = (as_of, _Index(self._refs, key[kept], self._name_rank()))
+                self._retained = (as_of, WalkIndex(self._refs, key[kept], self._name_rank()))
             return self._retained[1]
-        t = _micros(as_of)
+        t = micros(as_of)
         cached = self._as_of.get(t)
         if cached is None:
             key, valid_from, valid_to = self._interval_table()
             valid = key[(valid_from <= t) & (t < valid_to)]
-            cached = _Index(self._refs, valid, self._name_rank())
+            cached = WalkIndex(self._refs, valid, self._name_rank())
             if len(self._as_of) >= _AS_OF_CACHE:
                 self._as_of.pop(next(iter(self._as_of)))
             self._as_of[t] = cached
@@ -710,335 +596,6 @@ def _incoming(graph: LineageGraph, datasets: list[DatasetRef], as_of: View) -> I
         producers=producers,
         names=lambda ds: known.get(ds, set()),
     )
-
-
-# -- the two walk engines: same result, different cost profile -------------------------------
-
-
-def _walk_small(
-    index: _Index,
-    roots: list[int],
-    extra_nodes: int,
-    max_nodes: int | None,
-    max_depth: int | None,
-    limit: int,
-) -> _Walk | None:
-    """Breadth-first walk over plain lists; None once the closure outgrows ``limit``."""
-    lists = index.lists()
-    out_ptr, out_idx, rank = lists.out_indptr, lists.out_indices, lists.rank
-    depth = dict.fromkeys(roots, 0)
-    count = len(depth) + extra_nodes
-    frontier = list(depth)
-    level = 0
-    while frontier and (max_depth is None or level < max_depth):
-        new = {v for u in frontier for v in out_idx[out_ptr[u] : out_ptr[u + 1]] if v not in depth}
-        if not new:
-            break
-        level += 1
-        cut = max_nodes is not None and count + len(new) > max_nodes
-        room = max(max_nodes - count, 0) if max_nodes is not None and cut else len(new)
-        if len(depth) + room > limit:
-            return None
-        if cut:
-            depth.update(dict.fromkeys(sorted(new, key=rank.__getitem__)[:room], level))
-            break
-        depth.update(dict.fromkeys(new, level))
-        count += len(new)
-        frontier = list(new)
-
-    in_degree = dict.fromkeys(depth, 0)
-    stopped: list[int] = []
-    for u in depth:
-        outside = False
-        for v in out_idx[out_ptr[u] : out_ptr[u + 1]]:
-            if v in in_degree:
-                in_degree[v] += 1
-            else:
-                outside = True
-        if outside:
-            stopped.append(u)
-    if stopped:
-        components, inner = _partial_cycles(index, list(depth))
-    else:
-        by_comp: dict[int, list[int]] = {}
-        for i in depth:
-            if lists.cyclic[i]:
-                by_comp.setdefault(lists.comp[i], []).append(i)
-        components, inner = list(by_comp.values()), {}
-    # Roots with no upstream in the closure lead, by name; the rest follow the global order.
-    leading = {r for r in roots if in_degree[r] == 0}
-    block, position = lists.block, lists.position
-
-    def key(i: int) -> tuple[int, int, int]:
-        return (0, rank[i], 0) if i in leading else (1, block[i], inner.get(i, position[i]))
-
-    ordered = sorted(depth, key=key)
-    at = {i: k for k, i in enumerate(ordered)}
-    return _Walk(
-        ordered=ordered,
-        depth=[depth[i] for i in ordered],
-        whole=[in_degree[i] == lists.in_degree[i] for i in ordered],
-        locate=lambda i: at.get(i, -1),
-        components=components,
-        frontier=stopped,
-    )
-
-
-def _walk_arrays(
-    index: _Index,
-    roots: list[int],
-    extra_nodes: int,
-    max_nodes: int | None,
-    max_depth: int | None,
-) -> _Walk:
-    """Level-synchronous walk with array operations: a few numpy calls per level."""
-    root_ids = np.array(roots, dtype=np.int64)
-    in_closure = np.zeros(index.n, dtype=bool)
-    depth = np.full(index.n, -1, dtype=np.int64)
-    in_closure[root_ids] = True
-    depth[root_ids] = 0
-    count = root_ids.size + extra_nodes
-    frontier, level = root_ids, 0
-    while frontier.size and (max_depth is None or level < max_depth):
-        reached = _gather(index.out_indptr, index.out_indices, frontier)
-        new = _distinct(reached[~in_closure[reached]], index.n)
-        if new.size == 0:
-            break
-        level += 1
-        if max_nodes is not None and count + new.size > max_nodes:
-            new = new[np.argsort(index.rank[new], kind="stable")[: max(max_nodes - count, 0)]]
-            in_closure[new] = True
-            depth[new] = level
-            break
-        in_closure[new] = True
-        depth[new] = level
-        count += new.size
-        frontier = new
-
-    nodes = np.flatnonzero(in_closure)
-    # Every valid edge out of the closure: inside ones are its subgraph, outside ones mark
-    # where the walk stopped short.
-    tails = np.repeat(nodes, index.out_degree[nodes])
-    heads = _gather(index.out_indptr, index.out_indices, nodes)
-    inside = in_closure[heads]
-    stopped = _distinct(tails[~inside], index.n)
-    in_degree = np.bincount(heads[inside], minlength=index.n)[nodes]
-
-    if stopped.size:
-        components, inner = _partial_cycles(index, nodes.tolist())
-        within = index.position[nodes]
-        if inner:
-            cyclic = np.array(list(inner), dtype=np.int64)
-            within[np.searchsorted(nodes, cyclic)] = np.array(list(inner.values()))
-    else:
-        members = nodes[index.cyclic[nodes]]
-        members = members[np.argsort(index.comp[members], kind="stable")]
-        cuts = np.flatnonzero(np.diff(index.comp[members])) + 1
-        components = [part.tolist() for part in np.split(members, cuts) if part.size]
-        within = index.position[nodes]
-    # Roots with no upstream in the closure lead, by name; the rest follow the global order.
-    first = np.zeros(index.n, dtype=bool)
-    first[root_ids] = True
-    first = first[nodes] & (in_degree == 0)
-    # One packed key (each part below 2**31) sorts as the lexsort of the three would.
-    primary = np.where(first, index.rank[nodes], index.block[nodes])
-    key = ((~first).astype(np.int64) << 62) | (primary << 31) | within
-    order = np.argsort(key, kind="stable")
-    ordered = nodes[order]
-    at = np.full(index.n, -1, dtype=np.int64)
-    at[ordered] = np.arange(ordered.size, dtype=np.int64)
-    table: list[list[int]] = []  # ``at`` as a list, made on first use: views read it often
-
-    def locate(i: int) -> int:
-        if not table:
-            table.append(at.tolist())
-        return table[0][i] if i < index.n else -1
-
-    return _Walk(
-        ordered=ordered.tolist(),
-        depth=depth[ordered].tolist(),
-        whole=(in_degree == index.in_degree[nodes])[order].tolist(),
-        locate=locate,
-        components=components,
-        frontier=stopped.tolist(),
-    )
-
-
-def _partial_cycles(index: _Index, members: list[int]) -> tuple[list[list[int]], dict[int, int]]:
-    """Cycles of a cut-off closure, and an order for its members that lie on global cycles.
-
-    A cut-off walk may hold only part of a global cycle: that part may hold smaller cycles or
-    none, and its members need a topological order of their own (the global order only
-    keeps a component's members together). Returns the cycles and, for those members, a
-    sort key that is only compared within one global component.
-    """
-    lists = index.lists()
-    cyclic = [i for i in members if lists.cyclic[i]]
-    at = {i: k for k, i in enumerate(cyclic)}
-    src: list[int] = []
-    dst: list[int] = []
-    for i in cyclic:
-        for j in lists.out_indices[lists.out_indptr[i] : lists.out_indptr[i + 1]]:
-            if j in at:
-                src.append(at[i])
-                dst.append(at[j])
-    comp, level, components = _condense(
-        len(cyclic), np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
-    )
-    order = _topological_order(comp, level, index.rank[np.array(cyclic, dtype=np.int64)])
-    inner = {cyclic[k]: place for place, k in enumerate(order.tolist())}
-    return [[cyclic[k] for k in component] for component in components], inner
-
-
-# -- array kernels ---------------------------------------------------------------------------
-
-
-def _gather(indptr: IntArray, indices: IntArray, rows: IntArray) -> IntArray:
-    """Concatenate the CSR rows ``rows`` without a Python loop."""
-    starts = indptr[rows]
-    lengths = indptr[rows + 1] - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    offsets = np.repeat(starts - (ends - lengths), lengths)
-    gathered: IntArray = indices[np.arange(total, dtype=np.int64) + offsets]
-    return gathered
-
-
-def _distinct(ids: IntArray, n: int) -> IntArray:
-    """The distinct ids among ``ids`` (all below ``n``), ascending, as np.unique gives them.
-
-    A mark per node and one scan: for ids drawn from a few tens of thousands of nodes this
-    beats sorting or hashing a large array of repeats.
-    """
-    if ids.size < 64:
-        small: IntArray = np.unique(ids)
-        return small
-    seen = np.zeros(n, dtype=bool)
-    seen[ids] = True
-    found: IntArray = np.flatnonzero(seen)
-    return found
-
-
-def _indptr(rows: IntArray, n: int) -> IntArray:
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    return indptr
-
-
-def _kahn_levels(n: int, src: IntArray, dst: IntArray) -> IntArray:
-    """Kahn's algorithm a level at a time: each node's longest distance from a source.
-
-    Nodes on or after a cycle are never freed and keep level -1.
-    """
-    level = np.full(n, -1, dtype=np.int64)
-    indegree = np.bincount(dst, minlength=n)
-    by_src = np.argsort(src, kind="stable")
-    indptr, targets = _indptr(src, n), dst[by_src]
-    frontier = np.flatnonzero(indegree == 0)
-    step = 0
-    while frontier.size:
-        level[frontier] = step
-        reached, hits = np.unique(_gather(indptr, targets, frontier), return_counts=True)
-        indegree[reached] -= hits
-        frontier = reached[indegree[reached] == 0]
-        step += 1
-    return level
-
-
-def _condense(n: int, src: IntArray, dst: IntArray) -> tuple[IntArray, IntArray, list[list[int]]]:
-    """Strongly connected components and condensation levels of a graph given as edge arrays.
-
-    Returns (component of each node, level of each component id, cyclic components). Kahn
-    from both ends strips every node that is on no cycle (almost all of a real lineage
-    graph), so Tarjan only runs on the small core that remains.
-    """
-    forward = _kahn_levels(n, src, dst)
-    comp = np.arange(n, dtype=np.int64)
-    if n == 0 or bool((forward >= 0).all()):
-        return comp, forward, []
-    stuck = forward < 0
-    mask = stuck[src] & stuck[dst]
-    backward = _kahn_levels(n, dst[mask], src[mask])
-    core = np.flatnonzero(stuck & (backward < 0))
-    core_local = np.full(n, -1, dtype=np.int64)
-    core_local[core] = np.arange(core.size, dtype=np.int64)
-    in_core = (core_local[src] >= 0) & (core_local[dst] >= 0)
-    c_src, c_dst = core_local[src[in_core]], core_local[dst[in_core]]
-    order = np.argsort(c_src, kind="stable")
-    self_loops = set(c_src[c_src == c_dst].tolist())
-    cyclic: list[list[int]] = []
-    core_ids = core.tolist()
-    for members in _tarjan(core.size, _indptr(c_src, core.size).tolist(), c_dst[order].tolist()):
-        if len(members) > 1 or members[0] in self_loops:
-            nodes = [core_ids[m] for m in members]
-            comp[np.array(nodes, dtype=np.int64)] = min(nodes)
-            cyclic.append(sorted(nodes))
-    between = comp[src] != comp[dst]
-    return comp, _kahn_levels(n, comp[src[between]], comp[dst[between]]), cyclic
-
-
-def _tarjan(n: int, indptr: list[int], indices: list[int]) -> list[list[int]]:
-    """Tarjan's strongly connected components, iterative so deep graphs cannot overflow."""
-    index = [-1] * n
-    low = [0] * n
-    on_stack = [False] * n
-    stack: list[int] = []
-    components: list[list[int]] = []
-    counter = 0
-    for start in range(n):
-        if index[start] != -1:
-            continue
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack[start] = True
-        work = [(start, indptr[start])]
-        while work:
-            v, i = work[-1]
-            if i < indptr[v + 1]:
-                work[-1] = (v, i + 1)
-                w = indices[i]
-                if index[w] == -1:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack[w] = True
-                    work.append((w, indptr[w]))
-                elif on_stack[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-            if low[v] == index[v]:
-                members = []
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = False
-                    members.append(w)
-                    if w == v:
-                        break
-                components.append(members)
-    return components
-
-
-def _topological_order(comp: IntArray, level: IntArray, rank: IntArray) -> IntArray:
-    """Node order by condensation level, then name, each component's members together."""
-    n = comp.size
-    first_name = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first_name, comp, rank)  # a component sorts by its first member's name
-    order: IntArray = np.lexsort((rank, first_name[comp], level[comp]))
-    return order
-
-
-def _micros(dt: datetime) -> int:
-    """Microseconds since the epoch, exact; naive datetimes are taken as UTC."""
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return (dt - _EPOCH) // _MICROSECOND
 
 
 def _iso(dt: datetime | None) -> str | None:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import ErasureError
-from erasure.lineage.gaps import sql_gap_kind
 from erasure.lineage.graph import InMemoryLineageGraph, LineageGraph, RetainedView
 from erasure.lineage.openlineage import (
     RunEvent,
@@ -204,8 +203,7 @@ def _sql_source(
         lineage = sql_lineage(script, dialect=dialect, schema=relevant, default_target=target)
         edges = to_lineage_edges(lineage, namespace=namespace, producer=producer)
         gaps = [
-            Gap(kind=sql_gap_kind(text), dataset=dataset, detail=f"{producer}: {text}")
-            for text in lineage.gaps
+            Gap(kind=gap.kind, dataset=dataset, detail=f"{producer}: {gap}") for gap in lineage.gaps
         ]
         return _canonical(catalog, edges), gaps
 

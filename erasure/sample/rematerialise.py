@@ -58,7 +58,7 @@ def table_lineage(
 ) -> dict[DatasetRef, list[LineageEdge]]:
     """Column lineage of each table the DAG rebuilds, from its declared SELECT: what the run
     reports to OpenLineage."""
-    from erasure.lineage.sources import declared_table_lineage
+    from erasure.lineage import declared_table_lineage
 
     tables = REMATERIALISATION_DAGS.get(dag_id, [])
     return {

@@ -238,7 +238,7 @@ interventions = sa.Table(
 )
 
 # ---------------------------------------------------------------------------------------------
-# Observed lineage (erasure.lineage.event_store): raw OpenLineage run events, stored as
+# Observed lineage (erasure.lineage.store.events): raw OpenLineage run events, stored as
 # received, once each (keyed by their content hash). The database refuses UPDATE on them
 # (triggers in the d9a3_lineage_events revision): evidence is not edited.
 

@@ -21,7 +21,7 @@ class Unavailable(ErasureError):
 
 
 class ErasureBackend(LazyServices):
-    """Settings, store, ledger, registry and event store of one API process, built lazily;
+    """Settings, store, ledger, registry and lineage store of one API process, built lazily;
     what cannot be built is `Unavailable`, saying what to fix on the Airflow API server.
 
     Pass `settings` to pin them (tests); otherwise the environment is read on first use.

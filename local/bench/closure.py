@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import networkx as nx
 
-from erasure.lineage.graph import Closure, InMemoryLineageGraph
+from erasure.lineage import Closure, InMemoryLineageGraph
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 from local.bench.estate import pick_upstreams
 

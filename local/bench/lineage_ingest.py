@@ -222,8 +222,7 @@ def day_of_runs(facts: EstateFacts, path: Path, day: date, *, seed: int, not_jso
 def _rows(path: Path) -> list[tuple[Any, ...]]:
     from datetime import UTC, datetime
 
-    from erasure.lineage.openlineage import read_event_items
-    from erasure.lineage.store import event_row
+    from erasure.lineage import event_row, read_event_items
 
     now = datetime.now(UTC)
     rows = []

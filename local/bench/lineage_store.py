@@ -152,7 +152,7 @@ def _check_plan(plan: dict[str, Any], facts: EstateFacts) -> list[str]:
 
 
 def _closures(url: str, facts: EstateFacts) -> None:
-    from erasure.lineage.store import LineageStore
+    from erasure.lineage import LineageStore
     from erasure.model import DatasetRef
     from erasure.store import open_store
 

@@ -22,11 +22,15 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.lineage import lineage
 
-from erasure.lineage.sql import sql_lineage
-from erasure.lineage.sql_known_tables import KnownTables
-from erasure.lineage.sql_names import table_name
-from erasure.lineage.sql_statements import job_of, split_statements
-from erasure.lineage.sql_table_resolution import Depth, TableNaming
+from erasure.lineage import (
+    Depth,
+    KnownTables,
+    TableNaming,
+    job_of,
+    split_statements,
+    sql_lineage,
+    table_name,
+)
 from tests.unit.lineage.sql_corpus import ClassScore, CorpusCase, Edge, load_corpus, score, total
 
 

@@ -13,8 +13,7 @@ import httpx
 import pytest
 
 from erasure.catalog import load_catalog
-from erasure.lineage.sources import build_lineage
-from erasure.lineage.store import LineageStore
+from erasure.lineage import LineageStore, build_lineage
 from erasure.model import DatasetRef, EdgeOrigin
 from erasure.store import open_store
 from erasure.warehouse import Warehouse

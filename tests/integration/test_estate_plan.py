@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from erasure.catalog import load_catalog
-from erasure.lineage.store import LineageStore
+from erasure.lineage import LineageStore
 from erasure.model import SubjectRef
 from erasure.store import open_store
 from erasure.workflow import make_plan

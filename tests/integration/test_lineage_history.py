@@ -8,7 +8,7 @@ import pytest
 from pydantic import SecretStr
 
 from erasure.catalog import Catalog
-from erasure.lineage.store import LineageStore
+from erasure.lineage import LineageStore
 from erasure.model import Action, GapKind, Plan, SubjectRef
 from erasure.planner import make_plan
 from erasure.sample.seed import DEMO_SUBJECT, build_demo

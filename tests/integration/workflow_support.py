@@ -14,7 +14,7 @@ from typing import Any
 from erasure import workflow
 from erasure.actions.rebuild import RunOutcome
 from erasure.errors import ErasureError, VaultError
-from erasure.lineage.store import LineageStore
+from erasure.lineage import LineageStore
 from erasure.model import Action, DatasetRef
 from erasure.registry.requests import Registration
 from erasure.rulings import DpoAnswer, option_for_label

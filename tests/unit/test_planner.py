@@ -7,7 +7,7 @@ import pytest
 from pydantic import SecretStr
 
 from erasure.catalog import Catalog
-from erasure.lineage.openlineage import parse_event
+from erasure.lineage import parse_event
 from erasure.model import Action, CycleKind, GapKind, Plan, SubjectRef
 from erasure.planner import make_plan
 from erasure.warehouse import Warehouse

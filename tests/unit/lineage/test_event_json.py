@@ -12,8 +12,13 @@ from typing import Any
 import pytest
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json
-from erasure.lineage.openlineage import RunEvent, event_id, parse_event, read_event_elements
+from erasure.lineage.openlineage import (
+    RunEvent,
+    event_id,
+    event_json,
+    parse_event,
+    read_event_elements,
+)
 
 # Keys and strings that stress escaping and ordering: controls, quotes, DEL, non-BMP, line
 # separators, a BOM, combining marks, and keys whose order differs by code point and by case.

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json, ingest_workers
-from erasure.lineage.ingest_workers import judged_batches
-from erasure.lineage.openlineage import OutputLineage
+from erasure.lineage.openlineage import OutputLineage, event_json
 from erasure.lineage.store import LineageStore
+from erasure.lineage.store import workers as ingest_workers
+from erasure.lineage.store.workers import judged_batches
 from erasure.model import DatasetRef
 from erasure.store import Store, open_store
 from erasure.store.schema import LINEAGE_RUN_ID_LENGTH

@@ -440,7 +440,8 @@ def test_run_event_built_directly_has_an_id() -> None:
 
 def test_a_plainly_well_formed_event_reads_as_the_models_read_it() -> None:
     """Ingest builds common events without the validators: the same event, field by field."""
-    from erasure.lineage.openlineage import RunEvent, _well_formed
+    from erasure.lineage.openlineage import RunEvent
+    from erasure.lineage.openlineage.spec import _well_formed
 
     samples = [json.loads(line) for line in _demo_lines()] + [
         minimal("complete", customField={"kept": True}),

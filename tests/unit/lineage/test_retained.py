@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from erasure.lineage.graph import InMemoryLineageGraph, RetainedView, coverage, is_valid
-from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
 from erasure.lineage.shrink import shrink_gaps
+from erasure.lineage.store.index import ColumnarEdges, StoredLineageGraph
 from erasure.model import (
     DatasetRef,
     EdgeOrigin,

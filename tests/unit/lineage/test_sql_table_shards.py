@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from erasure.lineage.sql import sql_lineage
-from erasure.lineage.sql_table_shards import resolve_shard, shard_family
+from erasure.lineage.sql.table_shards import resolve_shard, shard_family
 
 
 @pytest.mark.parametrize(
@@ -29,15 +29,22 @@ def test_only_an_eight_digit_calendar_date_makes_a_shard(name: str, family: str 
 
 
 def test_a_wildcard_reads_its_family_and_names_what_else_it_matches() -> None:
-    known = ["p.ds.events_yyyymmdd", "p.ds.events_intraday_yyyymmdd", "p.ds.events_archive",
-             "p.other.events_yyyymmdd"]
+    known = [
+        "p.ds.events_yyyymmdd",
+        "p.ds.events_intraday_yyyymmdd",
+        "p.ds.events_archive",
+        "p.other.events_yyyymmdd",
+    ]
     assert resolve_shard("p.ds.events_*", known) == (
-        "p.ds.events_yyyymmdd", ("p.ds.events_archive", "p.ds.events_intraday_yyyymmdd"))
+        "p.ds.events_yyyymmdd",
+        ("p.ds.events_archive", "p.ds.events_intraday_yyyymmdd"),
+    )
     assert resolve_shard("p.ds.events_2026*", known) == ("p.ds.events_yyyymmdd", ())
     assert resolve_shard("p.ds.events_intraday_*", known) == ("p.ds.events_intraday_yyyymmdd", ())
     assert resolve_shard("p.ds.e*", known) == (
         "p.ds.e*",
-        ("p.ds.events_archive", "p.ds.events_intraday_yyyymmdd", "p.ds.events_yyyymmdd"))
+        ("p.ds.events_archive", "p.ds.events_intraday_yyyymmdd", "p.ds.events_yyyymmdd"),
+    )
     assert resolve_shard("p.ds.zzz_*", known) == ("p.ds.zzz_*", ())
 
 
@@ -65,6 +72,9 @@ def test_table_suffix_is_no_column_of_the_family() -> None:
 
 
 def test_without_a_family_key_a_shard_is_named_as_written() -> None:
-    lineage = sql_lineage("SELECT user_id FROM p.ds.events_20260101", dialect="bigquery",
-                          schema={"p.ds.sessions_yyyymmdd": ["user_id"]})
+    lineage = sql_lineage(
+        "SELECT user_id FROM p.ds.events_20260101",
+        dialect="bigquery",
+        schema={"p.ds.sessions_yyyymmdd": ["user_id"]},
+    )
     assert [e.source for e in lineage.edges] == ["p.ds.events_20260101.user_id"]

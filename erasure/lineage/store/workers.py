@@ -32,13 +32,14 @@ from erasure.lineage.openlineage import (
     event_text,
     transferable,
 )
-from erasure.lineage.store import _dump, _Incoming, _incoming, event_row
+from erasure.lineage.store.events import canonical_json, event_row
+from erasure.lineage.store.intake import Incoming, incoming
 
 _CHECKED_AT = datetime(1970, 1, 1, tzinfo=UTC)  # event_row's checks need a time
 MAX_DEFAULT_WORKERS = 4
 
 
-def judged_batches(path: Path, size: int, workers: int) -> Generator[list[_Incoming]] | None:
+def judged_batches(path: Path, size: int, workers: int) -> Generator[list[Incoming]] | None:
     """The file's batches judged in `workers` forked processes, in file order; None when the
     file is not JSON lines, is at most one batch, or processes cannot be forked here (it is
     then read in this process)."""
@@ -61,12 +62,12 @@ def _judged(
     lines: Generator[tuple[int, str]],
     size: int,
     workers: int,
-) -> Generator[list[_Incoming]]:
+) -> Generator[list[Incoming]]:
     # Forked before the pool starts its own thread (it does, with fork); the children never
     # touch the parent's database connections, and leave with os._exit.
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_started) as pool:
-        pending: deque[tuple[Future[list[_Incoming]], list[tuple[int, str]]]] = deque()
+        pending: deque[tuple[Future[list[Incoming]], list[tuple[int, str]]]] = deque()
         batches = iter(head)
 
         def submit() -> None:
@@ -114,21 +115,21 @@ def _worker_started() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def judge_lines(path: str, lines: list[tuple[int, str]]) -> list[_Incoming]:
+def judge_lines(path: str, lines: list[tuple[int, str]]) -> list[Incoming]:
     """A batch of numbered lines judged: each its content hash and event (reduced to what
     projection reads), or why it is refused, exactly as `LineageStore.ingest` would. Each
     item's text is "" when it is its line's."""
     out = []
     elements = decoded_elements(Path(path), (decoded_line(n, line) for n, line in lines))
     for element, (_, line) in zip(elements, lines, strict=True):
-        item = _incoming(element, path)
+        item = incoming(element, path)
         if item.identity is not None:
             item.validate()
         if isinstance(item.event, RunEvent):
             try:
                 event_row(item.event, _CHECKED_AT, item.text, identity=item.identity)
             except LineageError as exc:
-                item.error, item.text = str(exc), _dump(item.event.raw)
+                item.error, item.text = str(exc), canonical_json(item.event.raw)
                 item.event = None
             else:
                 item.text = item.text or event_text(item.event)

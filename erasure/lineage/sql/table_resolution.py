@@ -1,6 +1,6 @@
 """How a warehouse completes a table reference: `t` and `s.t` under a default database and schema.
 
-Without defaults a table is named as written (`sql_names.table_name`), the contract's default.
+Without defaults a table is named as written (`names.table_name`), the contract's default.
 Given `--default-db` / `--default-schema`, every reference is completed the way its warehouse
 resolves it, by the dialect's name depth:
 
@@ -18,7 +18,7 @@ identity, which decides whether a reference names a CTE or the table a schema ke
 lineage writes stays lower-cased. `USE` and `SET search_path` / `SET @@dataset_id` change the
 defaults for the statements after them. A name that needs a default nobody gave is kept as
 written, and is a gap. A date shard or wildcard table, completed, is then named by its family
-where the known tables name it (`sql_table_shards`).
+where the known tables name it (`table_shards`).
 """
 
 from __future__ import annotations
@@ -47,12 +47,15 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from erasure.errors import LineageError
-from erasure.lineage.sql_names import table_key, table_name
-from erasure.lineage.sql_table_shards import resolve_shard
+from erasure.lineage.sql.gaps import SqlGap
+from erasure.lineage.sql.names import table_key, table_name
+from erasure.lineage.sql.table_shards import resolve_shard
+from erasure.model import GapKind
 
 _CURRENT_SCHEMA = re.compile(
     r"^ALTER SESSION SET CURRENT_SCHEMA\s*=\s*(?P<name>\S+)$", re.IGNORECASE
 )
+
 _SEARCH_PATH = re.compile(r"^SET search_path\b", re.IGNORECASE)
 
 
@@ -85,18 +88,24 @@ class TableName(NamedTuple):
     missing: str | None = None  # the default the reference needed and nobody gave
     also_read: tuple[str, ...] = ()  # other tables a wildcard table reads
 
-    def gaps(self, written: str, number: int) -> list[str]:
+    def gaps(self, written: str, number: int) -> list[SqlGap]:
         """What this name leaves unknown in statement `number`, for the reference `written`."""
         found = []
         if self.missing is not None:
             found.append(
-                f"{written} in statement {number} names no schema and no {self.missing} "
-                "or USE gives one: kept as written"
+                SqlGap(
+                    f"{written} in statement {number} names no schema and no {self.missing} "
+                    "or USE gives one: kept as written",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             )
         if self.also_read:
             found.append(
-                f"wildcard table {written} in statement {number} also reads "
-                f"{', '.join(self.also_read)}: their columns are not traced"
+                SqlGap(
+                    f"wildcard table {written} in statement {number} also reads "
+                    f"{', '.join(self.also_read)}: their columns are not traced",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             )
         return found
 
@@ -178,7 +187,7 @@ class TableNaming:
             return left.name.lower() == right.name.lower()
         return _same(left, right, self.dialect)
 
-    def after(self, statement: exp.Expr | None) -> tuple[TableNaming, str | None]:
+    def after(self, statement: exp.Expr | None) -> tuple[TableNaming, SqlGap | None]:
         """The naming for the statements after `statement`, which may `USE` another schema.
 
         The second value is a gap: a change of database or schema that could not be read.
@@ -234,24 +243,28 @@ class TableNaming:
 
     # - USE and SET
 
-    def _command(self, command: exp.Command) -> tuple[TableNaming, str | None]:
+    def _command(self, command: exp.Command) -> tuple[TableNaming, SqlGap | None]:
         """What sqlglot keeps as text: Oracle's ALTER SESSION, a search_path of several schemas."""
         text = " ".join(command.sql(dialect=self.dialect).split())
         current = _CURRENT_SCHEMA.match(text)
         if current is not None:
             schema = _one_name(current["name"], self.dialect)
             if schema is None:
-                return self, f"sets CURRENT_SCHEMA to {current['name']}, not understood"
+                return self, SqlGap(
+                    f"sets CURRENT_SCHEMA to {current['name']}, not understood",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             return replace(self, schema=schema), None
         if _SEARCH_PATH.match(text):
-            return self, (
+            return self, SqlGap(
                 "sets search_path to several schemas: an unqualified name resolves to the "
                 "first of them that has it, which lineage cannot see; names stay completed "
-                f"with schema {_shown(self.schema)}"
+                f"with schema {_shown(self.schema)}",
+                GapKind.UNRESOLVED_COLUMN,
             )
         return self, None
 
-    def _use(self, use: exp.Use) -> tuple[TableNaming, str | None]:
+    def _use(self, use: exp.Use) -> tuple[TableNaming, SqlGap | None]:
         kind = use.args.get("kind")
         word = kind.name.upper() if isinstance(kind, exp.Expr) else ""
         if word in ("WAREHOUSE", "ROLE", "SECONDARY ROLES"):
@@ -261,10 +274,11 @@ class TableNaming:
         parts = [n for n in names or [] if n is not None]
         level = self._use_level(word, len(parts)) if names and len(parts) == len(names) else None
         if level is None:
-            return self, (
+            return self, SqlGap(
                 f"{use.sql(dialect=self.dialect)} is not understood: names after it stay "
                 f"completed with database {_shown(self.database)} and schema "
-                f"{_shown(self.schema)}"
+                f"{_shown(self.schema)}",
+                GapKind.UNRESOLVED_COLUMN,
             )
         if len(parts) == 2:
             return replace(self, database=parts[0], schema=parts[1]), None
@@ -275,9 +289,10 @@ class TableNaming:
         if isinstance(self.dialect, DuckDB):
             return replace(self, database=parts[0], schema=exp.to_identifier("main")), None
         if isinstance(self.dialect, Snowflake):
-            return replace(self, database=parts[0], schema=None), (
+            return replace(self, database=parts[0], schema=None), SqlGap(
                 f"USE DATABASE {parts[0].name.lower()} leaves the current schema to the "
-                "warehouse: names it would complete are kept as written until a USE SCHEMA"
+                "warehouse: names it would complete are kept as written until a USE SCHEMA",
+                GapKind.UNRESOLVED_COLUMN,
             )
         return replace(self, database=parts[0]), None
 
@@ -300,7 +315,7 @@ class TableNaming:
             return "schema"
         return None
 
-    def _set(self, statement: exp.Set) -> tuple[TableNaming, str | None]:
+    def _set(self, statement: exp.Set) -> tuple[TableNaming, SqlGap | None]:
         """`SET search_path = s` (one schema), BigQuery's `SET @@dataset_id = 'ds'`."""
         naming = self
         for item in statement.expressions:
@@ -314,9 +329,10 @@ class TableNaming:
             if not isinstance(value, (exp.Var, exp.Literal, exp.Column)) or (
                 value.name.upper() == "DEFAULT"
             ):
-                return naming, (
+                return naming, SqlGap(
                     f"SET {name} to {value.sql(dialect=self.dialect)} is not understood: "
-                    f"names after it stay completed with schema {_shown(naming.schema)}"
+                    f"names after it stay completed with schema {_shown(naming.schema)}",
+                    GapKind.UNRESOLVED_COLUMN,
                 )
             identifier = exp.to_identifier(value.name, quoted=isinstance(value, exp.Literal))
             if name == "dataset_project_id":

@@ -7,10 +7,10 @@ gap, never a guess and never an exception. This is the contract of `erasure line
 (DESIGN §4, §7).
 
 This module holds the result and runs a script statement by statement, so later statements
-read the columns earlier ones wrote; `sql_statements` finds what each statement writes,
-`sql_trace` traces a query's columns, and `sql_names` holds the names both use. Tables are
-named as written unless a default database or schema is given: then `sql_table_resolution`
-completes them as the warehouse would, and `sql_known_tables` matches schema keys by the
+read the columns earlier ones wrote; `statements` finds what each statement writes,
+`trace` traces a query's columns, and `names` holds the names both use. Tables are
+named as written unless a default database or schema is given: then `table_resolution`
+completes them as the warehouse would, and `known_tables` matches schema keys by the
 completed name.
 """
 
@@ -24,14 +24,23 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from erasure.errors import LineageError
-from erasure.lineage.sql_column_flow import SourceColumn
-from erasure.lineage.sql_known_tables import KnownTables
-from erasure.lineage.sql_names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
-from erasure.lineage.sql_projection_names import name_projections
-from erasure.lineage.sql_statements import Job, Statement, job_of, split_statements
-from erasure.lineage.sql_table_resolution import TableName, TableNaming
-from erasure.lineage.sql_trace import trace_columns
-from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
+from erasure.lineage.sql.column_flow import SourceColumn
+from erasure.lineage.sql.gaps import SqlGap
+from erasure.lineage.sql.known_tables import KnownTables
+from erasure.lineage.sql.names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
+from erasure.lineage.sql.projection_names import name_projections
+from erasure.lineage.sql.statements import Job, Statement, job_of, split_statements
+from erasure.lineage.sql.table_resolution import TableName, TableNaming
+from erasure.lineage.sql.trace import trace_columns
+from erasure.model import (
+    DatasetRef,
+    EdgeOrigin,
+    EdgeSubtype,
+    EdgeType,
+    FieldRef,
+    GapKind,
+    LineageEdge,
+)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -75,7 +84,7 @@ class SqlLineage:
     """The edges a script declares and what it leaves unknown (the gaps escalate)."""
 
     edges: list[SqlColumnEdge] = field(default_factory=list)
-    gaps: list[str] = field(default_factory=list)
+    gaps: list[SqlGap] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The document `erasure lineage sql --json` prints."""
@@ -107,7 +116,7 @@ def sql_lineage(
     output = naming.key(default_target) if default_target else None
 
     edges: set[SqlColumnEdge] = set()
-    gaps: dict[str, None] = {}  # insertion-ordered set: gaps read in statement order
+    gaps: dict[SqlGap, None] = {}  # insertion-ordered set: gaps read in statement order
     for statement in split_statements(script, sql_dialect):
         result = _analyse(statement, sql_dialect, known, output, naming)
         edges.update(result.edges)
@@ -117,7 +126,7 @@ def sql_lineage(
             known.define(table, columns)  # later statements read what this one wrote
         naming, changed = naming.after(statement.expression)
         if changed is not None:
-            gaps[f"statement {statement.number} (line {statement.line}) {changed}"] = None
+            gaps[changed.placed(f"statement {statement.number} (line {statement.line})")] = None
     return SqlLineage(sorted(edges), list(gaps))
 
 
@@ -165,7 +174,7 @@ def _dialect(name: str | None) -> Dialect:
 @dataclass
 class _Result:
     edges: list[SqlColumnEdge] = field(default_factory=list)
-    gaps: list[str] = field(default_factory=list)
+    gaps: list[SqlGap] = field(default_factory=list)
     defines: tuple[TableName, list[str]] | None = None
 
 
@@ -203,8 +212,11 @@ def _analyse(
         first_line = str(error).splitlines()[0] if str(error) else ""
         return _Result(
             gaps=[
-                f"statement {number} (line {statement.line}) uses unsupported SQL "
-                f"and was not analysed: {type(error).__name__}: {first_line}"
+                SqlGap(
+                    f"statement {number} (line {statement.line}) uses unsupported SQL "
+                    f"and was not analysed: {type(error).__name__}: {first_line}",
+                    GapKind.UNPARSEABLE_SQL,
+                )
             ]
         )
 
@@ -226,8 +238,11 @@ def _job_lineage(
     if job.columns is not None and ALL_COLUMNS not in names:
         if len(job.columns) != len(outputs):
             result.gaps.append(
-                f"statement {number} writes {len(job.columns)} columns of "
-                f"{job.target} from {len(outputs)} selected columns"
+                SqlGap(
+                    f"statement {number} writes {len(job.columns)} columns of "
+                    f"{job.target} from {len(outputs)} selected columns",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             )
         names = job.columns[: len(outputs)]
     for name, out in zip(names, outputs, strict=False):

@@ -1,7 +1,7 @@
 """Tracing one query's output columns down to base-table columns, through sqlglot scopes.
 
 The query's tables are qualified against the schema (so `*` expands and bare columns find
-their table) and split into scopes (CTEs, subqueries, set operations); `sql_column_flow`
+their table) and split into scopes (CTEs, subqueries, set operations); `column_flow`
 follows each output column to the base-table columns its value comes from, and how
 (identity, transformation, aggregation), and collects apart the columns that only filter,
 join, group, sort or choose. What cannot be traced is a gap, never a guess.
@@ -18,19 +18,20 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import build_scope
 
-from erasure.lineage.sql_column_flow import (
+from erasure.lineage.sql.column_flow import (
     LATERAL_ALIAS,
     WILDCARD_TABLE,
     ColumnFlow,
     OutputColumn,
     SourceColumn,
 )
-from erasure.lineage.sql_field_paths import unnest_array_paths
-from erasure.lineage.sql_known_tables import KnownTables
-from erasure.lineage.sql_names import table_name
-from erasure.lineage.sql_table_resolution import TableNaming
-from erasure.lineage.sql_table_shards import is_wildcard
-from erasure.model import EdgeSubtype
+from erasure.lineage.sql.field_paths import unnest_array_paths
+from erasure.lineage.sql.gaps import SqlGap
+from erasure.lineage.sql.known_tables import KnownTables
+from erasure.lineage.sql.names import table_name
+from erasure.lineage.sql.table_resolution import TableNaming
+from erasure.lineage.sql.table_shards import is_wildcard
+from erasure.model import EdgeSubtype, GapKind
 
 
 @dataclass
@@ -39,7 +40,7 @@ class ColumnTrace:
 
     outputs: list[OutputColumn]
     indirect: list[tuple[SourceColumn, EdgeSubtype]]  # filter, join, group, sort, window...
-    gaps: list[str]
+    gaps: list[SqlGap]
 
 
 def trace_columns(
@@ -80,7 +81,12 @@ def trace_columns(
     outputs = tracer.outputs(root)
     indirect = tracer.indirect_sources()
     for function in qualified.find_all(exp.Anonymous, exp.AnonymousAggFunc):
-        tracer.gap(f"opaque function {function.name.lower()} in statement {number}")
+        tracer.gap(
+            SqlGap(
+                f"opaque function {function.name.lower()} in statement {number}",
+                GapKind.OPAQUE_PRODUCER,
+            )
+        )
     return ColumnTrace(outputs, indirect, tracer.gaps)
 
 
@@ -90,7 +96,7 @@ _SYNTHETIC_PREFIX = "_erasure_t"
 @dataclass
 class _Isolated:
     tables: dict[str, str]  # synthetic name -> the table's name in edges
-    gaps: list[str] = field(default_factory=list)
+    gaps: list[SqlGap] = field(default_factory=list)
     conflicts: set[str] = field(default_factory=set)  # names whose known columns are another's
 
 

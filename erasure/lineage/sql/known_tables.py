@@ -1,6 +1,6 @@
 """The tables SQL lineage knows the columns of: schema.json keys, and what statements create.
 
-Each is kept under the name edges carry (`sql_table_resolution.TableName.text`) with the
+Each is kept under the name edges carry (`table_resolution.TableName.text`) with the
 identity the warehouse gives it, so a reference meets a key only when both mean one table:
 with `--default-db` / `--default-schema`, Snowflake's `events` (EVENTS) and `"events"` share the
 name lineage writes but are two tables, and the key's columns are not lent to the other.
@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from erasure.errors import LineageError
-from erasure.lineage.sql_table_resolution import TableName, TableNaming
+from erasure.lineage.sql.gaps import SqlGap
+from erasure.lineage.sql.table_resolution import TableName, TableNaming
+from erasure.model import GapKind
 
 
 class KnownTables(Mapping[str, list[str]]):
@@ -55,16 +57,17 @@ class KnownTables(Mapping[str, list[str]]):
         known = self._identity.get(name.text)
         return known is None or name.identity is None or known == name.identity
 
-    def conflict(self, name: TableName, written: str, number: int) -> str | None:
+    def conflict(self, name: TableName, written: str, number: int) -> SqlGap | None:
         """The gap when `name` shares its text with a known table it does not mean."""
         if name.text not in self._columns or self.means(name):
             return None
         ours = ".".join(name.identity or ())
         theirs = ".".join(self._identity.get(name.text) or ())
-        return (
+        return SqlGap(
             f"{written} in statement {number} means {ours}, the known {name.text} is {theirs}: "
             "a different table to the warehouse (quoted names keep their case), so its "
-            "columns are not used"
+            "columns are not used",
+            GapKind.UNRESOLVED_COLUMN,
         )
 
     def without(self, names: Iterable[str]) -> KnownTables:

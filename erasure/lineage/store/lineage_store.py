@@ -15,24 +15,19 @@ Plans read the projection through `LineageStore.graph()`: the columnar index per
 
 from __future__ import annotations
 
-import gc
-import hashlib
 import json
-import queue
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Sized
-from contextlib import closing, contextmanager, suppress
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterable, Sequence, Sized
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
-from erasure.lineage import event_json
 from erasure.lineage.openlineage import (
     EventElement,
     EventItem,
@@ -41,22 +36,61 @@ from erasure.lineage.openlineage import (
     RunEvent,
     RunLineage,
     RunSummary,
-    decoded_element,
-    event_id,
-    event_text,
-    link_key,
-    parse_decoded,
+    event_json,
     read_event_elements,
     run_lineage,
     timeline,
 )
-from erasure.model import DatasetRef, EdgeOrigin, FieldRef, Gap, LineageEdge
+from erasure.lineage.store.bulk import IN_CHUNK, chunks, copy_cursor, copy_rows
+from erasure.lineage.store.declared import (
+    DeclaredSource,
+    declared_unchanged,
+    stored_declared,
+    stored_gaps,
+)
+from erasure.lineage.store.events import (
+    QuarantinedEvent,
+    canonical_json,
+    event_row,
+    insert_events,
+    quarantine_row,
+    run_key,
+    stored_events,
+    stored_ids,
+)
+from erasure.lineage.store.intake import (
+    Incoming,
+    IngestReport,
+    collector_paused,
+    file_key,
+    file_signature,
+    incoming_batches,
+    json_items,
+    read_ahead,
+)
+from erasure.lineage.store.projection import (
+    SET_FIELDS,
+    SET_TYPES,
+    Chunk,
+    EdgeSet,
+    Link,
+    close_current,
+    drop_index,
+    known_runs,
+    link_set_digest,
+    links_text,
+    lock_projection,
+    output_states,
+    read_state,
+    set_rows,
+    upsert_outputs,
+    upsert_runs,
+    without_late_repetitions,
+)
+from erasure.model import DatasetRef, EdgeOrigin, Gap, LineageEdge
 from erasure.store.database import Store, store_errors
 from erasure.store.dialect import conflict_insert
 from erasure.store.schema import (
-    COLUMN_LENGTH,
-    LINEAGE_JOB_LENGTH,
-    LINEAGE_RUN_ID_LENGTH,
     lineage_datasets,
     lineage_edge_sets,
     lineage_events,
@@ -69,49 +103,14 @@ from erasure.store.schema import (
 )
 
 if TYPE_CHECKING:  # numpy, which the index needs, is imported only to read or build one
-    from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
+    from erasure.lineage.store.index import ColumnarEdges, StoredLineageGraph
+
 
 BATCH_SIZE = 2_000  # events per transaction
-MAX_QUARANTINED_BODY = 1024 * 1024  # characters of a refused body kept for inspection
-_IN_CHUNK = 500  # values per IN (...) list
 _DATASET_COLUMNS = (lineage_datasets.c.id, lineage_datasets.c.namespace, lineage_datasets.c.name)
 # Persist a fresh index once this many edge rows changed since the stored one.
 REINDEX_AFTER = 20_000
 _INDEX_ROW = 1
-
-_Link = tuple[FieldRef, FieldRef, Any, Any]  # (source, target, EdgeType, EdgeSubtype)
-
-
-class QuarantinedEvent(BaseModel):
-    """A refused event: where it came from, why, and its text."""
-
-    id: int
-    received_at: datetime
-    origin: str
-    reason: str
-    body: str
-
-
-class IngestReport(BaseModel):
-    """What one ingest did; per-event outcomes in input order (`results`)."""
-
-    received: int = 0
-    stored: int = 0
-    duplicates: int = 0
-    quarantined: int = 0
-    runs: int = 0  # runs whose state the new events changed
-    edges_opened: int = 0
-    edges_closed: int = 0
-    results: list[dict[str, Any]] = []  # {"event_id", "stored"} or {"error"}
-    touched: list[dict[str, Any]] = []  # runs the new events changed: run_id, job, state, outputs
-
-    def merge(self, other: IngestReport) -> None:
-        for name in ("received", "stored", "duplicates", "quarantined", "runs"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.edges_opened += other.edges_opened
-        self.edges_closed += other.edges_closed
-        self.results.extend(other.results)
-        self.touched.extend(other.touched)
 
 
 class PurgeReport(BaseModel):
@@ -120,48 +119,6 @@ class PurgeReport(BaseModel):
     runs: int
     edges: int
     quarantined: int
-
-
-@dataclass(frozen=True)
-class DeclaredSource:
-    """One declared lineage source: its key, what it is, a digest, and how to parse it."""
-
-    key: str  # e.g. "sql:/abs/path/marts.x.sql", "rebuild:warehouse/marts.x"
-    kind: str  # "sql" | "rebuild_sql" | "dbt_manifest"
-    digest: str  # of everything the parse depends on
-    parse: Callable[[], tuple[list[LineageEdge], list[Gap]]]
-
-
-@dataclass
-class _Incoming:
-    """One event on its way in: parsed, refused (`error`), or an element not yet validated."""
-
-    origin: str
-    event: RunEvent | ObservedEvent | None  # observed: validated in a worker process
-    error: str | None
-    text: str
-    element: EventElement | None = None
-    identity: str | None = None  # its event id, once known
-
-    def validate(self) -> None:
-        """Validate a pending element (once it is known not to be stored)."""
-        if self.element is None:
-            return
-        item, self.element = self.element.parse(), None
-        self.text = item.text
-        if isinstance(item.parsed, LineageError):
-            self.error = str(item.parsed)
-        else:
-            self.event = item.parsed
-
-
-@dataclass
-class _Chunk:
-    """One transaction's worth of work, and what it changed."""
-
-    report: IngestReport = field(default_factory=IngestReport)
-    version: int | None = None  # set once the chunk changes an edge
-    dropped_index: bool = False
 
 
 class LineageStore:
@@ -190,14 +147,14 @@ class LineageStore:
         """Store and project events: parsed ones, file items that may be errors, or elements
         validated only if they are not stored yet."""
         self._ensure_backfilled()
-        batches = _batches(events, origin, self._batch)
+        batches = incoming_batches(events, origin, self._batch)
         if not isinstance(events, Sized) or len(events) > self._batch:
-            batches = _read_ahead(batches)
+            batches = read_ahead(batches)
         return self._ingest_batches(batches)
 
-    def _ingest_batches(self, batches: Generator[list[_Incoming]]) -> IngestReport:
+    def _ingest_batches(self, batches: Generator[list[Incoming]]) -> IngestReport:
         report = IngestReport()
-        with _collector_paused(), closing(batches):  # closing: the reader stops with us
+        with collector_paused(), closing(batches):  # closing: the reader stops with us
             for chunk in batches:
                 report.merge(self._ingest_chunk(chunk))
                 del chunk  # gone before the next is handed over, and before the collector
@@ -207,7 +164,7 @@ class LineageStore:
         """Ingest decoded JSON: one event object, or an array of them (Marquez's batch)."""
         items = data if isinstance(data, list) else [data]
         decoded = [(event_json.Decoded(item, False), "") for item in items]
-        elements = list(_json_items(decoded, origin, isinstance(data, list)))
+        elements = list(json_items(decoded, origin, isinstance(data, list)))
         return self.ingest(elements, origin=origin)
 
     def ingest_body(self, body: bytes, *, origin: str = "api") -> IngestReport:
@@ -216,13 +173,13 @@ class LineageStore:
         Each element is decoded, hashed and stored as the text it was sent in. A body that is
         not JSON at all is quarantined whole and raises LineageError with the reason.
         """
-        with _collector_paused():
+        with collector_paused():
             try:
                 elements, many = event_json.decode_event_body(body)
             except LineageError as exc:
                 self.quarantine(origin, str(exc), body.decode("utf-8", errors="replace"))
                 raise
-            pending = list(_json_items(elements, origin, many))
+            pending = list(json_items(elements, origin, many))
             del elements
             report = self.ingest(pending, origin=origin)
             del pending  # the batch goes before the collector is back, or it would walk it
@@ -232,14 +189,14 @@ class LineageStore:
         """Ingest an event file; malformed elements are quarantined and counted, not fatal.
 
         `workers`: processes to fork that decode, hash and validate a large JSON-lines file
-        while this one writes (`ingest_workers`); the same result as 0, which reads it here.
+        while this one writes (`workers`); the same result as 0, which reads it here.
         The file's size and modification time are recorded, so a plan whose catalog names
         the same file does not read it again (`ingest_file_if_changed`).
         """
-        signature = _file_signature(path)
+        signature = file_signature(path)
         judged = None
         if workers:
-            from erasure.lineage.ingest_workers import judged_batches
+            from erasure.lineage.store.workers import judged_batches
 
             self._ensure_backfilled()  # before the file is opened, or a failure leaves it open
             judged = judged_batches(path, self._batch, workers)
@@ -261,7 +218,7 @@ class LineageStore:
         ):
             insert = conflict_insert(lineage_sources, self._store.dialect)
             conn.execute(
-                insert.values(source_key=_file_key(path), **values).on_conflict_do_update(
+                insert.values(source_key=file_key(path), **values).on_conflict_do_update(
                     index_elements=["source_key"], set_=values
                 )
             )
@@ -275,10 +232,10 @@ class LineageStore:
         ):
             seen = conn.execute(
                 sa.select(lineage_sources.c.digest).where(
-                    lineage_sources.c.source_key == _file_key(path)
+                    lineage_sources.c.source_key == file_key(path)
                 )
             ).scalar()
-        if seen == _file_signature(path):
+        if seen == file_signature(path):
             return IngestReport()
         return self.ingest_file(path, scope=scope)
 
@@ -288,7 +245,7 @@ class LineageStore:
             store_errors(self._store, "quarantine an OpenLineage event"),
             self._store.engine.begin() as conn,
         ):
-            conn.execute(lineage_quarantine.insert(), [_quarantine_row(origin, reason, body)])
+            conn.execute(lineage_quarantine.insert(), [quarantine_row(origin, reason, body)])
 
     def quarantined(self, limit: int = 100) -> list[QuarantinedEvent]:
         """The newest refused events first."""
@@ -324,14 +281,14 @@ class LineageStore:
                     sa.select(total).where(lineage_edge_sets.c.valid_to.is_(None))
                 ).scalar_one()
             )
-            out["version"] = _state(conn, "version")
+            out["version"] = read_state(conn, "version")
         return out
 
-    def _ingest_chunk(self, items: list[_Incoming]) -> IngestReport:
+    def _ingest_chunk(self, items: list[Incoming]) -> IngestReport:
         with self._writing:
             return self._ingest_locked(items)
 
-    def _ingest_locked(self, items: list[_Incoming]) -> IngestReport:
+    def _ingest_locked(self, items: list[Incoming]) -> IngestReport:
         ids = [i.identity for i in items if i.identity is not None]
         with (
             store_errors(self._store, "look up OpenLineage events"),
@@ -339,16 +296,16 @@ class LineageStore:
         ):
             # Before the lock, in a read of its own: a batch that is stored already writes
             # nothing, so it takes no lock and costs no commit to disk.
-            known = _stored_ids(conn, ids)
+            known = stored_ids(conn, ids)
         try:
             with (
                 store_errors(self._store, "store OpenLineage events"),
                 self._store.engine.begin() as conn,
             ):
-                chunk = _Chunk()
+                chunk = Chunk()
                 if any(i.identity not in known for i in items):  # to store or quarantine
-                    _lock(conn)
-                    known |= _stored_ids(conn, [i for i in ids if i not in known])
+                    lock_projection(conn)
+                    known |= stored_ids(conn, [i for i in ids if i not in known])
                 self._store_chunk(conn, chunk, items, known)
                 return chunk.report
         except BaseException:
@@ -357,7 +314,7 @@ class LineageStore:
             raise
 
     def _store_chunk(
-        self, conn: Connection, chunk: _Chunk, items: list[_Incoming], known: set[str]
+        self, conn: Connection, chunk: Chunk, items: list[Incoming], known: set[str]
     ) -> None:
         """Store the events not stored yet and project them; stored ones are only counted.
 
@@ -377,15 +334,19 @@ class LineageStore:
                 continue
             item.validate()
             if item.event is None:
-                quarantine.append(_quarantine_row(item.origin, item.error or "?", item.text))
+                quarantine.append(quarantine_row(item.origin, item.error or "?", item.text))
                 report.results.append({"error": item.error})
                 continue
             try:
                 received = base + timedelta(microseconds=position)
                 row = event_row(item.event, received, item.text, identity=item.identity)
             except LineageError as exc:
-                body = _dump(item.event.raw) if isinstance(item.event, RunEvent) else item.text
-                quarantine.append(_quarantine_row(item.origin, str(exc), body))
+                body = (
+                    canonical_json(item.event.raw)
+                    if isinstance(item.event, RunEvent)
+                    else item.text
+                )
+                quarantine.append(quarantine_row(item.origin, str(exc), body))
                 report.results.append({"error": str(exc)})
                 continue
             report.results.append({"event_id": row["event_id"], "stored": False})
@@ -395,7 +356,7 @@ class LineageStore:
         if quarantine:
             conn.execute(lineage_quarantine.insert(), quarantine)
         report.quarantined = len(quarantine)
-        _insert_events(conn, list(rows.values()))
+        insert_events(conn, list(rows.values()))
         new = set(rows)
         for result in report.results:
             if result.get("event_id") in new:
@@ -407,7 +368,7 @@ class LineageStore:
         by_run: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]] = {}
         for identity in fresh:
             event = events[identity]
-            key = _run_key(event)
+            key = run_key(event)
             by_run.setdefault(key, []).append((identity, event))
         if by_run:
             self._project(conn, chunk, by_run)
@@ -417,14 +378,14 @@ class LineageStore:
     def _project(
         self,
         conn: Connection,
-        chunk: _Chunk,
+        chunk: Chunk,
         by_run: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]],
         *,
         load_all: bool = False,
     ) -> None:
         """Merge each touched run with its stored events, record it, publish what completed."""
-        known = {} if load_all else _known_runs(conn, list(by_run))
-        prior = _stored_events(conn, [k for k in by_run if load_all or k in known])
+        known = {} if load_all else known_runs(conn, list(by_run))
+        prior = stored_events(conn, [k for k in by_run if load_all or k in known])
         runs: list[RunLineage] = []
         now = datetime.now(UTC)
         run_rows = []
@@ -451,12 +412,12 @@ class LineageStore:
                     "event_time": run.summary.event_time,
                     "completed_at": run.completed_at,
                     "events": len(merged),
-                    "inputs": _dump([r.qualified for r in run.summary.inputs]),
-                    "outputs": _dump([r.qualified for r in run.summary.outputs]),
+                    "inputs": canonical_json([r.qualified for r in run.summary.inputs]),
+                    "outputs": canonical_json([r.qualified for r in run.summary.outputs]),
                     "updated_at": now,
                 }
             )
-        _upsert_runs(conn, run_rows)
+        upsert_runs(conn, run_rows)
         chunk.report.runs += len(run_rows)
         # A run that had completed before was published in its place then: an event of it
         # now (a later COMPLETE, a FAIL after the COMPLETE) means replaying where it went.
@@ -473,7 +434,7 @@ class LineageStore:
     def _publish(
         self,
         conn: Connection,
-        chunk: _Chunk,
+        chunk: Chunk,
         runs: list[RunLineage],
         *,
         republished: set[tuple[str, str]],
@@ -496,8 +457,8 @@ class LineageStore:
         if not series and not withdrawn:
             return
         ids = self._dataset_ids(conn, {o for _, o in series} | {o for _, o in withdrawn})
-        states = _output_states(conn, [(producer, ids[output]) for producer, output in series])
-        opened: list[_Set] = []
+        states = output_states(conn, [(producer, ids[output]) for producer, output in series])
+        opened: list[EdgeSet] = []
         closes: list[tuple[datetime, str, int]] = []  # (at, producer, target id): end current
         output_rows: list[dict[str, Any]] = []
         rebuild: list[tuple[str, DatasetRef]] = []
@@ -507,14 +468,14 @@ class LineageStore:
             state = states.get((producer, target))
             if state is not None:
                 again = any((producer, run_id) in republished for _, run_id, _ in publications)
-                kept = None if again else _without_late_repetitions(publications, state)
+                kept = None if again else without_late_repetitions(publications, state)
                 if kept is None:
                     rebuild.append((producer, output))  # late or ended again: replay it
                     continue
                 if not kept:
                     continue  # only late runs that change no interval
                 publications = kept
-            pending: _Set | None = None
+            pending: EdgeSet | None = None
             for completed_at, run_id, published in publications:
                 facets = published.facet_digest()
                 if state is None or facets != state.get("facet_digest"):
@@ -525,7 +486,7 @@ class LineageStore:
                             pending.valid_to = completed_at  # superseded within this chunk
                         elif state is not None:
                             closes.append((completed_at, producer, target))
-                        pending = _Set(target, producer, links, run_id, completed_at)
+                        pending = EdgeSet(target, producer, links, run_id, completed_at)
                         opened.append(pending)
                         state = {**(state or {}), "edge_set": digest, "current_since": completed_at}
                     gap = published.gap
@@ -539,14 +500,14 @@ class LineageStore:
             output_rows.append({"producer": producer, "dataset_id": target, **state})
         if opened or closes:
             version = self._bump(conn, chunk)
-            chunk.report.edges_closed += _close_current(conn, closes, version)
+            chunk.report.edges_closed += close_current(conn, closes, version)
             chunk.report.edges_opened += self._insert_sets(conn, opened, version)
-        _upsert_outputs(conn, output_rows)
+        upsert_outputs(conn, output_rows)
         for producer, output in dict.fromkeys(rebuild + withdrawn):
             self._replay(conn, chunk, producer, output, ids[output])
 
     def _replay(
-        self, conn: Connection, chunk: _Chunk, producer: str, output: DatasetRef, output_id: int
+        self, conn: Connection, chunk: Chunk, producer: str, output: DatasetRef, output_id: int
     ) -> None:
         """Recompute one producer's edge sets into one output from every completed run."""
         run_ids = [
@@ -557,7 +518,7 @@ class LineageStore:
                 )
             ).scalars()
         ]
-        stored = _stored_events(conn, [(producer, r) for r in run_ids])
+        stored = stored_events(conn, [(producer, r) for r in run_ids])
         publications = []
         latest: tuple[datetime, str, Gap | None] | None = None
         for events in stored.values():
@@ -581,12 +542,12 @@ class LineageStore:
         ).rowcount
         intervals = timeline(publications)
         sets = [
-            _Set(output_id, producer, links, r, since, until)
+            EdgeSet(output_id, producer, links, r, since, until)
             for links, r, since, until in intervals
         ]
         chunk.report.edges_opened += self._insert_sets(conn, sets, version)
         chunk.report.edges_closed += max(removed or 0, 0)
-        _drop_index(conn, chunk)  # rows were deleted: the next plan rebuilds the index whole
+        drop_index(conn, chunk)  # rows were deleted: the next plan rebuilds the index whole
         if latest is None or not intervals:  # no completed run writes it any more
             conn.execute(
                 lineage_outputs.delete().where(
@@ -596,7 +557,7 @@ class LineageStore:
             )
             return
         links, _, since, _ = intervals[-1]
-        _upsert_outputs(
+        upsert_outputs(
             conn,
             [
                 {
@@ -612,28 +573,28 @@ class LineageStore:
             ],
         )
 
-    def _bump(self, conn: Connection, chunk: _Chunk) -> int:
+    def _bump(self, conn: Connection, chunk: Chunk) -> int:
         if chunk.version is None:
             conn.execute(
                 lineage_state.update()
                 .where(lineage_state.c.key == "version")
                 .values(value=lineage_state.c.value + 1)
             )
-            chunk.version = _state(conn, "version")
+            chunk.version = read_state(conn, "version")
         return chunk.version
 
-    def _insert_sets(self, conn: Connection, sets: Sequence[_Set], version: int) -> int:
+    def _insert_sets(self, conn: Connection, sets: Sequence[EdgeSet], version: int) -> int:
         """Insert edge sets (ids taken under the projection lock); how many edges they hold."""
         if not sets:
             return 0
         ids = self._dataset_ids(conn, {link[0].dataset for s in sets for link in s.links})
         start = int(conn.execute(sa.select(sa.func.max(lineage_edge_sets.c.id))).scalar() or 0)
         rows = [s.row(start + k + 1, ids, version) for k, s in enumerate(sets)]
-        if conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
-            _copy(conn, "lineage_edge_sets", _SET_FIELDS, _SET_TYPES, rows)
+        if conn.dialect.name == "postgresql" and copy_cursor(conn) is not None:
+            copy_rows(conn, "lineage_edge_sets", SET_FIELDS, SET_TYPES, rows)
         else:
             conn.execute(
-                lineage_edge_sets.insert(), [dict(zip(_SET_FIELDS, r, strict=True)) for r in rows]
+                lineage_edge_sets.insert(), [dict(zip(SET_FIELDS, r, strict=True)) for r in rows]
             )
         return sum(len(s.links) for s in sets)
 
@@ -644,14 +605,14 @@ class LineageStore:
         known = self._ids
         # Not `set - keys`: that walks every cached key, however few are wanted.
         unknown = {r for r in refs if r not in known}
-        for part in _chunks(sorted(unknown), _IN_CHUNK):
+        for part in chunks(sorted(unknown), IN_CHUNK):
             # Another process may have stored some since this cache was read (the lock is
             # held now): take theirs rather than insert them again.
             names = {r.name for r in part}
             query = sa.select(*_DATASET_COLUMNS).where(lineage_datasets.c.name.in_(names))
             self._remember(conn.execute(query))
         missing = sorted(r for r in unknown if r not in known)
-        for part in _chunks(missing, _IN_CHUNK):
+        for part in chunks(missing, IN_CHUNK):
             self._remember(
                 conn.execute(
                     lineage_datasets.insert()
@@ -685,7 +646,7 @@ class LineageStore:
             store_errors(self._store, "read the lineage projection state"),
             self._store.engine.connect() as conn,
         ):
-            done = _state(conn, "backfilled")
+            done = read_state(conn, "backfilled")
         if not done:
             self.reproject(unless_backfilled=True)
         self._backfilled = True
@@ -698,10 +659,10 @@ class LineageStore:
             store_errors(self._store, "reproject the stored OpenLineage events"),
             self._store.engine.begin() as conn,
         ):
-            _lock(conn)
-            if unless_backfilled and _state(conn, "backfilled"):
+            lock_projection(conn)
+            if unless_backfilled and read_state(conn, "backfilled"):
                 return 0
-            chunk = _Chunk()
+            chunk = Chunk()
             conn.execute(
                 lineage_edge_sets.delete().where(
                     lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value
@@ -709,10 +670,10 @@ class LineageStore:
             )
             conn.execute(lineage_outputs.delete())
             conn.execute(lineage_runs.delete())
-            _drop_index(conn, chunk)
+            drop_index(conn, chunk)
             self._bump(conn, chunk)
             keys = [(str(r.job), str(r.run_id)) for r in conn.execute(keys_query)]
-            for part in _chunks(keys, self._batch):
+            for part in chunks(keys, self._batch):
                 self._project(conn, chunk, {k: [] for k in part}, load_all=True)
             conn.execute(
                 lineage_state.update().where(lineage_state.c.key == "backfilled").values(value=1)
@@ -733,21 +694,21 @@ class LineageStore:
             store_errors(self._store, "store declared lineage"),
             self._store.engine.begin() as conn,
         ):
-            known = _declared(conn, scope)
-            if _unchanged(known, sources):
-                return [g for s in sources for g in _gaps(known[s.key].gaps)]
-            _lock(conn)
+            known = stored_declared(conn, scope)
+            if declared_unchanged(known, sources):
+                return [g for s in sources for g in stored_gaps(known[s.key].gaps)]
+            lock_projection(conn)
             # Read again under the lock: a plan running beside this one may have stored the
             # same sources since (inserting them again would break their key).
-            known = _declared(conn, scope)
-            if _unchanged(known, sources):
-                return [g for s in sources for g in _gaps(known[s.key].gaps)]
-            chunk = _Chunk()
+            known = stored_declared(conn, scope)
+            if declared_unchanged(known, sources):
+                return [g for s in sources for g in stored_gaps(known[s.key].gaps)]
+            chunk = Chunk()
             gaps: list[Gap] = []
             for source in sources:
                 row = known.pop(source.key, None)
                 if row is not None and row.digest == source.digest:
-                    gaps += _gaps(row.gaps)
+                    gaps += stored_gaps(row.gaps)
                     continue
                 edges, source_gaps = source.parse()
                 gaps += source_gaps
@@ -756,7 +717,7 @@ class LineageStore:
                     "kind": source.kind,
                     "scope": scope,
                     "digest": source.digest,
-                    "gaps": _dump([g.model_dump(mode="json") for g in source_gaps]),
+                    "gaps": canonical_json([g.model_dump(mode="json") for g in source_gaps]),
                     "edges": len(edges),
                     "seen_at": now,
                 }
@@ -776,7 +737,7 @@ class LineageStore:
     def _replace_declared(
         self,
         conn: Connection,
-        chunk: _Chunk,
+        chunk: Chunk,
         key: str,
         edges: list[LineageEdge],
         now: datetime,
@@ -784,7 +745,7 @@ class LineageStore:
         first: bool,
     ) -> None:
         """Per target dataset: keep an unchanged set, end a changed one, open the new one."""
-        by_target: dict[tuple[DatasetRef, str], set[_Link]] = {}
+        by_target: dict[tuple[DatasetRef, str], set[Link]] = {}
         for e in edges:
             link = (e.source, e.target, e.type, e.subtype)
             by_target.setdefault((e.target.dataset, e.producer), set()).add(link)
@@ -805,7 +766,7 @@ class LineageStore:
         self._dataset_ids(conn, {link[0].dataset for links in by_target.values() for link in links})
         wanted = {(ids[t], p): (t, p, frozenset(links)) for (t, p), links in by_target.items()}
         ends: list[int] = []
-        sets: list[_Set] = []
+        sets: list[EdgeSet] = []
         start = None if first else now
         for target_key, (set_id, _) in current.items():
             if target_key not in wanted:
@@ -813,14 +774,14 @@ class LineageStore:
         for target_key, (_, producer, links) in wanted.items():
             existing = current.get(target_key)
             if existing is not None:
-                if existing[1] == _links_text(links, ids):
+                if existing[1] == links_text(links, ids):
                     continue
                 ends.append(existing[0])
-            sets.append(_Set(target_key[0], producer, links, None, start, None, key))
+            sets.append(EdgeSet(target_key[0], producer, links, None, start, None, key))
         if not ends and not sets:
             return
         version = self._bump(conn, chunk)
-        for part in _chunks(ends, _IN_CHUNK):
+        for part in chunks(ends, IN_CHUNK):
             conn.execute(
                 lineage_edge_sets.update()
                 .where(lineage_edge_sets.c.id.in_(part))
@@ -832,14 +793,14 @@ class LineageStore:
 
     def graph(self) -> StoredLineageGraph:
         """The projected graph: the persisted index plus every edge changed since it was built."""
-        from erasure.lineage.index import ColumnarEdges, StoredLineageGraph
+        from erasure.lineage.store.index import ColumnarEdges, StoredLineageGraph
 
         self._ensure_backfilled()
         with (
             store_errors(self._store, "read the lineage index"),
             self._store.engine.connect() as conn,
         ):
-            version = _state(conn, "version")
+            version = read_state(conn, "version")
             row = conn.execute(
                 sa.select(lineage_index).where(lineage_index.c.id == _INDEX_ROW)
             ).first()
@@ -848,12 +809,12 @@ class LineageStore:
                 columns = ColumnarEdges.from_bytes(bytes(row.blob))
                 if int(row.version) == version:
                     return StoredLineageGraph(columns, snapshot=str(row.snapshot))
-                changed = _set_rows(conn, lineage_edge_sets.c.version > int(row.version))
+                changed = set_rows(conn, lineage_edge_sets.c.version > int(row.version))
                 columns = columns.updated(changed, self._datasets(conn))
                 if len(changed) < REINDEX_AFTER:
                     return StoredLineageGraph(columns)
             else:
-                columns = ColumnarEdges.from_rows(_set_rows(conn, None), self._datasets(conn))
+                columns = ColumnarEdges.from_rows(set_rows(conn, None), self._datasets(conn))
         graph = StoredLineageGraph(columns)
         self._save_index(columns, graph.snapshot_id(), version)
         return graph
@@ -870,7 +831,7 @@ class LineageStore:
             store_errors(self._store, "read the lineage index"),
             self._store.engine.connect() as conn,
         ):
-            version = _state(conn, "version")
+            version = read_state(conn, "version")
             built = conn.execute(
                 sa.select(lineage_index.c.version).where(lineage_index.c.id == _INDEX_ROW)
             ).scalar()
@@ -947,7 +908,7 @@ class LineageStore:
                 shape = (str(row.job), str(row.inputs), str(row.outputs))
                 latest.setdefault(shape, (str(row.job), str(row.run_id)))
             keys = list(latest.values())
-            stored = _stored_events(conn, keys)
+            stored = stored_events(conn, keys)
         summaries = []
         for key in keys:
             ordered = sorted(stored.get(key, []), key=lambda kv: kv[1].event_time)
@@ -972,7 +933,7 @@ class LineageStore:
         """Runs that reported COMPLETE writing `dataset`, completed in (after, until]: job,
         run id, completion time and inputs, earliest first (a rebuild's proof of a fresh
         write, erasure.verify)."""
-        name = _dump(dataset.qualified)  # as it stands in the outputs' JSON list
+        name = canonical_json(dataset.qualified)  # as it stands in the outputs' JSON list
         query = (
             sa.select(lineage_runs)
             .where(
@@ -1005,8 +966,8 @@ class LineageStore:
             store_errors(self._store, "purge old lineage"),
             self._store.engine.begin() as conn,
         ):
-            _lock(conn)
-            chunk = _Chunk()
+            lock_projection(conn)
+            chunk = Chunk()
             events = conn.execute(
                 lineage_events.delete().where(lineage_events.c.event_time < cutoff)
             ).rowcount
@@ -1026,7 +987,7 @@ class LineageStore:
             ).rowcount
             if edges:
                 self._bump(conn, chunk)
-                _drop_index(conn, chunk)
+                drop_index(conn, chunk)
         return PurgeReport(
             cutoff=cutoff,
             events=max(events or 0, 0),
@@ -1034,623 +995,6 @@ class LineageStore:
             edges=max(edges or 0, 0),
             quarantined=max(quarantined or 0, 0),
         )
-
-
-# -- rows -------------------------------------------------------------------------------------
-
-
-def _without_late_repetitions(
-    publications: list[tuple[datetime, str, OutputLineage]], state: Mapping[str, Any]
-) -> list[tuple[datetime, str, OutputLineage]] | None:
-    """The publications (in time order) less the late ones that change no interval, or None
-    when the producer's series must be replayed from every stored run.
-
-    A late run (completed before the output's latest) whose links are those of the current
-    edge set and which completed inside that set's interval (after `current_since`: at the
-    same instant, run ids would decide which run opened it) only repeats it: the timeline
-    is the same with or without it: a late day of a job whose lineage did not change costs
-    what a new day does. Any other late run needs the replay. (A run published before, the
-    latest among them, is replayed before this is asked: `_publish`'s `republished`.)
-    """
-    latest = (state["last_completed_at"], state["last_run_id"])
-    kept = []
-    for publication in publications:
-        completed_at, run_id, published = publication
-        if (completed_at, run_id) > latest:
-            kept.append(publication)
-        elif completed_at <= state["current_since"] or not _repeats_current(published, state):
-            return None
-    return kept
-
-
-def _repeats_current(published: OutputLineage, state: Mapping[str, Any]) -> bool:
-    """Whether a run published the output's current edge set (by facets, else by links)."""
-    if state.get("facet_digest") is not None and published.facet_digest() == state["facet_digest"]:
-        return True
-    return bool(link_set_digest(frozenset(published.links)) == state["edge_set"])
-
-
-def event_row(
-    event: RunEvent | ObservedEvent,
-    received_at: datetime,
-    text: str = "",
-    *,
-    identity: str | None = None,
-) -> dict[str, Any]:
-    """The `lineage_events` row of an event (its id, if known, as `identity`; an observed
-    event's with its text); LineageError when it cannot be stored as is."""
-    job, run_id = _run_key(event)
-    if len(job) > LINEAGE_JOB_LENGTH:
-        raise LineageError(
-            f"OpenLineage event: job namespace and name are longer than {LINEAGE_JOB_LENGTH} "
-            "characters together; shorten the job name"
-        )
-    if len(run_id) > LINEAGE_RUN_ID_LENGTH:
-        raise LineageError(
-            f"OpenLineage event: run.runId is longer than {LINEAGE_RUN_ID_LENGTH} characters; "
-            "the spec expects a UUID"
-        )
-    if isinstance(event, ObservedEvent):
-        if identity is None or not text:
-            raise ValueError("an observed event is stored with its id and text")
-    else:
-        identity = identity or event_id(event)
-        text = text or event_text(event)
-    return {
-        "event_id": identity,
-        "job": job,
-        "run_id": run_id,
-        "event_type": event.event_type.value if event.event_type is not None else None,
-        "event_time": event.event_time,
-        # The text as received when there is one (a file's line), else the event re-serialised
-        # in its own key order; either reads back to the same event and content hash.
-        "raw": text,
-        "received_at": received_at,
-    }
-
-
-_SET_FIELDS = (
-    "id", "target_dataset_id", "producer", "origin", "run_id", "run_state", "valid_from",
-    "valid_to", "observed_at", "source_key", "edges", "links", "version",
-)  # fmt: skip
-
-
-_SET_TYPES = (
-    "int8", "int4", "text", "text", "text", "text", "timestamptz", "timestamptz",
-    "timestamptz", "text", "int4", "text", "int8",
-)  # fmt: skip
-
-
-@dataclass
-class _Set:
-    """An edge set to insert: one producer's links into one dataset over an interval."""
-
-    target_id: int
-    producer: str
-    links: frozenset[_Link]
-    run_id: str | None
-    valid_from: datetime | None
-    valid_to: datetime | None = None
-    source_key: str | None = None  # declared sets only
-
-    def row(self, set_id: int, ids: dict[DatasetRef, int], version: int) -> tuple[Any, ...]:
-        observed = self.source_key is None
-        return (
-            set_id, self.target_id, self.producer,
-            (EdgeOrigin.OBSERVED if observed else EdgeOrigin.DECLARED).value,
-            self.run_id, "COMPLETE" if observed else None, self.valid_from, self.valid_to,
-            self.valid_from if observed else None, self.source_key, len(self.links),
-            _links_text(self.links, ids), version,
-        )  # fmt: skip
-
-
-def _links_text(links: Iterable[_Link], ids: dict[DatasetRef, int]) -> str:
-    """The links of a set as compact JSON, in a fixed order (equal sets, equal text)."""
-    rows = []
-    for source, target, kind, subtype in sorted(links, key=link_key):
-        for column in (source.column, target.column):
-            if column is not None and len(column) > COLUMN_LENGTH:
-                raise LineageError(
-                    f"a column name in lineage into {target.dataset.name} is longer than "
-                    f"{COLUMN_LENGTH} characters; shorten it in the producer"
-                )
-        rows.append([ids[source.dataset], source.column, target.column, kind.value, subtype.value])
-    return event_json.compact(rows, native=True)  # ints and strings: json.dumps' very text
-
-
-def link_set_digest(links: Iterable[_Link]) -> str:
-    """Order-independent digest of an edge set: equal sets of links, equal digests."""
-    texts = sorted(
-        "\x1f".join(
-            (
-                s.dataset.namespace,
-                s.dataset.name,
-                s.column or "\x00",
-                t.dataset.namespace,
-                t.dataset.name,
-                t.column or "\x00",
-                str(kind),
-                str(subtype),
-            )
-        )
-        for s, t, kind, subtype in links
-    )
-    return hashlib.sha256("\x1e".join(texts).encode()).hexdigest()
-
-
-_SET_COLUMNS = (
-    lineage_edge_sets.c.id,
-    lineage_edge_sets.c.target_dataset_id,
-    lineage_edge_sets.c.producer,
-    lineage_edge_sets.c.origin,
-    lineage_edge_sets.c.run_id,
-    lineage_edge_sets.c.run_state,
-    lineage_edge_sets.c.valid_from,
-    lineage_edge_sets.c.valid_to,
-    lineage_edge_sets.c.observed_at,
-    lineage_edge_sets.c.links,
-)
-
-
-def _set_rows(conn: Connection, where: Any) -> list[tuple[Any, ...]]:
-    query = sa.select(*_SET_COLUMNS).order_by(lineage_edge_sets.c.id)
-    if where is not None:
-        query = query.where(where)
-    return [tuple(r) for r in conn.execute(query)]
-
-
-def _file_key(path: Path) -> str:
-    return f"openlineage:{path.resolve()}"
-
-
-def _file_signature(path: Path) -> str:
-    """Size and modification time of an event file (its content is too large to hash often)."""
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise LineageError(f"{path}: cannot read OpenLineage events: {exc}") from exc
-    text = f"{stat.st_size}:{stat.st_mtime_ns}:{_file_key(path)}"
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _incoming(event: RunEvent | EventItem | EventElement, origin: str) -> _Incoming:
-    """The event with its id (hashed here, outside the transaction) or why it has none."""
-    if isinstance(event, EventElement):
-        if event.error is not None:
-            return _Incoming(event.where, None, str(event.error), event.text)
-        try:
-            identity = event.event_id()
-        except LineageError as exc:
-            reason = f"{event.where}: {exc}" if event.located else str(exc)
-            return _Incoming(event.where, None, reason, event.text or _dump(event.value))
-        return _Incoming(event.where, None, None, event.text, element=event, identity=identity)
-    if isinstance(event, RunEvent):
-        parsed, item = event, _Incoming(origin, event, None, "")
-    elif isinstance(event.parsed, LineageError):
-        return _Incoming(event.where, None, str(event.parsed), event.text)
-    else:
-        parsed = event.parsed
-        item = _Incoming(event.where, parsed, None, event.text)
-    with suppress(LineageError):  # if it cannot be hashed, event_row says why (quarantined)
-        item.identity = event_id(parsed)
-    return item
-
-
-def _batches(
-    events: Iterable[RunEvent | EventItem | EventElement], origin: str, size: int
-) -> Generator[list[_Incoming]]:
-    chunk: list[_Incoming] = []
-    for event in events:
-        chunk.append(_incoming(event, origin))
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-_Batch = TypeVar("_Batch")
-
-
-def _read_ahead(batches: Iterator[_Batch]) -> Generator[_Batch]:
-    """The batches, the next one read (decoded and hashed) in a thread while this one is
-    stored: the database's time overlaps reading instead of following it. The reader's
-    errors are raised here; stopping early stops it."""
-    ready: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def hand_over(item: tuple[bool, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read() -> None:
-        try:
-            for batch in batches:
-                if not hand_over((True, batch)):
-                    return
-            hand_over((False, None))
-        except BaseException as exc:  # handed to the consumer, which raises it
-            hand_over((False, exc))
-
-    reader = threading.Thread(target=read, name="lineage-ingest-reader", daemon=True)
-    reader.start()
-    try:
-        while True:
-            more, value = ready.get()
-            if more:
-                yield value
-            elif value is None:
-                return
-            else:
-                raise value
-    finally:
-        stop.set()
-        reader.join()
-
-
-def _json_items(
-    elements: Iterable[tuple[event_json.Decoded, str]], origin: str, many: bool
-) -> Iterator[EventElement]:
-    """Decoded elements of a body, not yet validated."""
-    for number, (decoded, text) in enumerate(elements):
-        where = f"{origin}[{number}]" if many else origin
-        yield decoded_element(where, decoded, text, located=False)
-
-
-_COLLECTOR = threading.Lock()
-_PAUSED = 0  # ingests running with the collector paused
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while events are decoded and stored.
-
-    Decoding an event makes hundreds of dicts and lists; with the collector on, a full
-    collection every few events walked every live object (the process, the batch being
-    built, the report) and took half of ingest's time. Decoded JSON holds no cycles: a
-    batch leaves about five cyclic objects (its transaction's), which wait for the collector
-    to be back, once the last ingest running in the process is done. (Collecting even the
-    young generations after each batch cost a tenth of a second: the batch read ahead is
-    young and alive.)
-    """
-    global _PAUSED
-    with _COLLECTOR:
-        if _PAUSED == 0 and not gc.isenabled():
-            paused = False  # someone else turned it off: leave it to them
-        else:
-            _PAUSED += 1
-            paused = True
-            gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            with _COLLECTOR:
-                _PAUSED -= 1
-                if _PAUSED == 0:
-                    gc.enable()
-
-
-def _quarantine_row(origin: str, reason: str, body: str) -> dict[str, Any]:
-    return {
-        "received_at": datetime.now(UTC),
-        "origin": origin[:1024],
-        "reason": reason,
-        # A lone surrogate escape decodes to text no database encoding takes: keep it escaped.
-        "body": body[:MAX_QUARANTINED_BODY].encode("utf-8", "backslashreplace").decode("utf-8"),
-    }
-
-
-def _stored_ids(conn: Connection, ids: Sequence[str]) -> set[str]:
-    """Which of these event ids are stored, in one statement on Postgres.
-
-    Every writer holds the projection lock (`_lock`), so the ids not found here cannot be
-    inserted by another transaction before this one commits.
-    """
-    if not ids:
-        return set()
-    if conn.dialect.name == "postgresql":
-        result = conn.exec_driver_sql(
-            "SELECT e.event_id FROM lineage_events AS e "
-            "JOIN json_array_elements_text(%(ids)s::json) AS k(event_id) USING (event_id)",
-            {"ids": event_json.sql_parameter(sorted(set(ids)))},
-        )
-        return {str(i) for (i,) in result}
-    stored: set[str] = set()
-    for part in _chunks(sorted(set(ids)), _IN_CHUNK):
-        stored.update(
-            str(i)
-            for i in conn.execute(
-                sa.select(lineage_events.c.event_id).where(lineage_events.c.event_id.in_(part))
-            ).scalars()
-        )
-    return stored
-
-
-def _insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Insert events known not to be stored (`_stored_ids`, under the projection lock)."""
-    if rows and conn.dialect.name == "postgresql" and _copy_cursor(conn) is not None:
-        _copy(
-            conn,
-            "lineage_events",
-            _EVENT_FIELDS,
-            _EVENT_TYPES,
-            [[r[f] for f in _EVENT_FIELDS] for r in rows],
-        )
-    elif rows:
-        conn.execute(lineage_events.insert(), rows)
-
-
-_EVENT_FIELDS = ("event_id", "job", "run_id", "event_type", "event_time", "raw", "received_at")
-_EVENT_TYPES = ("text", "text", "text", "text", "timestamptz", "text", "timestamptz")
-
-
-def _copy_cursor(conn: Connection) -> Any:
-    driver = conn.connection.driver_connection
-    cursor = driver.cursor() if driver is not None else None
-    return cursor if cursor is not None and hasattr(cursor, "copy") else None
-
-
-def _copy(
-    conn: Connection,
-    table: str,
-    names: Sequence[str],
-    types: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-) -> None:
-    """psycopg 3's binary COPY FROM STDIN: values go as they are, nothing to escape; an order
-    of magnitude above row-by-row INSERTs, and five times text COPY for event-sized rows."""
-    cursor = _copy_cursor(conn)
-    with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(list(types))
-        for row in rows:
-            copy.write_row(row)
-
-
-def _close_current(conn: Connection, closes: list[tuple[datetime, str, int]], version: int) -> int:
-    """End the current observed set of each (producer, target); the edges they held."""
-    if not closes:
-        return 0
-    if conn.dialect.name == "postgresql":  # one statement for the batch
-        ended = conn.exec_driver_sql(
-            "UPDATE lineage_edge_sets AS s SET valid_to = k.at, version = %(version)s "
-            "FROM json_to_recordset(%(closes)s::json) AS k(at timestamptz, producer text, "
-            "target int) WHERE s.producer = k.producer AND s.target_dataset_id = k.target "
-            "AND s.origin = %(observed)s AND s.valid_to IS NULL RETURNING s.edges",
-            {
-                "version": version,
-                "closes": _json_rows(("at", "producer", "target"), closes),
-                "observed": EdgeOrigin.OBSERVED.value,
-            },
-        )
-        return sum(int(edges) for (edges,) in ended)
-    total = 0
-    for at, producer, target in closes:
-        where = (
-            (lineage_edge_sets.c.producer == producer)
-            & (lineage_edge_sets.c.target_dataset_id == target)
-            & (lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value)
-            & lineage_edge_sets.c.valid_to.is_(None)
-        )
-        total += int(
-            conn.execute(
-                sa.select(sa.func.coalesce(sa.func.sum(lineage_edge_sets.c.edges), 0)).where(where)
-            ).scalar_one()
-        )
-        conn.execute(lineage_edge_sets.update().where(where).values(valid_to=at, version=version))
-    return total
-
-
-def _known_runs(
-    conn: Connection, keys: list[tuple[str, str]]
-) -> dict[tuple[str, str], datetime | None]:
-    """The stored runs among `keys`, with when each completed (None: not, or not yet)."""
-    wanted = set(keys)
-    if conn.dialect.name == "postgresql":
-        rows = conn.exec_driver_sql(
-            "SELECT r.job, r.run_id, r.completed_at FROM lineage_runs AS r "
-            "JOIN json_to_recordset(%(keys)s::json) AS k(job text, run_id text) "
-            "ON r.job = k.job AND r.run_id = k.run_id",
-            {"keys": _json_rows(("job", "run_id"), wanted)},
-        )
-        return {(str(job), str(run)): at for job, run, at in rows}
-    query = sa.select(lineage_runs.c.job, lineage_runs.c.run_id, lineage_runs.c.completed_at)
-    rows = conn.execute(_joined_to_keys(query, lineage_runs, ("job", "run_id"), wanted))
-    return {(str(job), str(run)): at for job, run, at in rows}
-
-
-def _joined_to_keys(
-    query: sa.Select[Any], table: sa.Table, columns: Sequence[str], keys: Iterable[Sequence[Any]]
-) -> sa.Select[Any]:
-    """SQLite: `query` over `table` joined to the keys bound as one JSON array (json_each),
-    one primary-key probe each; IN lists per column made it probe every combination."""
-    key = sa.func.json_each(sa.bindparam("keys", _json_rows(columns, keys))).table_valued("value")
-    match = [table.c[c] == sa.func.json_extract(key.c.value, f"$.{c}") for c in columns]
-    return query.select_from(key).join(table, sa.and_(*match))
-
-
-def _stored_events(
-    conn: Connection, keys: list[tuple[str, str]]
-) -> dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]]:
-    out: dict[tuple[str, str], list[tuple[str, RunEvent | ObservedEvent]]] = {}
-    wanted = set(keys)
-    for part in _chunks(sorted({k[1] for k in keys}), _IN_CHUNK):
-        query = sa.select(
-            lineage_events.c.event_id, lineage_events.c.job, lineage_events.c.run_id,
-            lineage_events.c.raw,
-        ).where(lineage_events.c.run_id.in_(part))  # fmt: skip
-        for row in conn.execute(query):
-            key = (str(row.job), str(row.run_id))
-            if key in wanted:
-                out.setdefault(key, []).append((str(row.event_id), _parse_stored(row)))
-    return out
-
-
-def _parse_stored(row: Any) -> RunEvent:
-    try:
-        decoded = event_json.decode(row.raw)
-        return parse_decoded(decoded.value, native=decoded.native)
-    except (LineageError, json.JSONDecodeError) as exc:
-        raise LineageError(
-            f"stored OpenLineage event {row.event_id} cannot be read ({exc}); restore it from "
-            "a backup or delete it"
-        ) from None
-
-
-def _upsert_runs(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Insert or update every touched run in one statement."""
-    if not rows:
-        return
-    if conn.dialect.name == "postgresql":
-        _pg_upsert(conn, "lineage_runs", _RUN_FIELDS, _RUN_TYPES, ("job", "run_id"), rows)
-        return
-    insert = conflict_insert(lineage_runs, conn.dialect.name)
-    conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=["job", "run_id"],
-            set_={c: insert.excluded[c] for c in rows[0] if c not in ("job", "run_id")},
-        ),
-        rows,
-    )
-
-
-def _output_states(
-    conn: Connection, keys: list[tuple[str, int]]
-) -> dict[tuple[str, int], dict[str, Any]]:
-    states: dict[tuple[str, int], dict[str, Any]] = {}
-    wanted = set(keys)
-    if conn.dialect.name == "postgresql":  # one statement: the pairs joined as arrays
-        result = conn.exec_driver_sql(
-            f"SELECT {', '.join('o.' + c for c in _OUTPUT_FIELDS)} FROM lineage_outputs AS o "
-            "JOIN json_to_recordset(%(keys)s::json) AS k(producer text, dataset_id int) "
-            "ON o.producer = k.producer AND o.dataset_id = k.dataset_id",
-            {"keys": _json_rows(("producer", "dataset_id"), wanted)},
-        )
-        for row in result:
-            values = dict(zip(_OUTPUT_FIELDS, row, strict=True))
-            key = (str(values.pop("producer")), int(values.pop("dataset_id")))
-            states[key] = values
-        return states
-    query = _joined_to_keys(
-        sa.select(lineage_outputs), lineage_outputs, ("producer", "dataset_id"), wanted
-    )
-    for row in conn.execute(query):
-        values = row._asdict()
-        key = (str(values.pop("producer")), int(values.pop("dataset_id")))
-        states[key] = values
-    return states
-
-
-_OUTPUT_FIELDS = (
-    "producer", "dataset_id", "edge_set", "facet_digest", "current_since", "last_run_id",
-    "last_completed_at", "gap",
-)  # fmt: skip
-_OUTPUT_TYPES = ("text", "int", "text", "text", "timestamptz", "text", "timestamptz", "text")
-_RUN_FIELDS = (
-    "job", "run_id", "state", "event_time", "completed_at", "events", "inputs", "outputs",
-    "updated_at",
-)  # fmt: skip
-_RUN_TYPES = ("text", "text", "text", "timestamptz", "timestamptz", "int", "text", "text",
-              "timestamptz")  # fmt: skip
-
-
-def _pg_upsert(
-    conn: Connection,
-    table: str,
-    fields: Sequence[str],
-    types: Sequence[str],
-    key: Sequence[str],
-    rows: list[dict[str, Any]],
-) -> None:
-    """INSERT ... SELECT FROM json_to_recordset ON CONFLICT DO UPDATE: one statement per
-    batch, its rows one JSON parameter (encoded in C, where arrays were built value by value
-    in Python and took longer than the statement)."""
-    columns = ", ".join(fields)
-    shape = ", ".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
-    updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in fields if f not in key)
-    conn.exec_driver_sql(
-        f"INSERT INTO {table} ({columns}) SELECT {columns} "
-        f"FROM json_to_recordset(%(rows)s::json) AS r({shape}) "
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}",
-        {"rows": _json_rows(fields, ([r.get(f) for f in fields] for r in rows))},
-    )
-
-
-def _json_rows(fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Rows as a JSON array of objects: one bound parameter for json_to_recordset."""
-    return event_json.sql_parameter([dict(zip(fields, r, strict=True)) for r in rows])
-
-
-def _upsert_outputs(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    rows = [{k: v for k, v in r.items() if k != "new"} for r in rows]
-    if conn.dialect.name == "postgresql":
-        _pg_upsert(
-            conn, "lineage_outputs", _OUTPUT_FIELDS, _OUTPUT_TYPES, ("producer", "dataset_id"), rows
-        )
-        return
-    rows = [{f: r.get(f) for f in _OUTPUT_FIELDS} for r in rows]
-    insert = conflict_insert(lineage_outputs, conn.dialect.name)
-    conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=["producer", "dataset_id"],
-            set_={c: insert.excluded[c] for c in rows[0] if c not in ("producer", "dataset_id")},
-        ),
-        rows,
-    )
-
-
-def _drop_index(conn: Connection, chunk: _Chunk) -> None:
-    if not chunk.dropped_index:
-        conn.execute(lineage_index.delete())
-        chunk.dropped_index = True
-
-
-def _declared(conn: Connection, scope: str) -> dict[str, Any]:
-    """The stored declared sources of `scope`, by key."""
-    query = sa.select(lineage_sources).where(lineage_sources.c.scope == scope)
-    return {str(r.source_key): r for r in conn.execute(query)}
-
-
-def _unchanged(known: Mapping[str, Any], sources: Sequence[DeclaredSource]) -> bool:
-    """Whether `known` holds exactly `sources`, each with the same digest."""
-    keys = {s.key for s in sources}
-    return len(known) == len(keys) and all(
-        s.key in known and known[s.key].digest == s.digest for s in sources
-    )
-
-
-def _lock(conn: Connection) -> None:
-    """Serialise projections: each transaction takes the 'version' row (SQLite: the file)."""
-    conn.execute(
-        lineage_state.update()
-        .where(lineage_state.c.key == "version")
-        .values(value=lineage_state.c.value)
-    )
-
-
-def _state(conn: Connection, key: str) -> int:
-    value = conn.execute(
-        sa.select(lineage_state.c.value).where(lineage_state.c.key == key)
-    ).scalar()
-    return int(value or 0)
-
-
-def _gaps(text: str) -> list[Gap]:
-    return [Gap.model_validate(g) for g in json.loads(text)]
-
-
-def _run_key(event: RunEvent | ObservedEvent) -> tuple[str, str]:
-    """(job, run id): which run an event belongs to."""
-    if isinstance(event, ObservedEvent):
-        return event.producer, event.run_id
-    return f"{event.job.namespace}/{event.job.name}", event.run.run_id
 
 
 def _run(row: sa.Row[Any]) -> dict[str, Any]:
@@ -1665,13 +1009,3 @@ def _run(row: sa.Row[Any]) -> dict[str, Any]:
         "inputs": json.loads(row.inputs),
         "outputs": json.loads(row.outputs),
     }
-
-
-def _dump(value: Any) -> str:
-    """Canonical JSON: the same text `event_id` hashes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -16,10 +16,12 @@ from sqlglot import Token, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
-from erasure.lineage.sql_blocks import Span, statement_spans, tokenize
-from erasure.lineage.sql_known_tables import KnownTables
-from erasure.lineage.sql_names import OUTPUT_TABLE, table_name
-from erasure.lineage.sql_table_resolution import TableName, TableNaming
+from erasure.lineage.sql.blocks import Span, statement_spans, tokenize
+from erasure.lineage.sql.gaps import SqlGap
+from erasure.lineage.sql.known_tables import KnownTables
+from erasure.lineage.sql.names import OUTPUT_TABLE, table_name
+from erasure.lineage.sql.table_resolution import TableName, TableNaming
+from erasure.model import GapKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +31,7 @@ class Statement:
     number: int  # 1-based, counting non-empty statements
     line: int
     expression: exp.Expr | None
-    error: str | None = None
+    error: SqlGap | None = None
     tokens: tuple[Token, ...] = ()  # the statement's tokens, positioned in `source`
     source: str = ""
     variables: frozenset[str] = frozenset()  # a routine's parameters and variables: not columns
@@ -39,7 +41,7 @@ def split_statements(script: str, dialect: Dialect) -> Iterator[Statement]:
     """The script's statements, each parsed on its own so one bad statement spoils nothing.
 
     Statements inside procedure bodies and script blocks take their place in the order
-    (`sql_blocks`), each naming the variables in scope there.
+    (`blocks`), each naming the variables in scope there.
     """
     try:
         tokens = tokenize(script, dialect)
@@ -50,7 +52,7 @@ def split_statements(script: str, dialect: Dialect) -> Iterator[Statement]:
     for number, span in enumerate(statement_spans(tokens, script, dialect), start=1):
         if span.gap is not None:
             yield Statement(
-                number, span.line, None, f"statement {number} (line {span.line}) {span.gap}"
+                number, span.line, None, span.gap.placed(f"statement {number} (line {span.line})")
             )
             continue
         yield _parse_span(number, span, dialect)
@@ -99,14 +101,16 @@ def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[Statemen
             yield _parse_tokens(number, tokens, piece, dialect, lines_before - piece.count("\n"))
 
 
-def _parse_gap(number: int, line: int, error: SqlglotError, lines_before: int = 0) -> str:
+def _parse_gap(number: int, line: int, error: SqlglotError, lines_before: int = 0) -> SqlGap:
     # sqlglot's messages quote the SQL around the error; the gap names the place instead.
     detail = "unterminated string, quoted name or comment"
     if isinstance(error, ParseError) and error.errors:
         first = error.errors[0]
         at = int(first.get("line") or 0) + lines_before
         detail = f"{first.get('description')} at line {at}, col {first.get('col')}"
-    return f"statement {number} (line {line}) could not be parsed: {detail}"
+    return SqlGap(
+        f"statement {number} (line {line}) could not be parsed: {detail}", GapKind.UNPARSEABLE_SQL
+    )
 
 
 # Statements that move no column values; anything else unrecognised (COPY, EXPORT, CALL...)
@@ -167,7 +171,7 @@ class Job:
     query: exp.Query | None  # None: DDL that only declares the target's columns
     columns: list[str] | None  # explicit target columns, matched by position
     creates: bool  # the target's columns become schema for later statements
-    gaps: list[str] = field(default_factory=list)
+    gaps: list[SqlGap] = field(default_factory=list)
     name: TableName | None = None  # the target resolved; None for `<output>` and variables
 
 
@@ -215,9 +219,12 @@ def job_of(
         targets.noted(job)
         if job.columns is None:
             job.gaps.append(
-                f"INSERT INTO {target} without a column list in statement {number}: "
-                f"{target} is not in the schema, target columns are taken from "
-                "the SELECT's output names"
+                SqlGap(
+                    f"INSERT INTO {target} without a column list in statement {number}: "
+                    f"{target} is not in the schema, target columns are taken from "
+                    "the SELECT's output names",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             )
         return job
     if isinstance(statement, exp.Update):
@@ -238,8 +245,11 @@ def job_of(
                 None,
                 creates=False,
                 gaps=[
-                    f"statement {number} sets variable {assigned} from a query: values "
-                    "passed on through variables are not traced"
+                    SqlGap(
+                        f"statement {number} sets variable {assigned} from a query: values "
+                        "passed on through variables are not traced",
+                        GapKind.UNRESOLVED_COLUMN,
+                    )
                 ],
             )
         into = query.args.get("into")
@@ -264,7 +274,12 @@ def job_of(
         None,
         None,
         creates=False,
-        gaps=[f"unsupported statement {kind} in statement {number} was not analysed"],
+        gaps=[
+            SqlGap(
+                f"unsupported statement {kind} in statement {number} was not analysed",
+                GapKind.UNPARSEABLE_SQL,
+            )
+        ],
     )
 
 
@@ -294,7 +309,7 @@ class _Targets:
     naming: TableNaming
     known: KnownTables
     number: int
-    gaps: list[str] = field(default_factory=list)
+    gaps: list[SqlGap] = field(default_factory=list)
 
     def name(self, table: exp.Table) -> TableName:
         name = self.naming.resolve(table, self.known)
@@ -472,13 +487,21 @@ def _merge_job(merge: exp.Merge, number: int, targets: _Targets) -> Job | None:
             )
             if names is None:
                 job.gaps.append(
-                    f"MERGE INSERT without a column list in statement {number}: "
-                    f"{name} is not in the schema"
+                    SqlGap(
+                        f"MERGE INSERT without a column list in statement {number}: "
+                        f"{name} is not in the schema",
+                        GapKind.UNRESOLVED_COLUMN,
+                    )
                 )
                 continue
             pairs = list(zip(names, action.expression.expressions, strict=False))
         elif action is not None and action.find(exp.Star) is not None:
-            job.gaps.append(f"MERGE ... * in statement {number}: unsupported, not analysed")
+            job.gaps.append(
+                SqlGap(
+                    f"MERGE ... * in statement {number}: unsupported, not analysed",
+                    GapKind.UNPARSEABLE_SQL,
+                )
+            )
         for column, value in pairs:
             columns.append(column.lower())
             values.append(exp.alias_(value.copy(), column))

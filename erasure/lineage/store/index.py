@@ -15,7 +15,7 @@ import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -23,21 +23,20 @@ import numpy as np
 import numpy.typing as npt
 
 from erasure.errors import LineageError
+from erasure.lineage import instants
 from erasure.lineage.graph import (
     SMALL_CLOSURE,
     IncomingColumns,
     InMemoryLineageGraph,
-    IntArray,
     RetainedView,
     View,
     is_valid,
 )
+from erasure.lineage.instants import OPEN_END, OPEN_START
+from erasure.lineage.walk import IntArray
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, LineageEdge
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_OPEN_START = int(np.iinfo(np.int64).min)
-_OPEN_END = int(np.iinfo(np.int64).max)
-_NONE_TIME = _OPEN_START  # observed_at None
+_NONE_TIME = OPEN_START  # observed_at None
 _FORMAT = 1
 _TYPES = list(EdgeType)
 _SUBTYPES = list(EdgeSubtype)
@@ -49,15 +48,11 @@ _INT_FIELDS = (
 
 
 def _micros(dt: datetime | None, none: int) -> int:
-    if dt is None:
-        return none
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return (dt - _EPOCH) // timedelta(microseconds=1)
+    return none if dt is None else instants.micros(dt)
 
 
 def _datetime(value: int, none: int) -> datetime | None:
-    return None if value == none else _EPOCH + timedelta(microseconds=value)
+    return None if value == none else instants.EPOCH + timedelta(microseconds=value)
 
 
 @dataclass
@@ -201,7 +196,7 @@ class ColumnarEdges:
     def valid(self, as_of: datetime | None) -> npt.NDArray[np.bool_]:
         """Mask of the edges valid at `as_of` (None: current, i.e. not ended)."""
         if as_of is None:
-            mask: npt.NDArray[np.bool_] = self.valid_to == _OPEN_END
+            mask: npt.NDArray[np.bool_] = self.valid_to == OPEN_END
             return mask
         t = _micros(as_of, 0)
         both: npt.NDArray[np.bool_] = (self.valid_from <= t) & (t < self.valid_to)
@@ -219,8 +214,8 @@ class ColumnarEdges:
             producer=s[int(self.producer[k])] or "",
             run_id=s[int(self.run[k])],
             run_state=s[int(self.state[k])],
-            valid_from=_datetime(int(self.valid_from[k]), _OPEN_START),
-            valid_to=_datetime(int(self.valid_to[k]), _OPEN_END),
+            valid_from=_datetime(int(self.valid_from[k]), OPEN_START),
+            valid_to=_datetime(int(self.valid_to[k]), OPEN_END),
             observed_at=_datetime(int(self.observed[k]), _NONE_TIME),
         )
 
@@ -254,7 +249,7 @@ class ColumnarEdges:
             text = (
                 f"[{ns[s]},{names[s]},{quoted[sc]},{ns[d]},{names[d]},{quoted[dc]},{types[t]},"
                 f"{subtypes[st]},{origins[o]},{quoted[p]},{quoted[r]},{quoted[rs]},"
-                f"{iso(vf, _OPEN_START)},{iso(vt, _OPEN_END)},{iso(ob, _NONE_TIME)}]"
+                f"{iso(vf, OPEN_START)},{iso(vt, OPEN_END)},{iso(ob, _NONE_TIME)}]"
             )
             out += sha(text.encode()).digest()
         return np.frombuffer(bytes(out), dtype="S32")
@@ -325,8 +320,8 @@ class _Builder:
             origins += [origin_ids[origin]] * n
             runs += [text(run_id)] * n
             states += [text(state)] * n
-            starts += [micros(vf, _OPEN_START)] * n
-            ends += [micros(vt, _OPEN_END)] * n
+            starts += [micros(vf, OPEN_START)] * n
+            ends += [micros(vt, OPEN_END)] * n
             observed += [micros(ob, _NONE_TIME)] * n
             for source, source_column, target_column, kind, subtype in links:
                 src.append(ds(int(source)))

@@ -21,10 +21,11 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.scope import Scope, ScopeType
 
-from erasure.lineage.sql_field_paths import path_parts, reads_fields_by_dot
-from erasure.lineage.sql_names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
-from erasure.lineage.sql_table_shards import TABLE_SUFFIX
-from erasure.model import EdgeSubtype
+from erasure.lineage.sql.field_paths import path_parts, reads_fields_by_dot
+from erasure.lineage.sql.gaps import SqlGap
+from erasure.lineage.sql.names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
+from erasure.lineage.sql.table_shards import TABLE_SUFFIX
+from erasure.model import EdgeSubtype, GapKind
 
 LATERAL_ALIAS = "erasure_lateral_alias"  # meta flag: a bare name an earlier projection defines
 WILDCARD_TABLE = "erasure_wildcard_table"  # meta flag: a BigQuery wildcard table (`events_*`)
@@ -149,11 +150,11 @@ class ColumnFlow:
         self._passthrough: dict[int, list[exp.Table | Scope]] = {}  # unexpanded `*` sources
         self._busy: set[int] = set()
         self._busy_rows: set[int] = set()
-        self.gaps: list[str] = []
+        self.gaps: list[SqlGap] = []
 
-    def gap(self, text: str) -> None:
-        if text not in self.gaps:
-            self.gaps.append(text)
+    def gap(self, gap: SqlGap) -> None:
+        if gap not in self.gaps:
+            self.gaps.append(gap)
 
     def indirect_sources(self) -> list[tuple[SourceColumn, EdgeSubtype]]:
         """What sways the root's rows or any of its columns: applied to every output column."""
@@ -232,9 +233,12 @@ class ColumnFlow:
             outputs.append(OutputColumn(ALL_COLUMNS, deps.direct, deps.indirect))
         elif len(widths) > 1:
             self.gap(
-                f"set operation in statement {self._number} has branches of "
-                f"{' and '.join(map(str, widths))} columns: a column only a later branch has "
-                "takes that branch's name"
+                SqlGap(
+                    f"set operation in statement {self._number} has branches of "
+                    f"{' and '.join(map(str, widths))} columns: a column only a later branch "
+                    "has takes that branch's name",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             )
         return outputs
 
@@ -273,8 +277,11 @@ class ColumnFlow:
                 continue
             self._passthrough.setdefault(id(scope), []).append(source)
             self.gap(
-                f"SELECT * over {written} without schema in statement {self._number}: "
-                "table-level lineage only"
+                SqlGap(
+                    f"SELECT * over {written} without schema in statement {self._number}: "
+                    "table-level lineage only",
+                    GapKind.TABLE_ONLY_LINEAGE,
+                )
             )
             outputs.append(
                 OutputColumn(
@@ -484,7 +491,7 @@ class ColumnFlow:
             return self._source_column(source, name)
         return self._unqualified(scope, column, name)
 
-    # - nested fields (`sql_field_paths`)
+    # - nested fields (`field_paths`)
 
     def _field_path(self, scope: Scope, parts: list[str]) -> Deps | None:
         """`alias.col.f`, `db.table.col.f`, `col.f.g`: the column a dotted name reads, if any.
@@ -551,13 +558,16 @@ class ColumnFlow:
             return OutputColumn(ALL_COLUMNS, self._unknown(ALL_COLUMNS).direct, {})
         for source in deps.direct:
             self.gap(
-                f"SELECT {star.sql().lower()} in statement {self._number} selects the fields "
-                f"of {source}, whose names are unknown: lineage to every column"
+                SqlGap(
+                    f"SELECT {star.sql().lower()} in statement {self._number} selects the "
+                    f"fields of {source}, whose names are unknown: lineage to every column",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             )
         fields = dict.fromkeys(deps.direct, EdgeSubtype.TRANSFORMATION)
         return OutputColumn(ALL_COLUMNS, fields, deps.indirect)
 
-    # - date shards (`sql_table_shards`)
+    # - date shards (`table_shards`)
 
     def _reads_wildcard(self, scope: Scope) -> bool:
         current: Scope | None = scope
@@ -674,7 +684,11 @@ class ColumnFlow:
         columns = self._known.get(written)
         if columns is not None and name not in columns:
             self.gap(
-                f"{written}.{name} in statement {self._number} is not in the schema of {written}"
+                SqlGap(
+                    f"{written}.{name} in statement {self._number} is not in the schema of "
+                    f"{written}",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
             )
         return Deps({SourceColumn(written, name): EdgeSubtype.IDENTITY})
 
@@ -720,8 +734,11 @@ class ColumnFlow:
         function = table.this
         name = function.sql_name() if isinstance(function, exp.Func) else type(function).__name__
         self.gap(
-            f"table function {name.lower()} in statement {self._number}: what it reads "
-            "is not traced"
+            SqlGap(
+                f"table function {name.lower()} in statement {self._number}: what it reads "
+                "is not traced",
+                GapKind.OPAQUE_PRODUCER,
+            )
         )
         return True
 
@@ -737,8 +754,11 @@ class ColumnFlow:
     def _unknown(self, name: str, why: str = "") -> Deps:
         detail = f" ({why})" if why else ""
         self.gap(
-            f"{UNKNOWN_TABLE}.{name} in statement {self._number}: table not resolved"
-            f"{detail}; declare the tables' columns in the schema"
+            SqlGap(
+                f"{UNKNOWN_TABLE}.{name} in statement {self._number}: table not resolved"
+                f"{detail}; declare the tables' columns in the schema",
+                GapKind.UNRESOLVED_COLUMN,
+            )
         )
         return Deps({SourceColumn(UNKNOWN_TABLE, name): EdgeSubtype.IDENTITY})
 

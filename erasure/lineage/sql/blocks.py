@@ -22,6 +22,9 @@ from sqlglot.dialects.tsql import TSQL
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Tokenizer
 
+from erasure.lineage.sql.gaps import SqlGap
+from erasure.model import GapKind
+
 
 @dataclass(frozen=True, slots=True)
 class Span:
@@ -32,7 +35,7 @@ class Span:
     end: int
     line: int
     variables: frozenset[str] = frozenset()
-    gap: str | None = None  # set: no statement here, only this gap
+    gap: SqlGap | None = None  # set: no statement here, only this gap
 
 
 def tokenize(source: str, dialect: Dialect) -> list[Token]:
@@ -60,6 +63,7 @@ def statement_spans(tokens: Sequence[Token], source: str, dialect: Dialect) -> I
 _DATA_STARTS = frozenset(
     {"INSERT", "UPDATE", "DELETE", "MERGE", "SELECT", "WITH", "CREATE", "REPLACE", "UPSERT"}
 )
+
 # Words that end a data statement written without a semicolon, at depth 0 outside CASE.
 _CONTROL_ENDS = frozenset(
     {
@@ -100,8 +104,9 @@ _BLOCK_FIRST_WORDS = _DATA_STARTS | _CONTROL_ENDS | {"IF", "SET", "FOR", "TRY", 
 _BLOCK_WORDS = frozenset({"END", "BEGIN", "ELSE", "THEN", "LOOP", "DO", "TRY", "CATCH"})
 # END followed by one of these closes a construct that was not counted as opened.
 _END_OF_UNCOUNTED = frozenset({"IF", "LOOP", "WHILE", "REPEAT", "FOR"})
-_VARIABLE_FROM_QUERY = (
-    "sets a variable from a query: values passed on through variables are not traced"
+_VARIABLE_FROM_QUERY = SqlGap(
+    "sets a variable from a query: values passed on through variables are not traced",
+    GapKind.UNRESOLVED_COLUMN,
 )
 _ROUTINES = frozenset({"PROCEDURE", "PROC", "FUNCTION", "TRIGGER"})
 _ROUTINE_MODIFIERS = frozenset(
@@ -300,7 +305,7 @@ class _Reader:
             if kind == "FUNCTION":
                 return [], end  # a function in another language is opaque where it is used
             text = f"defines a {kind.lower()} in LANGUAGE {language.lower()}, not analysed"
-            return [self._gap(at, text)], end
+            return [self._gap(at, SqlGap(text, GapKind.UNRESOLVED_COLUMN))], end
         if body.token_type in _STRING_TOKENS:
             return self._string_body(body, names), end
         return self._body(at_body, close, names), end
@@ -355,7 +360,10 @@ class _Reader:
             strings = [t for t in self.tokens[at + 1 : end] if t.token_type in _STRING_TOKENS]
             language = self._language(at, end)
             if strings and language and language not in _SQL_LANGUAGES:
-                return [self._gap(at, f"runs a DO block in LANGUAGE {language.lower()}")], end
+                gap = SqlGap(
+                    f"runs a DO block in LANGUAGE {language.lower()}", GapKind.UNRESOLVED_COLUMN
+                )
+                return [self._gap(at, gap)], end
             if strings:
                 return self._string_body(strings[0], set(self.declared)), end
         if (
@@ -414,7 +422,8 @@ class _Reader:
             tokens = tokenize(text, self.dialect)
         except TokenError:
             line = self.first_line + token.line - 1
-            return [Span(text, 0, 0, line, gap="has a body that could not be read")]
+            gap = SqlGap("has a body that could not be read", GapKind.UNRESOLVED_COLUMN)
+            return [Span(text, 0, 0, line, gap=gap)]
         inner = _Reader(tokens, text, self.dialect, self.first_line + token.line - 1)
         return inner._body(0, len(tokens), names)
 
@@ -449,7 +458,10 @@ class _Reader:
                     at = block[1]
                     continue
                 if word in ("EXEC", "EXECUTE", "CALL"):
-                    spans.append(self._gap(at, f"runs {word}: what it runs is not traced"))
+                    gap = SqlGap(
+                        f"runs {word}: what it runs is not traced", GapKind.UNRESOLVED_COLUMN
+                    )
+                    spans.append(self._gap(at, gap))
             if token.token_type == TokenType.L_PAREN:
                 close = _matching_paren(self.tokens, at, end)
                 first = _word(self.tokens[at + 1]) if at + 1 < close else ""
@@ -523,10 +535,10 @@ class _Reader:
         first, last = self.tokens[start], self.tokens[max(start, end - 1)]
         return Span(self.source, first.start, last.end + 1, self.first_line + first.line - 1)
 
-    def _gap(self, at: int, text: str) -> Span:
+    def _gap(self, at: int, gap: SqlGap) -> Span:
         token = self.tokens[at]
         line = self.first_line + token.line - 1
-        return Span(self.source, token.start, token.start, line, gap=text)
+        return Span(self.source, token.start, token.start, line, gap=gap)
 
 
 @dataclass

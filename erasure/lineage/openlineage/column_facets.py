@@ -1,0 +1,249 @@
+"""The ColumnLineageDatasetFacet (spec facets/1-2-0) read into links: per-field `fields`
+and the dataset-wide `dataset` array, classified by transformation; table-level links and a
+gap when an output has no readable facet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from erasure.lineage.openlineage.spec import describe_invalid
+from erasure.model import DatasetRef, EdgeSubtype, EdgeType, FieldRef, Gap, GapKind
+
+
+class _Transformation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    subtype: str | None = None
+    description: str | None = None
+    masking: bool | None = None
+
+
+class _InputField(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    namespace: str
+    name: str
+    field: str
+    transformations: list[_Transformation] | None = None
+
+    @property
+    def ref(self) -> FieldRef:
+        return FieldRef(DatasetRef(self.namespace, self.name.lower()), self.field)
+
+
+class _FieldLineage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    inputFields: list[_InputField]  # spec spelling
+    transformationType: str | None = None  # legacy (facet 1-0-x)
+    transformationDescription: str | None = None  # legacy (facet 1-0-x)
+
+
+class _ColumnLineageFacet(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    fields: dict[str, _FieldLineage] = Field(default_factory=dict)
+    dataset: list[_InputField] = Field(default_factory=list)
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _null_fields(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _null_dataset(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class _SchemaField(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+
+
+class _SchemaFacet(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    fields: list[_SchemaField] = Field(default_factory=list)
+
+
+def _classify(transformation: _Transformation) -> tuple[EdgeType, EdgeSubtype]:
+    kind = transformation.type.strip().upper()
+    # An unknown type counts as DIRECT: over-stating a disclosure is the safe error here.
+    edge_type = EdgeType.INDIRECT if kind == EdgeType.INDIRECT else EdgeType.DIRECT
+    subtype_text = (transformation.subtype or "").strip().upper()
+    try:
+        subtype = EdgeSubtype(subtype_text)
+    except ValueError:
+        subtype = EdgeSubtype.UNKNOWN
+    return edge_type, subtype
+
+
+def _legacy_classify(lineage: _FieldLineage) -> tuple[EdgeType, EdgeSubtype]:
+    """No `transformations`: DIRECT (safe), subtype only as far as the legacy fields say."""
+    return _legacy_kind(lineage.transformationType, lineage.transformationDescription)
+
+
+def _legacy_kind(kind: str | None, description: str | None) -> tuple[EdgeType, EdgeSubtype]:
+    legacy = (kind or "").strip().upper()
+    if legacy == "IDENTITY":
+        return EdgeType.DIRECT, EdgeSubtype.IDENTITY
+    if legacy or (description or "").strip():
+        return EdgeType.DIRECT, EdgeSubtype.TRANSFORMATION  # MASKED and free text included
+    return EdgeType.DIRECT, EdgeSubtype.UNKNOWN
+
+
+def _output_columns(facets: Mapping[str, Any], column_facet: _ColumnLineageFacet) -> list[str]:
+    columns = list(column_facet.fields)
+    try:
+        schema = _SchemaFacet.model_validate(facets.get("schema") or {})
+    except ValidationError:
+        schema = _SchemaFacet()
+    columns += [f.name for f in schema.fields if f.name not in column_facet.fields]
+    return columns
+
+
+Link = tuple[FieldRef, FieldRef, EdgeType, EdgeSubtype]
+
+
+def _column_links(
+    output: DatasetRef, facets: Mapping[str, Any], facet: _ColumnLineageFacet
+) -> list[Link]:
+    """(source, target, type, subtype) for every transformation the facet lists."""
+    links: list[Link] = []
+    for column, lineage in facet.fields.items():
+        target = FieldRef(output, column)
+        for source in lineage.inputFields:
+            kinds = [_classify(t) for t in source.transformations or []]
+            links += [(source.ref, target, *kind) for kind in kinds or [_legacy_classify(lineage)]]
+
+    # Dataset-wide lineage (filter, join, group by...) reaches every column of the output.
+    targets = [FieldRef(output, c) for c in _output_columns(facets, facet)]
+    for source in facet.dataset:
+        # The `dataset` array exists for whole-dataset influence: INDIRECT unless it says so.
+        kinds = [_classify(t) for t in source.transformations or []]
+        for target in targets or [FieldRef(output, None)]:
+            links += [
+                (source.ref, target, *kind)
+                for kind in kinds or [(EdgeType.INDIRECT, EdgeSubtype.UNKNOWN)]
+            ]
+    return links
+
+
+_SUBTYPE_NAMES = {subtype.value: subtype for subtype in EdgeSubtype}
+
+
+def _fields_links(output: DatasetRef, raw: Any) -> list[Link] | None:
+    """`_column_links` for the common shape (only `fields`, well formed) read as plain JSON;
+    None for anything else, which the validated models then read (and describe if broken).
+
+    Column facets carry most of an event's bytes: validating each input field as a model
+    cost more than everything else ingest does.
+    """
+    if not isinstance(raw, dict) or raw.get("dataset"):
+        return None
+    fields = raw.get("fields")
+    if fields is None:
+        return []
+    if not isinstance(fields, dict):
+        return None
+    refs: dict[tuple[str, str], DatasetRef] = {}
+    links: list[Link] = []
+    for column, lineage in fields.items():
+        if not isinstance(lineage, dict):
+            return None
+        inputs = lineage.get("inputFields")
+        if not isinstance(inputs, list):
+            return None
+        target = FieldRef(output, column)
+        for source in inputs:
+            if not isinstance(source, dict):
+                return None
+            namespace, name, column_name = (
+                source.get("namespace"),
+                source.get("name"),
+                source.get("field"),
+            )
+            if not (
+                isinstance(namespace, str)
+                and isinstance(name, str)
+                and isinstance(column_name, str)
+            ):
+                return None
+            ref = refs.get((namespace, name))
+            if ref is None:
+                ref = refs[(namespace, name)] = DatasetRef(namespace, name.lower())
+            field_ref = FieldRef(ref, column_name)
+            transformations = source.get("transformations")
+            if not transformations:
+                if transformations is not None and not isinstance(transformations, list):
+                    return None
+                legacy = lineage.get("transformationType"), lineage.get("transformationDescription")
+                if any(v is not None and not isinstance(v, str) for v in legacy):
+                    return None
+                links.append((field_ref, target, *_legacy_kind(*legacy)))
+                continue
+            if not isinstance(transformations, list):
+                return None
+            for transformation in transformations:
+                if not isinstance(transformation, dict):
+                    return None
+                kind, subtype = transformation.get("type"), transformation.get("subtype")
+                if not isinstance(kind, str) or not (subtype is None or isinstance(subtype, str)):
+                    return None
+                edge_type = (
+                    EdgeType.INDIRECT
+                    if kind.strip().upper() == EdgeType.INDIRECT
+                    else EdgeType.DIRECT
+                )
+                found = _SUBTYPE_NAMES.get((subtype or "").strip().upper(), EdgeSubtype.UNKNOWN)
+                links.append((field_ref, target, edge_type, found))
+    return links
+
+
+def output_links(
+    producer: str, output: DatasetRef, facets: Mapping[str, Any], inputs: Sequence[DatasetRef]
+) -> tuple[tuple[Link, ...], Gap | None]:
+    """Links into one output of a completed run; table-level links and a gap without columns."""
+    gap: Gap | None = None
+    problem = "carries no columnLineage facet"
+    facet: _ColumnLineageFacet | None = None
+    fast: list[Link] | None = None
+    if facets.get("columnLineage") is not None:
+        fast = _fields_links(output, facets["columnLineage"])
+        if fast is None:
+            try:
+                facet = _ColumnLineageFacet.model_validate(facets["columnLineage"])
+            except ValidationError as exc:
+                problem = f"has an unreadable columnLineage facet ({describe_invalid(exc)})"
+
+    if fast is not None:
+        links = fast
+    elif facet is not None:
+        links = _column_links(output, facets, facet)
+    else:
+        table = FieldRef(output, None)
+        links = [(FieldRef(s, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN) for s in inputs]
+        gap = Gap(
+            kind=GapKind.TABLE_ONLY_LINEAGE,
+            detail=f"job {producer} wrote {output.qualified} but {problem}; "
+            "only table-level lineage is known",
+            dataset=output,
+        )
+    return tuple(dict.fromkeys(links)), gap
+
+
+def link_key(link: Link) -> tuple[str, str, str, str, str, str, str, str]:
+    """A total order on links (a table-level end has no column: it sorts first)."""
+    source, target, kind, subtype = link
+    return (
+        source.dataset.namespace, source.dataset.name, source.column or "",
+        target.dataset.namespace, target.dataset.name, target.column or "",
+        kind.value, subtype.value,
+    )  # fmt: skip

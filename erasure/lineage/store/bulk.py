@@ -1,0 +1,105 @@
+"""Bulk statements on the lineage tables: binary COPY and JSON-bound upserts on Postgres,
+key joins through json_each on SQLite, IN lists in chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from erasure.lineage.openlineage import event_json
+from erasure.store.dialect import conflict_insert
+
+IN_CHUNK = 500  # values per IN (...) list
+
+
+def copy_cursor(conn: Connection) -> Any:
+    driver = conn.connection.driver_connection
+    cursor = driver.cursor() if driver is not None else None
+    return cursor if cursor is not None and hasattr(cursor, "copy") else None
+
+
+def copy_rows(
+    conn: Connection,
+    table: str,
+    names: Sequence[str],
+    types: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+) -> None:
+    """psycopg 3's binary COPY FROM STDIN: values go as they are, nothing to escape; an order
+    of magnitude above row-by-row INSERTs, and five times text COPY for event-sized rows."""
+    cursor = copy_cursor(conn)
+    with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(list(types))
+        for row in rows:
+            copy.write_row(row)
+
+
+def joined_to_keys(
+    query: sa.Select[Any], table: sa.Table, columns: Sequence[str], keys: Iterable[Sequence[Any]]
+) -> sa.Select[Any]:
+    """SQLite: `query` over `table` joined to the keys bound as one JSON array (json_each),
+    one primary-key probe each; IN lists per column made it probe every combination."""
+    key = sa.func.json_each(sa.bindparam("keys", json_rows(columns, keys))).table_valued("value")
+    match = [table.c[c] == sa.func.json_extract(key.c.value, f"$.{c}") for c in columns]
+    return query.select_from(key).join(table, sa.and_(*match))
+
+
+def pg_upsert(
+    conn: Connection,
+    table: str,
+    fields: Sequence[str],
+    types: Sequence[str],
+    key: Sequence[str],
+    rows: list[dict[str, Any]],
+) -> None:
+    """INSERT ... SELECT FROM json_to_recordset ON CONFLICT DO UPDATE: one statement per
+    batch, its rows one JSON parameter (encoded in C, where arrays were built value by value
+    in Python and took longer than the statement)."""
+    columns = ", ".join(fields)
+    shape = ", ".join(f"{f} {t}" for f, t in zip(fields, types, strict=True))
+    updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in fields if f not in key)
+    conn.exec_driver_sql(
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "
+        f"FROM json_to_recordset(%(rows)s::json) AS r({shape}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}",
+        {"rows": json_rows(fields, ([r.get(f) for f in fields] for r in rows))},
+    )
+
+
+def upsert_rows(
+    conn: Connection,
+    table: sa.Table,
+    fields: Sequence[str],
+    types: Sequence[str],
+    key: Sequence[str],
+    rows: list[dict[str, Any]],
+) -> None:
+    """Insert or update `rows` (each a value per field) by `key`, in one statement: bound as
+    JSON on Postgres (`pg_upsert`), ON CONFLICT DO UPDATE elsewhere."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        pg_upsert(conn, table.name, fields, types, key, rows)
+        return
+    insert = conflict_insert(table, conn.dialect.name)
+    conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=list(key),
+            set_={c: insert.excluded[c] for c in rows[0] if c not in key},
+        ),
+        rows,
+    )
+
+
+def json_rows(fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Rows as a JSON array of objects: one bound parameter for json_to_recordset."""
+    return event_json.sql_parameter([dict(zip(fields, r, strict=True)) for r in rows])
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
