@@ -664,7 +664,8 @@ PAGES = (
 )
 
 
-@pytest.mark.parametrize("page", PAGES)
+# Named without the run's random part: every pytest-xdist worker must collect the same ids.
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.replace(RUN, "RUN"))
 def test_a_page_asked_for_before_login_is_where_login_returns(client: Any, page: str) -> None:
     asked = client.get(page, headers=BROWSER, follow_redirects=False)
     assert login_next(asked) == page
