@@ -19,6 +19,7 @@ from enum import StrEnum
 from pydantic import BaseModel
 
 from erasure.deadlines import DUE_SOON_DAYS, Deadline, deadline_of
+from erasure.model import DagRun
 from erasure.reconcile import ENDED, awaits_its_run
 from erasure.registry.interventions import Intervention
 from erasure.registry.requests import RegisteredRequest, RequestStatus
@@ -62,13 +63,10 @@ class FailedTask(BaseModel):
     ended_at: datetime | None = None
 
 
-class RunFacts(BaseModel):
+class RunFacts(DagRun):
     """What the orchestrator knows of one request's run."""
 
-    run_id: str
     request_ref: str
-    state: str  # queued, running, success, failed
-    queued_at: datetime | None = None
     prompts: list[PendingPrompt] = []
     failed: list[FailedTask] = []
 

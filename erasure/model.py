@@ -258,6 +258,22 @@ class PlanItem(BaseModel):
         return data
 
 
+class DagRun(BaseModel):
+    """One Airflow DAG run as the orchestrator reports it (the adapter reads it from Airflow):
+    the one run model of the domain; rebuild outcomes and the desk's run facts extend it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    state: str  # Airflow's DagRunState value: queued, running, success, failed
+    queued_at: datetime | None = None
+    started_at: datetime | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "success"
+
+
 class Evidence(BaseModel):
     """What one action did, as the action log and the completion record keep it.
 

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from erasure.actions.coalesce import RunStatus, run_for
+from erasure.actions.coalesce import run_for
 from erasure.actions.rebuild import AwaitingRun, RunOutcome, TriggerDag
 from erasure.config import Settings, env_name
 from erasure.errors import ConfigError, RebuildFailed
+from erasure.model import DagRun
 
 if TYPE_CHECKING:
     from erasure.services import Services
@@ -112,7 +113,7 @@ class RestRuns:
         log.info("triggered %s run %s; waiting for it in the triggerer", dag_id, run_id)
         return True
 
-    def status(self, dag_id: str, run_id: str) -> RunStatus | None:
+    def status(self, dag_id: str, run_id: str) -> DagRun | None:
         found = self._client.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
         if found.status_code == 404:
             return None
@@ -120,7 +121,8 @@ class RestRuns:
             raise RebuildFailed(f"reading {dag_id} run {run_id} failed (HTTP {found.status_code})")
         body = found.json()
         started = body.get("start_date")
-        return RunStatus(
+        return DagRun(
+            run_id=run_id,
             state=str(body["state"]),
             started_at=datetime.fromisoformat(started) if started else None,
         )

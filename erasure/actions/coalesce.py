@@ -14,11 +14,11 @@ ready meanwhile joins it: N requests sharing an artefact need about two runs, no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from erasure.errors import RebuildFailed
+from erasure.model import DagRun
 from erasure.registry.rematerialisations import RematerialisationRun, RunBook
 
 # How far the scheduler's clock (a run's start) may be ahead of the workers' (when an erasure
@@ -28,25 +28,17 @@ CANDIDATES = 3  # the newest runs looked at before a new one is claimed
 CLAIMS = 5  # new run numbers tried when each was found taken (an older Airflow run of that id)
 
 
-@dataclass(frozen=True)
-class RunStatus:
-    """A DAG run as Airflow reports it."""
-
-    state: str  # Airflow's DagRunState value: queued, running, success, failed
-    started_at: datetime | None
-
-
 class AirflowRuns(Protocol):
     """The Airflow side of rematerialisation runs (the adapter supplies it)."""
 
     def start(self, dag_id: str, run_id: str) -> bool:
         """Trigger the run; False if a run of that id exists already."""
 
-    def status(self, dag_id: str, run_id: str) -> RunStatus | None:
+    def status(self, dag_id: str, run_id: str) -> DagRun | None:
         """The run's state, None if Airflow has no such run."""
 
 
-def serves(status: RunStatus | None, ready_at: datetime) -> bool:
+def serves(status: DagRun | None, ready_at: datetime) -> bool:
     """Whether a run in `status` rebuilds from sources cleaned by `ready_at`."""
     if status is None:
         return False

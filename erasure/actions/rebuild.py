@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 import sqlglot
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from sqlglot import exp
 
 from erasure.actions.transaction import transaction
@@ -31,28 +31,20 @@ from erasure.catalog import (
     ViewRebuild,
 )
 from erasure.errors import CatalogError, RebuildFailed, describe_failure
-from erasure.model import DatasetRef, Evidence, Plan, PlanItem
+from erasure.model import DagRun, DatasetRef, Evidence, Plan, PlanItem
 from erasure.planner import feedback_cycles, rebuild_order
 from erasure.progress import Suspended
 from erasure.warehouse import Warehouse, count_rows, split_name
 
 
-class RunOutcome(BaseModel):
-    """How a triggered DAG run ended, as the Airflow adapter reports it after waiting."""
+class RunOutcome(DagRun):
+    """How a triggered DAG run ended, as the Airflow adapter reports it after waiting (only
+    "success" counts)."""
 
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    state: str  # Airflow's DagRunState value: only "success" counts
-    started_at: datetime | None = None
     triggered_for: str | None = None  # the request whose rebuild triggered the run
     # The rebuild task executed the run itself (dag.test: the embedded demo), so its end is
     # this system's own observation, not a state someone could set in Airflow.
     in_process: bool = False
-
-    @property
-    def succeeded(self) -> bool:
-        return self.state == "success"
 
 
 class TriggerDag(Protocol):

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from erasure.actions.coalesce import CLAIMS, CLOCK_SKEW, RunStatus, run_for, serves
+from erasure.actions.coalesce import CLAIMS, CLOCK_SKEW, run_for, serves
 from erasure.errors import RebuildFailed
+from erasure.model import DagRun
 from erasure.registry.rematerialisations import RunBook
 from erasure.store import open_store
 
@@ -21,21 +22,25 @@ READY = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DAG = "build_marts"
 
 
+def dag_run(state: str, started_at: datetime | None) -> DagRun:
+    return DagRun(run_id="erasure-rebuild-build_marts-1", state=state, started_at=started_at)
+
+
 class Airflow:
     """DAG runs by id, as Airflow would report them; `started` lists the runs triggered."""
 
     def __init__(self) -> None:
-        self.runs: dict[str, RunStatus] = {}
+        self.runs: dict[str, DagRun] = {}
         self.started: list[str] = []
 
     def start(self, dag_id: str, run_id: str) -> bool:
         if run_id in self.runs:
             return False
-        self.runs[run_id] = RunStatus("queued", None)
+        self.runs[run_id] = dag_run("queued", None)
         self.started.append(run_id)
         return True
 
-    def status(self, dag_id: str, run_id: str) -> RunStatus | None:
+    def status(self, dag_id: str, run_id: str) -> DagRun | None:
         return self.runs.get(run_id)
 
 
@@ -72,7 +77,7 @@ def test_a_run_that_started_before_the_request_was_ready_cannot_serve_it(
 ) -> None:
     airflow = Airflow()
     first = run_for(book, airflow, DAG, "REQ-1", READY)
-    airflow.runs[first.run_id] = RunStatus(state, READY + timedelta(seconds=10))
+    airflow.runs[first.run_id] = dag_run(state, READY + timedelta(seconds=10))
     second = run_for(book, airflow, DAG, "REQ-2", READY + timedelta(seconds=11))
     assert (second.generation, second.triggered_for) == (2, "REQ-2")
     assert airflow.started == [first.run_id, second.run_id]
@@ -84,23 +89,23 @@ def test_a_run_that_started_after_the_request_was_ready_serves_it_running_or_don
     airflow = Airflow()
     first = run_for(book, airflow, DAG, "REQ-1", READY)
     for state in ("running", "success"):
-        airflow.runs[first.run_id] = RunStatus(state, READY + CLOCK_SKEW)
+        airflow.runs[first.run_id] = dag_run(state, READY + CLOCK_SKEW)
         assert run_for(book, airflow, DAG, "REQ-2", READY).run_id == first.run_id
     assert airflow.started == [first.run_id]
 
 
 def test_a_start_within_the_clock_skew_of_ready_does_not_count_as_after() -> None:
-    near = RunStatus("running", READY + CLOCK_SKEW - timedelta(milliseconds=1))
+    near = dag_run("running", READY + CLOCK_SKEW - timedelta(milliseconds=1))
     assert not serves(near, READY)
-    assert serves(RunStatus("queued", None), READY)
-    assert not serves(RunStatus("failed", READY + timedelta(hours=1)), READY)
+    assert serves(dag_run("queued", None), READY)
+    assert not serves(dag_run("failed", READY + timedelta(hours=1)), READY)
     assert not serves(None, READY)
 
 
 def test_a_failed_run_is_never_joined(book: RunBook) -> None:
     airflow = Airflow()
     first = run_for(book, airflow, DAG, "REQ-1", READY)
-    airflow.runs[first.run_id] = RunStatus("failed", READY + timedelta(minutes=1))
+    airflow.runs[first.run_id] = dag_run("failed", READY + timedelta(minutes=1))
     assert run_for(book, airflow, DAG, "REQ-1", READY).generation == 2
 
 
@@ -120,11 +125,11 @@ def test_a_claim_airflow_already_holds_is_joined_if_it_serves_else_the_next_is_c
     """Airflow may hold a claimed id: a rebuild that claimed it at the same moment triggered it
     (queued: joined), or an older deployment's run of that id (long done: skipped)."""
     airflow = Airflow()
-    airflow.runs["erasure-rebuild-build_marts-1"] = RunStatus("queued", None)
+    airflow.runs["erasure-rebuild-build_marts-1"] = dag_run("queued", None)
     assert run_for(book, airflow, DAG, "REQ-1", READY).generation == 1
     assert airflow.started == []
 
-    old = RunStatus("success", READY - timedelta(days=30))
+    old = dag_run("success", READY - timedelta(days=30))
     airflow.runs["erasure-rebuild-build_marts-1"] = old
     airflow.runs["erasure-rebuild-build_marts-2"] = old
     run = run_for(book, airflow, DAG, "REQ-2", READY)
@@ -134,7 +139,7 @@ def test_a_claim_airflow_already_holds_is_joined_if_it_serves_else_the_next_is_c
 def test_it_stops_naming_the_cause_when_every_new_id_is_an_old_run(book: RunBook) -> None:
     airflow = Airflow()
     for generation in range(1, CLAIMS + 1):
-        airflow.runs[f"erasure-rebuild-build_marts-{generation}"] = RunStatus(
+        airflow.runs[f"erasure-rebuild-build_marts-{generation}"] = dag_run(
             "success", READY - timedelta(days=1)
         )
     with pytest.raises(RebuildFailed, match="same deployment"):
