@@ -18,7 +18,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -56,6 +55,7 @@ class DpoRuling(BaseModel):
 
     # erasure.rulings.Ruling's names are accepted too (dataset_name, author_name, scheduled_by).
     dataset: str = Field(validation_alias=AliasChoices("dataset", "dataset_name"))
+    namespace: str | None = None  # where the ruling names its dataset by identity
     author: str = Field(validation_alias=AliasChoices("author", "author_name"))
     decided_at: datetime
     option: str  # rebuild_by_date | delete_artefact | retain_exemption | non_personal
@@ -67,11 +67,23 @@ class DpoRuling(BaseModel):
     standing_until: date | None = None
     cites: str | None = None  # the request whose standing ruling this one applies
 
-    @field_validator("dataset", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _dataset_name(cls, value: Any) -> Any:
+    def _dataset_identity(cls, data: Any) -> Any:
         # A ruling names its dataset by identity ({namespace, name}); older ones by name.
-        return value.get("name") if isinstance(value, dict) else value
+        dataset = data.get("dataset") if isinstance(data, dict) else None
+        if isinstance(dataset, dict):
+            return {**data, "dataset": dataset.get("name"), "namespace": dataset.get("namespace")}
+        return data
+
+    def rules_on(self, artefact: ArtefactOutcome) -> bool:
+        """Whether this is a ruling on `artefact`: the same name, and the same namespace where
+        both say one (two same-named tables in two namespaces are two artefacts)."""
+        return self.dataset == artefact.dataset and (
+            self.namespace is None
+            or artefact.namespace is None
+            or self.namespace == artefact.namespace
+        )
 
 
 class LineageEvidence(BaseModel):
@@ -126,9 +138,8 @@ class CompletionEvidence(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> CompletionEvidence:
-        ruled = {r.dataset for r in self.rulings}
         for item in self.artefacts:
-            if item.action is Action.ESCALATE and item.dataset not in ruled:
+            if item.action is Action.ESCALATE and not any(r.rules_on(item) for r in self.rulings):
                 raise ValueError(
                     f"artefact {item.dataset!r} was escalated and has no DPO ruling: the "
                     "request is not complete; record 'escalated' and wait for the ruling"

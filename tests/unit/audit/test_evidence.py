@@ -67,3 +67,27 @@ def test_a_ruling_from_the_rulings_book_is_read_as_is() -> None:
     evidence = parse_completion(body)
     assert evidence.rulings[0].dataset == "ml.churn_features"
     assert evidence.computed_effective_date() == REBUILD_BY
+
+
+def test_a_ruling_on_a_same_named_table_of_another_namespace_rules_on_nothing_here() -> None:
+    from erasure.model import DatasetRef
+    from erasure.rulings import Ruling, RulingOption
+
+    body = completion_body()
+    escalated = next(a for a in body["artefacts"] if a["action"] == "escalate")
+    ruled = next(r for r in body["rulings"] if r["dataset"] == escalated["dataset"])
+    elsewhere = Ruling(
+        dataset=DatasetRef("another-warehouse", escalated["dataset"]),
+        option=RulingOption.RETAIN_EXEMPTION,
+        exemption="b",
+        author_id="dpo-1",
+        author_name="M. Okafor (DPO)",
+        justification="Kept for a legal obligation.",
+        decided_at=datetime(2026, 11, 20, 11, 2, tzinfo=UTC),
+    ).model_dump(mode="json")
+    escalated["namespace"] = "warehouse"
+    body["rulings"] = [r for r in body["rulings"] if r is not ruled] + [elsewhere]
+    with pytest.raises(EvidenceError, match="was escalated and has no DPO ruling"):
+        parse_completion(body)
+    elsewhere["dataset"]["namespace"] = "warehouse"  # the same artefact: ruled
+    parse_completion(body)
