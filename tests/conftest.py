@@ -48,14 +48,15 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)  # the home's own SQLite file
 
 
-# Workers (`make test`: pytest-xdist, `-n 2`). Each worker has its own AIRFLOW_HOME, OpenBao
-# and Postgres database; tests that share something else stay in one worker, in collection
-# order: the end-to-end tests share one `airflow standalone` stack, and the fault matrix and
-# the hostile estates each publish a section of docs/reliability.md. Every other test is its
-# own unit of work. The groups go to xdist's scheduler through its `pytest_xdist_make_scheduler`
-# hook because `xdist_group` marks are silently ignored with pytest >= 9.2 and xdist <= 3.8
-# (pytest-dev/pytest-xdist#1386: the group is written into `item._nodeid`, which pytest no
-# longer reads); tests/unit/test_workers.py fails once marks work again.
+# Workers (`make test` runs all but tests/e2e on two, with pytest-xdist). Each worker has its
+# own AIRFLOW_HOME, OpenBao and Postgres database; tests that share something else stay in one
+# worker, in collection order: the fault matrix and the hostile estates each publish a section
+# of docs/reliability.md (and the end-to-end tests, run on workers, share one stack). Every
+# other test is its own unit of work. The groups go to xdist's scheduler through its
+# `pytest_xdist_make_scheduler` hook because `xdist_group` marks are silently ignored with
+# pytest >= 9.2 and xdist <= 3.8 (pytest-dev/pytest-xdist#1386: the group is written into
+# `item._nodeid`, which pytest no longer reads); tests/unit/test_workers.py fails once marks
+# work again.
 WORKER_GROUPS = {
     "tests/e2e/": "e2e-stack",
     "tests/integration/test_faults.py": "reliability-doc",
