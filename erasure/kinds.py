@@ -126,6 +126,13 @@ class KindRegistry(Generic[ConfigT, ContextT, ProductT]):
         self._discover()
         return sorted(self._kinds)
 
+    def import_factories(self) -> None:
+        """Import every kind's factory now (a process that forks workers loads them once)."""
+        self._discover()
+        for _, factory in list(self._kinds.values()):
+            if isinstance(factory, str):
+                self._import(factory)
+
     def config_class(self, name: object) -> type[ConfigT]:
         """The config model of kind `name`; KindError naming the known kinds if unknown."""
         self._discover()

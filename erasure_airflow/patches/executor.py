@@ -96,9 +96,12 @@ class ResumeSafeLocalExecutor(LocalExecutor):
 def preload_erasure() -> None:
     """Import what every erasure task imports, kinds and plug-ins included (no connection is
     opened: the forked tasks share modules, never sockets)."""
-    import erasure.workflow  # noqa: F401  (the steps, the actions, the store, the lineage)
+    import erasure.lineage
+    import erasure.workflow  # the steps, the actions, the store
     from erasure.catalog import CONNECTIONS, REBUILD_TARGETS
     from erasure.config import KEYSTORES
 
+    for name in erasure.lineage.__all__:  # the door loads its modules on first use
+        getattr(erasure.lineage, name)
     for registry in (CONNECTIONS, REBUILD_TARGETS, KEYSTORES):
-        registry.names()  # imports the built-in kinds and the installed plug-ins' entry points
+        registry.import_factories()  # the built-in kinds' and the installed plug-ins' factories

@@ -530,3 +530,12 @@ def test_a_package_adds_a_rebuild_kind_to_the_catalog_by_entry_point(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "notebook notebook people.ipynb"
+
+
+def test_import_factories_loads_every_dotted_factory_at_once() -> None:
+    registry: KindRegistry[Greeting, str, str] = KindRegistry(
+        Greeting, family="greeting", group="g"
+    )
+    registry.register(Hello, f"{__name__}:shout")
+    registry.import_factories()
+    assert registry._imported == {f"{__name__}:shout": shout}
