@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[airflow,dev]'
+	# setuptools leaves a copy of the metadata in the checkout; from here (on sys.path under
+	# `python -m`) Airflow would read the plugin's entry point twice ("already registered").
+	rm -rf erasure.egg-info
 	touch $(STAMP)
 
 demo: $(STAMP)
