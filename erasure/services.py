@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import hvac
 import sqlalchemy as sa
 
+from erasure.audit.anchor import VaultAnchorBoard
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import DEFAULT_KEY_NAME, RecordSigner, TransitSigner
 from erasure.catalog import Catalog, load_catalog
@@ -46,6 +47,11 @@ if TYPE_CHECKING:
 def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
     """The Vault transit signer of the completion records (its public keys verify them)."""
     return TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
+
+
+def anchor_board(vault: hvac.Client, settings: Settings) -> VaultAnchorBoard:
+    """Where the chain head is published after each append, outside the store."""
+    return VaultAnchorBoard(vault, settings.vault_kv_mount)
 
 
 def submission_box(store: Store, vault: hvac.Client, settings: Settings) -> SubmissionBox:
@@ -149,7 +155,9 @@ class Services:
             registrar=Registrar(store, requests_book, secrets),
             rulings=RulingBook(store),
             suppression=SuppressionList(store),
-            ledger=RecordLedger(store, record_signer(vault, settings)),
+            ledger=RecordLedger(
+                store, record_signer(vault, settings), anchor_board(vault, settings)
+            ),
             submissions=submission_box(store, vault, settings),
             rematerialisations=RunBook(store),
             interventions=InterventionBook(store),
@@ -227,8 +235,12 @@ class LazyServices:
             return self._catalog
 
     def ledger(self, *, signed: bool = False) -> RecordLedger:
-        """The completion records; `signed` adds the signer (verify, export)."""
-        return RecordLedger(self.store(), self.signer() if signed else None)
+        """The completion records; `signed` adds the signer and the published heads (verify,
+        export)."""
+        if not signed:
+            return RecordLedger(self.store())
+        board = anchor_board(self.vault(), self.settings())
+        return RecordLedger(self.store(), self.signer(), board)
 
     def requests(self) -> RequestBook:
         """The registered requests, read only: no key access behind them."""

@@ -697,6 +697,7 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
     if existing:  # a retry after the record was written: finish what that attempt began
         if record.secrets_destroyed_at is None:
             svc.secrets.destroy(ref)
+        svc.ledger.anchor_head()  # the attempt may have failed publishing the head
         if existing[0].status is not None:
             if record.status is RequestStatus.FAILED:
                 enter(svc.requests, ref, Step.COMPLETE)
@@ -757,6 +758,7 @@ def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None
         ]
         return marked[-1].describe() if marked else None
 
+    svc.ledger.anchor_head()  # a head whose publishing failed is published by now at last
     found = find_limbo(svc.requests, run_state, now=now, forced=forced)
     for limbo in found:
         fail(svc, limbo.request_ref, limbo.reason, limbo.run_id)

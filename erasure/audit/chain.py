@@ -7,7 +7,8 @@ the first problem it reports is the first bad record.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -22,6 +23,18 @@ MAX_PROBLEMS = 100  # a report lists at most this many; the first one is what ma
 KeyLookup = Callable[[int], Ed25519PublicKey | None]  # key version -> public key, if known
 
 
+@dataclass(frozen=True)
+class Anchor:
+    """A (seq, record_hash) the chain must still hold: noted by an auditor, or published
+    outside the store after an append (`erasure.audit.anchor`), then with its signature."""
+
+    seq: int
+    record_hash: str
+    source: str  # how a problem names it, e.g. "the --anchor you gave"
+    signature: str | None = None
+    signing_key_version: int | None = None
+
+
 class ChainProblem(BaseModel):
     """What is wrong with one place in the chain."""
 
@@ -32,6 +45,8 @@ class ChainProblem(BaseModel):
     detail: str
 
     def describe(self) -> str:
+        if self.seq == 0:  # not one record's: the published anchors themselves
+            return f"the published anchors: {self.detail}"
         where = f"seq {self.seq}" + (f" (request {self.request_ref})" if self.request_ref else "")
         return f"{where}: {self.detail}"
 
@@ -48,6 +63,10 @@ class ChainReport(BaseModel):
     problems: list[ChainProblem]
     problems_truncated: bool = False
     verified_at: datetime
+    # The heads published outside the store (erasure.audit.anchor), when they were compared.
+    anchor_location: str | None = None
+    anchor_versions: int = 0
+    anchored_seq: int | None = None
 
     def summary(self) -> str:
         """One line for people: OK with the head, or BROKEN naming the first bad record."""
@@ -55,20 +74,35 @@ class ChainReport(BaseModel):
             versions = ", ".join(map(str, self.key_versions)) or "-"
             return (
                 f"chain OK: {self.records} record(s), head seq {self.head_seq} "
-                f"sha256:{self.head_hash}, signed with key version(s) {versions}"
+                f"sha256:{self.head_hash}, signed with key version(s) {versions}; "
+                f"{self.anchoring()}"
             )
         more = len(self.problems) - 1
         tail = f" (+{more} more problem(s))" if more else ""
         return f"chain BROKEN at {self.first_problem.describe()}{tail}"
 
+    def anchoring(self) -> str:
+        """What the chain was compared with outside the store, for people."""
+        if self.anchor_location is None:
+            return "NOT compared with the heads published outside the store (no Vault access)"
+        if self.anchored_seq is None:
+            return f"no head published at {self.anchor_location} yet (empty chain)"
+        behind = self.head_seq - self.anchored_seq
+        lag = f"; seq {self.anchored_seq + 1}..{self.head_seq} not yet anchored" if behind else ""
+        return (
+            f"matches the {self.anchor_versions} head(s) published at {self.anchor_location} "
+            f"(newest seq {self.anchored_seq}){lag}"
+        )
+
 
 class ChainWalk:
     """The state of one verification pass, fed one stored row at a time."""
 
-    def __init__(self, key_for: KeyLookup, anchor: tuple[int, str] | None) -> None:
+    def __init__(self, key_for: KeyLookup, anchors: Sequence[Anchor] = ()) -> None:
         self._key_for = key_for
-        self._anchor = anchor
-        self._anchor_seen: str | None = None
+        self._anchors = anchors
+        self._anchored = {a.seq for a in anchors}
+        self._anchor_seen: dict[int, str] = {}
         self._expected = 1
         self._prev_hash = GENESIS_HASH
         self._last_seq = 0
@@ -77,7 +111,7 @@ class ChainWalk:
         self.problems: list[ChainProblem] = []
         self._truncated = False
 
-    def _flag(self, seq: int, ref: str | None, problem: str, detail: str) -> None:
+    def flag(self, seq: int, ref: str | None, problem: str, detail: str) -> None:
         if len(self.problems) >= MAX_PROBLEMS:
             self._truncated = True
             return
@@ -93,7 +127,7 @@ class ChainWalk:
                 if seq == self._expected + 1
                 else f"seq {self._expected}..{seq - 1}"
             )
-            self._flag(
+            self.flag(
                 self._expected,
                 None,
                 "missing",
@@ -103,24 +137,24 @@ class ChainWalk:
         stored = str(row["record_hash"])
         computed = row_hash(row)
         if computed is None:
-            self._flag(seq, ref, "hash_mismatch", "its body is not valid JSON (edited)")
+            self.flag(seq, ref, "hash_mismatch", "its body is not valid JSON (edited)")
         elif computed != stored:
-            self._flag(
+            self.flag(
                 seq,
                 ref,
                 "hash_mismatch",
                 "its content does not match its record_hash (edited after it was written)",
             )
         if str(row["prev_hash"]) != self._prev_hash:
-            self._flag(
+            self.flag(
                 seq,
                 ref,
                 "broken_link",
                 f"prev_hash does not match the record_hash of seq {self._last_seq}",
             )
         self._check_signature(seq, ref, row, stored)
-        if self._anchor is not None and seq == self._anchor[0]:
-            self._anchor_seen = stored
+        if seq in self._anchored:
+            self._anchor_seen[seq] = stored
         self._prev_hash = stored
         self._last_seq = seq
         self._expected = seq + 1
@@ -131,34 +165,32 @@ class ChainWalk:
         self._used.add(version)
         try:
             if signature_version(signature) != version:
-                self._flag(
+                self.flag(
                     seq, ref, "bad_signature", "the signature's key version is not the recorded one"
                 )
                 return
         except SignatureFormatError:
-            self._flag(seq, ref, "bad_signature", "the signature is not a Vault signature")
+            self.flag(seq, ref, "bad_signature", "the signature is not a Vault signature")
             return
         key = self._key_for(version)
         if key is None:
-            self._flag(
+            self.flag(
                 seq,
                 ref,
                 "unknown_key",
                 f"no public key for signing key version {version} (key trimmed or replaced?)",
             )
         elif not verify_with_public_key(key, stored.encode("ascii"), signature):
-            self._flag(
-                seq, ref, "bad_signature", "the signature does not verify (forged or edited)"
-            )
+            self.flag(seq, ref, "bad_signature", "the signature does not verify (forged or edited)")
 
     def finish(self, head: tuple[int, str] | None) -> None:
         """Check the chain head (seq, record_hash) and the anchor after the last row."""
         if head is None:
-            self._flag(self._last_seq + 1, None, "head", "the chain head row is missing")
+            self.flag(self._last_seq + 1, None, "head", "the chain head row is missing")
         else:
             seq, record_hash = head
             if seq > self._last_seq:
-                self._flag(
+                self.flag(
                     self._last_seq + 1,
                     None,
                     "missing",
@@ -166,7 +198,7 @@ class ChainWalk:
                     f"chain: the head says seq {seq} (deleted)",
                 )
             elif seq < self._last_seq:
-                self._flag(
+                self.flag(
                     seq + 1,
                     None,
                     "head",
@@ -174,13 +206,39 @@ class ChainWalk:
                     f"(the head says seq {seq})",
                 )
             elif record_hash != self._prev_hash:
-                self._flag(seq, None, "head", "the chain head's hash differs from the last record")
-        if self._anchor is not None:
-            anchor_seq, anchor_hash = self._anchor
-            if self._anchor_seen is None:
-                self._flag(anchor_seq, None, "anchor", "the anchored record is no longer there")
-            elif self._anchor_seen != anchor_hash:
-                self._flag(anchor_seq, None, "anchor", "the record differs from the anchor")
+                self.flag(seq, None, "head", "the chain head's hash differs from the last record")
+        for anchor in self._anchors:
+            self._check_anchor(anchor)
+
+    def _check_anchor(self, anchor: Anchor) -> None:
+        seen = self._anchor_seen.get(anchor.seq)
+        if seen is None:
+            self.flag(
+                anchor.seq,
+                None,
+                "anchor",
+                f"the record {anchor.source} holds is no longer in the store: the chain was "
+                f"cut back or wiped after it{self._genuine(anchor)}",
+            )
+        elif seen != anchor.record_hash:
+            self.flag(
+                anchor.seq,
+                None,
+                "anchor",
+                f"the record differs from {anchor.source}: it was replaced (re-signed) after "
+                f"the anchor{self._genuine(anchor)}",
+            )
+
+    def _genuine(self, anchor: Anchor) -> str:
+        """Whether the anchor's own signature verifies, said for the problem's detail."""
+        if anchor.signature is None or anchor.signing_key_version is None:
+            return ""
+        key = self._key_for(anchor.signing_key_version)
+        if key is not None and verify_with_public_key(
+            key, anchor.record_hash.encode("ascii"), anchor.signature
+        ):
+            return " (the anchor's signature verifies: it was signed as that record)"
+        return " (and the anchor's signature does not verify)"
 
     def report(self) -> ChainReport:
         problems = sorted(self.problems, key=lambda p: p.seq)

@@ -1,7 +1,8 @@
-"""`erasure audit list|show|verify|export`: the auditor's view of the completion records.
+"""`erasure audit list|show|verify|export|anchor`: the auditor's view of the completion records.
 
 The store comes from ERASURE_STORE_URL; verify and export read the public keys from Vault
-(ERASURE_VAULT_ADDR, ERASURE_VAULT_TOKEN) unless `verify --public-keys FILE` gives them.
+(ERASURE_VAULT_ADDR, ERASURE_VAULT_TOKEN) unless `verify --public-keys FILE` gives them, and
+verify compares the chain with every head published in Vault (`erasure.audit.anchor`).
 Errors are ErasureError (the `erasure` command prints them to stderr, exit 2); a broken chain
 is a result: `verify` prints it and exits 1.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +19,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from erasure.audit.anchor import VaultAnchorBoard
+from erasure.audit.chain import Anchor
 from erasure.audit.export import export_json, render_html
 from erasure.audit.records import CompletionRecord, RecordError, RecordLedger, RecordStatus
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
@@ -25,13 +29,16 @@ from erasure.errors import ErasureError
 from erasure.store.database import open_store
 
 EXIT_BROKEN = 1
+_HEX64 = r"[0-9a-fA-F]{64}"
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def add_audit_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `audit list|show|verify|export` to the `erasure` command's subparsers."""
-    audit = subparsers.add_parser("audit", help="completion records: list, show, verify, export")
+    audit = subparsers.add_parser(
+        "audit", help="completion records: list, show, verify, export, anchor"
+    )
     sub = audit.add_subparsers(metavar="WHAT")
 
     listing = sub.add_parser("list", help="list completion records in chain order")
@@ -59,7 +66,8 @@ def add_audit_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "--anchor",
         default=None,
         metavar="SEQ:HASH",
-        help="a head noted earlier: fail if that record is gone or changed",
+        action="append",
+        help="a head noted earlier (repeatable): fail if that record is gone or changed",
     )
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(handler=_verify)
@@ -70,17 +78,24 @@ def add_audit_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     export.add_argument("--output", type=Path, default=None, metavar="FILE", help="default: stdout")
     export.set_defaults(handler=_export)
 
+    anchor = sub.add_parser(
+        "anchor", help="publish the chain head in Vault if it is behind (operators, once)"
+    )
+    anchor.set_defaults(handler=_anchor_head)
+
 
 @contextmanager
 def _ledger(with_vault: bool) -> Iterator[RecordLedger]:
     settings = Settings()
-    signer = None
+    signer = anchors = None
     if with_vault:
         from erasure.keys.vault import connect
 
-        signer = TransitSigner(connect(settings), settings.vault_transit_mount, DEFAULT_KEY_NAME)
+        vault = connect(settings)
+        signer = TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
+        anchors = VaultAnchorBoard(vault, settings.vault_kv_mount)
     with open_store(settings.store_url) as store:
-        yield RecordLedger(store, signer)
+        yield RecordLedger(store, signer, anchors)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -148,9 +163,9 @@ def _body_lines(record: CompletionRecord) -> list[str]:
 
 def _verify(args: argparse.Namespace) -> int:
     keys = _read_keys(args.public_keys) if args.public_keys is not None else None
-    anchor = _anchor(args.anchor) if args.anchor else None
+    anchors = [_anchor(text) for text in args.anchor or ()]
     with _ledger(with_vault=keys is None) as ledger:
-        report = ledger.verify(public_keys=keys, anchor=anchor)
+        report = ledger.verify(public_keys=keys, anchors=anchors)
     if args.json:
         _print_json(report.model_dump(mode="json"))
     else:
@@ -180,6 +195,19 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _anchor_head(args: argparse.Namespace) -> int:
+    with _ledger(with_vault=True) as ledger:
+        published = ledger.anchor_head()
+        history = ledger.anchor_history()
+    if history is None or history.newest is None:
+        print("the chain is empty: nothing to publish")
+        return 0
+    newest = history.newest
+    verb = "published" if published else "already published"
+    print(f"{verb}: head seq {newest.seq} sha256:{newest.record_hash} at {history.location}")
+    return 0
+
+
 def _summary(record: CompletionRecord) -> dict[str, Any]:
     return record.model_dump(mode="json", exclude={"body", "signature"})
 
@@ -195,11 +223,11 @@ def _date(text: str) -> date:
         raise argparse.ArgumentTypeError("expected a date YYYY-MM-DD") from None
 
 
-def _anchor(text: str) -> tuple[int, str]:
+def _anchor(text: str) -> Anchor:
     seq, sep, record_hash = text.partition(":")
-    if not sep or not seq.isdigit() or len(record_hash) != 64:
+    if not sep or not re.fullmatch(r"[0-9]{1,18}", seq) or not re.fullmatch(_HEX64, record_hash):
         raise ErasureError("--anchor must be SEQ:HASH, e.g. 42:<64 hex record_hash>")
-    return int(seq), record_hash.lower()
+    return Anchor(int(seq), record_hash.lower(), source=f"the --anchor {seq}:… you gave")
 
 
 def _read_keys(path: Path) -> dict[int, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
 from enum import StrEnum
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import to_jsonable_python
 from sqlalchemy.engine import Connection, RowMapping
 
+from erasure.audit.anchor import AnchorBoard, AnchorHistory, anchor_of
 from erasure.audit.canonical import (
     GENESIS_HASH,
     RECORD_FORMAT,
@@ -30,7 +31,7 @@ from erasure.audit.canonical import (
     hash_document,
     sha256_hex,
 )
-from erasure.audit.chain import ChainProblem, ChainReport, ChainWalk
+from erasure.audit.chain import Anchor, ChainProblem, ChainReport, ChainWalk
 from erasure.audit.evidence import EvidenceError, effective_erasure_date, parse_completion
 from erasure.audit.signing import RecordSigner, SignatureFormatError, load_public_key
 from erasure.errors import ErasureError
@@ -144,9 +145,15 @@ def json_body(body: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
 class RecordLedger:
     """The completion records of one erasure store; appends are serialised and signed."""
 
-    def __init__(self, store: Store, signer: RecordSigner | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        signer: RecordSigner | None = None,
+        anchors: AnchorBoard | None = None,
+    ) -> None:
         self._store = store
         self._signer = signer
+        self._anchors = anchors
 
     def append(
         self,
@@ -156,7 +163,8 @@ class RecordLedger:
         body: Mapping[str, Any] | BaseModel,
         status: RecordStatus | str | None = None,
     ) -> CompletionRecord:
-        """Sign and append one record at the head of the chain; returns it."""
+        """Sign and append one record at the head of the chain, then publish the head
+        outside the store; returns it."""
         kind = _kind(kind)
         status = _status(kind, status)
         _check_ref(request_ref)
@@ -220,7 +228,35 @@ class RecordLedger:
                 .where(completion_chain_head.c.id == HEAD_ID)
                 .values(seq=record.seq, record_hash=record_hash)
             )
+        self._publish(record.seq, record.record_hash, record.signature, version)
         return record
+
+    def anchor_head(self) -> bool:
+        """Publish the current head outside the store if the board is behind it (after an
+        append whose publishing failed); whether anything was published."""
+        if self._anchors is None:
+            raise RecordError(
+                "no anchor board is configured: publishing the chain head needs Vault "
+                "(ERASURE_VAULT_ADDR and the signer's credentials)"
+            )
+        seq, _ = self.head()
+        if seq == 0:
+            return False
+        c = completion_records.c
+        with self._store.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(c.record_hash, c.signature, c.signing_key_version).where(c.seq == seq)
+            ).one_or_none()
+        if row is None:
+            raise RecordError(
+                f"the chain head says seq {seq} but that record is not in the store: run "
+                "`erasure audit verify`; nothing was published"
+            )
+        return self._publish(seq, str(row.record_hash), str(row.signature), row.signing_key_version)
+
+    def anchor_history(self) -> AnchorHistory | None:
+        """Every head published outside the store, oldest first (None: no board configured)."""
+        return None if self._anchors is None else self._anchors.history()
 
     def list(
         self,
@@ -279,14 +315,20 @@ class RecordLedger:
     def verify(
         self,
         public_keys: Mapping[int, str] | None = None,
-        anchor: tuple[int, str] | None = None,
+        anchors: Sequence[Anchor] = (),
     ) -> ChainReport:
-        """Walk every record: hash, link, sequence, signature, then the head (and `anchor`).
+        """Walk every record: hash, link, sequence, signature, then the head, then every
+        anchor: those given (a head an auditor noted) and every head published outside the
+        store, when a board is configured.
 
-        `public_keys` defaults to the signer's. `anchor` is a (seq, record_hash) an auditor
-        noted earlier: it catches a chain cut back to before that record.
+        `public_keys` defaults to the signer's. An anchor catches a chain cut back to before
+        its record, wiped, or with that record re-signed.
         """
-        walk = ChainWalk(self._public_key_source(public_keys).get, anchor)
+        history = self.anchor_history()
+        published = [] if history is None else _published(history)
+        walk = ChainWalk(self._public_key_source(public_keys).get, [*anchors, *published])
+        if history is not None:
+            _check_history(walk, history)
         c = completion_records.c
         with self._store.engine.connect() as conn:
             rows = conn.execution_options(yield_per=1000).execute(
@@ -300,7 +342,32 @@ class RecordLedger:
                 )
             ).one_or_none()
         walk.finish(None if head is None else (int(head.seq), str(head.record_hash)))
-        return walk.report()
+        report = walk.report()
+        if history is None:
+            return report
+        newest = history.newest
+        if newest is None and report.records:
+            walk.flag(
+                1,
+                None,
+                "anchor",
+                f"no chain head was ever published at {history.location} while the store holds "
+                f"{report.records} record(s): publish it with `erasure audit anchor` once after "
+                "an upgrade; otherwise it was removed",
+            )
+            report = walk.report()
+        return report.model_copy(
+            update={
+                "anchor_location": history.location,
+                "anchor_versions": len(history.anchors),
+                "anchored_seq": None if newest is None else newest.seq,
+            }
+        )
+
+    def _publish(self, seq: int, record_hash: str, signature: str, key_version: int) -> bool:
+        if self._anchors is None:
+            return False
+        return self._anchors.publish(anchor_of(seq, record_hash, signature, key_version))
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -366,6 +433,34 @@ class _Keys:
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
+
+
+def _published(history: AnchorHistory) -> list[Anchor]:
+    return [
+        Anchor(
+            seq=a.seq,
+            record_hash=a.record_hash,
+            source=f"the {a.describe()} at {history.location}",
+            signature=a.signature,
+            signing_key_version=a.signing_key_version,
+        )
+        for a in history.anchors
+    ]
+
+
+def _check_history(walk: ChainWalk, history: AnchorHistory) -> None:
+    """Versions gone from the board, and heads that moved back, are tampering."""
+    for line in history.missing:
+        walk.flag(0, None, "anchor", f"{line} at {history.location}: anchors are never removed")
+    for before, after in zip(history.anchors, history.anchors[1:], strict=False):
+        if after.seq < before.seq:
+            walk.flag(
+                after.seq,
+                None,
+                "anchor",
+                f"the {after.describe()} rewinds the head from seq {before.seq} to {after.seq}: "
+                "the chain was cut and re-anchored",
+            )
 
 
 def _record(row: RowMapping) -> CompletionRecord:

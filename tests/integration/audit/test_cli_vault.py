@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from erasure.audit.anchor import VaultAnchorBoard
 from erasure.audit.export import verify_pack
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import TransitSigner
@@ -26,16 +27,19 @@ def run(
     openbao: EmbeddedOpenBao,
     transit_signer: TransitSigner,
     transit_mount: str,
+    anchor_board: VaultAnchorBoard,
+    kv_mount: str,
 ) -> Run:
     url = f"sqlite:///{tmp_path}/erasure.db"
     with open_store(url) as store:
-        ledger = RecordLedger(store, transit_signer)
+        ledger = RecordLedger(store, transit_signer, anchor_board)
         record_request(ledger, "REQ-2026-0042", with_tape=True)
         record_request(ledger, "REQ-2026-0043")
     monkeypatch.setenv("ERASURE_STORE_URL", url)
     monkeypatch.setenv("ERASURE_VAULT_ADDR", openbao.address)
     monkeypatch.setenv("ERASURE_VAULT_TOKEN", openbao.token)
     monkeypatch.setenv("ERASURE_VAULT_TRANSIT_MOUNT", transit_mount)
+    monkeypatch.setenv("ERASURE_VAULT_KV_MOUNT", kv_mount)
     return runner(capsys)
 
 

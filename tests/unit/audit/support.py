@@ -11,8 +11,10 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from erasure.audit.anchor import AnchorHistory, ChainAnchor
 from erasure.audit.records import RecordKind, RecordLedger, RecordStatus
 from erasure.catalog import Catalog
+from erasure.errors import VaultError
 from erasure.pseudonym import Pepper, normalise, subject_hash
 from erasure.registry.requests import RequestStatus
 from erasure.store import Store
@@ -62,6 +64,42 @@ class LocalSigner:
             ).decode()
             for v, k in self._keys.items()
         }
+
+
+class MemoryAnchorBoard:
+    """A versioned board in memory, answering like the Vault KV one (`VaultAnchorBoard`);
+    `remove(n)` does what no component's policy allows, to show verify notices."""
+
+    location = "memory/anchors/chain-head"
+
+    def __init__(self) -> None:
+        self.versions: list[ChainAnchor | None] = []
+        self.failing = False
+
+    def publish(self, anchor: ChainAnchor) -> bool:
+        if self.failing:
+            raise VaultError("Vault at memory is unreachable while trying to publish the anchor")
+        newest = self.history().newest
+        if newest is not None and newest.seq >= anchor.seq:
+            return False
+        self.versions.append(anchor)
+        return True
+
+    def force(self, anchor: ChainAnchor) -> None:
+        """Publish whatever `anchor` says (an attacker holding the signer's credentials)."""
+        self.versions.append(anchor)
+
+    def remove(self, number: int) -> None:
+        self.versions[number - 1] = None
+
+    def history(self) -> AnchorHistory:
+        anchors, missing = [], []
+        for number, anchor in enumerate(self.versions, start=1):
+            if anchor is None:
+                missing.append(f"anchor version {number} was destroyed")
+            else:
+                anchors.append(anchor.model_copy(update={"version": number}))
+        return AnchorHistory(location=self.location, anchors=anchors, missing=missing)
 
 
 def received_body(ref: str = "REQ-2026-0042") -> dict[str, Any]:

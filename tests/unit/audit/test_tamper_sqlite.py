@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from erasure.audit.canonical import canonical_json, hash_document, sha256_hex
+from erasure.audit.chain import Anchor
 from erasure.audit.records import RecordLedger
 from erasure.store import Store
 from erasure.store.schema import completion_chain_head, completion_records
@@ -195,13 +196,14 @@ def test_a_tail_cut_with_the_head_rewound_is_caught_by_an_anchor(
 ) -> None:
     three_requests(ledger)
     report = ledger.verify()
-    anchor = (report.head_seq, report.head_hash)  # what the auditor noted last quarter
+    # What the auditor noted last quarter.
+    anchor = Anchor(report.head_seq, report.head_hash, source="the head noted last quarter")
     drop(tamper, *RECORD_TRIGGERS, *HEAD_TRIGGERS)
     tamper.execute("DELETE FROM completion_records WHERE seq >= 9")
     eighth = tamper.execute("SELECT record_hash FROM completion_records WHERE seq = 8").fetchone()
     tamper.execute("UPDATE completion_chain_head SET seq = 8, record_hash = ?", eighth)
     assert ledger.verify().ok  # a perfect cut, invisible from inside the database ...
-    anchored = ledger.verify(anchor=anchor)
+    anchored = ledger.verify(anchors=[anchor])
     assert not anchored.ok  # ... but not to an auditor who kept the head
     assert anchored.first_problem is not None
     assert (anchored.first_problem.seq, anchored.first_problem.problem) == (12, "anchor")
