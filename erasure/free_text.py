@@ -4,55 +4,86 @@ extension's reason) is checked when it is entered: it must not name the subject.
 Records are kept for years and read by auditors; their structured fields are typed (hashes,
 dates, counts, catalog names) and cannot carry a subject value, so free text is the one way
 an identifier could reach them. It is refused at entry, with a message that says which
-field and which identifier type, never the value, and never after the erasure ran.
+field and which kind of value, never the value, and never after the erasure ran.
 
-An identifier counts when it appears as a whole token, compared case- and
-Unicode-insensitively: customer id `1` is named by "DSR-1" but not by "2026-12-01"; a phone
-number is named in any format it can be written in.
+What counts as naming the subject, read the way a person could write it:
+- an identity (the identifier and every identity locate expanded it to) as a whole token,
+  compared case- and Unicode-insensitively (NFKC, full case folding, default-ignorable and
+  format characters such as zero-width spaces removed): customer id `1` is named by "DSR-1"
+  but not by "2026-12-01";
+- the same with an address spelled out (`jane [at] example (dot) org`, ` at `, ` dot `);
+- a look-alike (UTS #39 skeleton: Cyrillic U+0430 for Latin `a`, `0` for `O`, `rn` for
+  `m`) of a value of four characters or more, as a token;
+- a phone number in any format it can be written in, in any script's digits;
+- personal data read from the subject's located rows (`pii_columns`: their name, each part
+  of it, an address), as whole tokens in the same readings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import phonenumbers
 
 from erasure.catalog import Catalog
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, SubjectError
+from erasure.matching import deobfuscated, skeleton
 from erasure.model import Identity
-from erasure.pseudonym import canonical_text, fold_case
+from erasure.pseudonym import canonical_text, fold_case, normalise
+
+# What the refusal calls a match on personal data from the located rows.
+PERSONAL_DATA = "personal data (a name or address from their rows)"
+_SKELETON_TOKEN = 4  # a look-alike counts as a token of a value this many characters long
+# What separates tokens: nothing an identifier (an address, a number, a name part) holds.
+_TOKEN_SPLIT = re.compile(r"[\s,;:<>()\[\]{}\"'`/\\|]+")
+_TOKEN_EDGES = ".!?-_"
 
 
 class NamesSubject(ErasureError):
-    """Free text names the subject; the message says which field and which identifier type."""
+    """Free text names the subject; the message says which field and what kind of value."""
 
 
 def refuse_if_named(
-    catalog: Catalog, field: str, text: str | None, identities: Iterable[Identity]
+    catalog: Catalog,
+    field: str,
+    text: str | None,
+    identities: Iterable[Identity],
+    terms: Iterable[str] = (),
 ) -> None:
-    """Raise NamesSubject if `text` holds one of `identities` as a whole token."""
+    """Raise NamesSubject if `text` holds one of `identities` or `terms` (personal data from
+    the subject's rows) in any of the readings above."""
     if not text:
         return
-    named = named_types(catalog, text, identities)
+    named = named_types(catalog, text, identities, terms)
     if named:
         raise NamesSubject(
-            f"{field} contains the subject's {', '.join(named)} as a word: it would be kept "
-            f"in records and logs for years. Rewrite the {field} without it (describe the "
-            "person by role or by the request, e.g. 'the requester')"
+            f"{field} contains the subject's {', '.join(named)}: it would be kept in records "
+            f"and logs for years. Rewrite the {field} without it (describe the person by role "
+            "or by the request, e.g. 'the requester')"
         )
 
 
-def named_types(catalog: Catalog, text: str, identities: Iterable[Identity]) -> list[str]:
-    """The identifier types of `identities` that `text` names, sorted."""
-    folded = fold_case(canonical_text(text))
+def named_types(
+    catalog: Catalog, text: str, identities: Iterable[Identity], terms: Iterable[str] = ()
+) -> list[str]:
+    """The identifier types of `identities` that `text` names (and PERSONAL_DATA if a term
+    is in it), sorted."""
+    reading = _Reading.of(text)
     named = set()
     for identity in identities:
         spec = catalog.identifiers.get(identity.type)
         if spec is not None and spec.normalise == "e164":
-            if _names_phone(text, folded, identity.value, spec.default_region):
+            if _names_phone(reading, identity.value, spec.default_region):
                 named.add(identity.type)
-        elif contains_token(folded, fold_case(identity.value)):
+        elif reading.names(identity.value) or (
+            spec is not None and spec.normalise == "email" and identity.value in reading.emails
+        ):
             named.add(identity.type)
+    if any(reading.names(term) for term in terms if term.strip()):
+        named.add(PERSONAL_DATA)
     return sorted(named)
 
 
@@ -71,8 +102,39 @@ def contains_token(haystack: str, needle: str) -> bool:
     return False
 
 
-def _names_phone(text: str, folded: str, e164: str, region: str | None) -> bool:
-    """A phone number written in `text` in any format, or its digits as one token."""
+@dataclass(frozen=True)
+class _Reading:
+    """One text read every way a value could hide in it."""
+
+    original: str
+    folded: tuple[str, ...]  # as typed, and with spelled-out addresses undone
+    token_skeletons: frozenset[str]
+    emails: frozenset[str]  # every address in it, as the email normaliser reads it (RFC 5322)
+
+    @classmethod
+    def of(cls, text: str) -> _Reading:
+        folded = " ".join(fold_case(canonical_text(text)).split())
+        plain = " ".join(deobfuscated(folded).split())
+        tokens = {t.strip(_TOKEN_EDGES) for t in _TOKEN_SPLIT.split(plain)}
+        return cls(
+            original=text,
+            folded=(folded, plain),
+            token_skeletons=frozenset(skeleton(t, padding=False) for t in tokens if t),
+            emails=frozenset(_addresses(plain)),
+        )
+
+    def names(self, value: str) -> bool:
+        needle = " ".join(fold_case(canonical_text(value)).split())
+        if any(contains_token(reading, needle) for reading in self.folded):
+            return True
+        look = skeleton(needle, padding=False)
+        return len(needle) >= _SKELETON_TOKEN and bool(look) and look in self.token_skeletons
+
+
+def _names_phone(reading: _Reading, e164: str, region: str | None) -> bool:
+    """A phone number written in the text in any format or script's digits, or its digits
+    within one run of digits and separators."""
+    text = _ascii_digits(canonical_text(reading.original))
     for match in phonenumbers.PhoneNumberMatcher(
         text, region, leniency=phonenumbers.Leniency.POSSIBLE
     ):
@@ -82,4 +144,37 @@ def _names_phone(text: str, folded: str, e164: str, region: str | None) -> bool:
         national = phonenumbers.national_significant_number(phonenumbers.parse(e164))
     except phonenumbers.NumberParseException:
         return False
-    return any(contains_token(folded, d) for d in (e164.lstrip("+"), national, "0" + national))
+    needles = [d for d in (e164.lstrip("+"), national, "0" + national) if len(d) >= 7]
+    runs = ("".join(ch for ch in run if ch.isdigit()) for run in _DIGIT_RUNS.findall(text))
+    return any(needle in run for run in runs for needle in needles) or any(
+        contains_token(reading.folded[0], d) for d in (e164.lstrip("+"), national, "0" + national)
+    )
+
+
+# Digits with the separators people put between them: spaces, dots, dashes of every kind,
+# slashes, brackets.
+_DIGIT_RUNS = re.compile(r"[0-9+][0-9\s.\-\u2010-\u2015\u2212\ufe63\uff0d/()]*[0-9]")
+# An address with what RFC 5322 allows around its parts: quotes, comments, folding white space.
+_ADDRESS = re.compile(
+    r'[^\s<>,;\[\]]*"[^"]*"[^\s<>,;\[\]]*@[^\s<>,;\[\]]+|[^\s<>,;\[\]]+@[^\s<>,;\[\]]+'
+)
+_AROUND_AT = re.compile(r"\s*@\s*")
+# Brackets, quotation marks (guillemets, curly quotes) and sentence ends around an address.
+_ADDRESS_EDGES = "()\u00ab\u00bb\u2039\u203a\u201c\u201d\u2018\u2019'.!?"
+
+
+def _addresses(text: str) -> Iterator[str]:
+    """Every address in `text`, normalised; what does not read as one is skipped."""
+    for candidate in _ADDRESS.findall(_AROUND_AT.sub("@", text)):
+        for reading in {candidate, candidate.strip(_ADDRESS_EDGES)}:
+            try:
+                yield normalise("email", reading)
+            except SubjectError:
+                continue
+
+
+def _ascii_digits(text: str) -> str:
+    """Every script's decimal digits as ASCII ones (Arabic-Indic, Devanagari, ...)."""
+    return "".join(
+        str(unicodedata.decimal(ch)) if not ch.isascii() and ch.isdecimal() else ch for ch in text
+    )

@@ -13,6 +13,7 @@ what leaves this module (RootHit, SubjectSearch) carries types, column names and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -629,6 +630,40 @@ def parked_location(location: Location) -> tuple[list[Identity], dict[str, list[
         if values:
             reference_keys[ref.qualified] = sorted(values)
     return identities, reference_keys
+
+
+# At most this many rows per dataset are read for personal data, and this many terms kept.
+_TERM_ROWS = 100
+_MAX_TERMS = 500
+_NAME_PART = 3  # each part of a name column this long or longer is a term of its own
+
+
+def personal_terms(warehouse: Warehouse, location: Location) -> list[str]:
+    """The personal data on the subject's rows (`pii_columns` that are not identifiers:
+    names, addresses) that free text must not carry: each value, and each part of a value of
+    a column whose name says it is a name. Sealed with the identities (erasure.free_text)."""
+    terms: set[str] = set()
+    for ref in sorted(location.located):
+        hit = location.located[ref]
+        identifying = {c for cols in hit.dataset.holds_subject.values() for c in cols}
+        columns = [c for c in hit.dataset.pii_columns if c not in identifying]
+        if not columns or hit.rows == 0:
+            continue
+        with warehouse.connect(hit.dataset) as conn:
+            table = _table(warehouse, hit.dataset)
+            selected = [_column(table, hit.dataset, c) for c in columns]
+            rows = conn.execute(sa.select(*selected).where(hit.predicate).limit(_TERM_ROWS)).all()
+        for row in rows:
+            for name, value in zip(columns, row, strict=True):
+                if not isinstance(value, str) or not value.strip():
+                    continue
+                terms.add(" ".join(value.split()))
+                if "name" in name.lower():
+                    terms.update(p for p in _NAME_PARTS.split(value) if len(p) >= _NAME_PART)
+    return sorted(terms)[:_MAX_TERMS]
+
+
+_NAME_PARTS = re.compile(r"[\s,.;/]+")
 
 
 def relocate(

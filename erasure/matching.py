@@ -583,7 +583,7 @@ def near_miss_kind(matcher: Matcher, target_key: str) -> Callable[[object], str 
     somebody else."""
     phone = matcher.reads_with == "e164"
     email = matcher.reads_with == "email"
-    loose_target = _loose(target_key, phone=phone)
+    loose_target = skeleton(target_key, phone=phone)
     number = target_key.partition(";ext=")[0]
     local, _, domain = target_key.rpartition("@") if email else ("", "", "")
 
@@ -594,7 +594,7 @@ def near_miss_kind(matcher: Matcher, target_key: str) -> Callable[[object], str 
         if key is None:
             if stored is None or isinstance(stored, bytes | bytearray | memoryview):
                 return None
-            loose = _loose(_deobfuscated(str(stored)), phone=phone)
+            loose = skeleton(deobfuscated(str(stored)), phone=phone)
             if loose and (
                 loose == loose_target
                 or (
@@ -618,7 +618,7 @@ def near_miss_kind(matcher: Matcher, target_key: str) -> Callable[[object], str 
             return NearMiss.CASE
         if _turkish(key) == _turkish(target_key):
             return NearMiss.TURKISH_I
-        if _loose(key, phone=phone) == loose_target:
+        if skeleton(key, phone=phone) == loose_target:
             return NearMiss.LOOKS_ALIKE
         if one_edit_apart(key, target_key):
             return NearMiss.ONE_EDIT
@@ -658,27 +658,31 @@ _OBFUSCATIONS = (
 )
 
 
-def _deobfuscated(text: str) -> str:
+def deobfuscated(text: str) -> str:
+    """`text` with the ways people spell out an address undone: `[at]`, `(dot)`, ` at `."""
     for pattern, plain in _OBFUSCATIONS:
         text = pattern.sub(plain, text)
     return text
 
 
-def _loose(text: str, *, phone: bool = False) -> str:
+def skeleton(text: str, *, phone: bool = False, padding: bool = True) -> str:
     """A skeleton two look-alike values share (after UTS #39's): case folded, accents,
-    format characters, separators and padding zeros dropped, confusable letters and digits
-    read as the Latin letter they imitate; for phones the digits alone (every script's)."""
+    format characters, separators and padding zeros (unless `padding` is False) dropped,
+    confusable letters and digits read as the Latin letter they imitate; for phones the
+    digits alone (every script's)."""
     text = canonical_text(text)
     if phone:
         return "".join(
             str(unicodedata.digit(ch)) for ch in text.partition(";ext=")[0] if ch.isdigit()
         )
     decomposed = unicodedata.normalize("NFKD", _turkish(text))
-    bare = _LEADING_ZEROS.sub("", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
-    skeleton = bare.translate(_CONFUSABLES)
+    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    if padding:
+        bare = _LEADING_ZEROS.sub("", bare)
+    mapped = bare.translate(_CONFUSABLES)
     for many, one in _CONFUSABLE_SEQUENCES:
-        skeleton = skeleton.replace(many, one)
-    return "".join(ch for ch in skeleton if ch.isalnum() or ch == "@")
+        mapped = mapped.replace(many, one)
+    return "".join(ch for ch in mapped if ch.isalnum() or ch == "@")
 
 
 # A practical subset of UTS #39's confusables (confusables.txt), folded: Cyrillic, Greek and

@@ -54,7 +54,14 @@ from erasure.free_text import NamesSubject, refuse_if_named
 from erasure.identifier_types import refuse_misfit
 from erasure.intake import Ticket
 from erasure.lineage import LineageStore
-from erasure.locate import Location, locate, normalise_subject, parked_location, relocate
+from erasure.locate import (
+    Location,
+    locate,
+    normalise_subject,
+    parked_location,
+    personal_terms,
+    relocate,
+)
 from erasure.model import Action, DatasetRef, ErasedBefore, Identity, Plan, PlanItem, SubjectRef
 from erasure.planner import SUPPRESSION_LIST, escalate_unkeyed, make_plan, must_precede
 from erasure.progress import (
@@ -186,9 +193,12 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
         erased = _erased_before(svc, ref, location.identities)
         location.search = location.search.model_copy(update={"already_erased_by": erased})
     identities, reference_keys = parked_location(location)
-    svc.secrets.update(
-        ref, parked.model_copy(update={"identities": identities, "reference_keys": reference_keys})
-    )
+    found = {
+        "identities": identities,
+        "reference_keys": reference_keys,
+        "terms": personal_terms(svc.warehouse, location),
+    }
+    svc.secrets.update(ref, parked.model_copy(update=found))
     plan = svc.plans.save(ref, _plan(svc, record, subject, location, now), 1)
     _after_plan(svc, record, plan, now)
     return plan
@@ -564,7 +574,7 @@ def _check_answer(svc: Services, ref: str, item: PlanItem, answer: DpoAnswer) ->
             + "; ".join(OPTION_LABELS[o] for o in allowed)
             + f": {again}"
         )
-    refuse_if_named(svc.catalog, "justification", answer.justification, _identities(svc, ref))
+    _refuse_if_named(svc, ref, "justification", answer.justification)
 
 
 def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> RulingEvidence:
@@ -609,7 +619,7 @@ def confirm_deletion(
             "(`erasure audit show`) for what awaits an owner"
         )
     if record.secrets_destroyed_at is None:
-        refuse_if_named(svc.catalog, "note", note, _identities(svc, ref))
+        _refuse_if_named(svc, ref, "note", note)
     try:
         confirmed = confirm_owner_deletion(entry.evidence, confirmed_by, note, datetime.now(UTC))
     except DeletionRefused as exc:
@@ -777,7 +787,7 @@ def extend(svc: Services, ref: str, months: int, reason: str, by: str) -> date:
     if not by.strip():
         raise StepError("an extension names the DPO who asked for it: none was given")
     if svc.requests.require(ref).secrets_destroyed_at is None:
-        refuse_if_named(svc.catalog, "reason", reason, _identities(svc, ref))
+        _refuse_if_named(svc, ref, "reason", reason)
     record = svc.requests.extend(ref, 1 if months == 1 else 2, reason)
     assert record.extended_until is not None
     svc.ledger.append(
@@ -849,6 +859,14 @@ def _fresh_write(svc: Services, ref: str, item: PlanItem, now: datetime) -> str 
 
 def _identities(svc: Services, ref: str) -> list[Identity]:
     return list(svc.secrets.unpark(ref).identities)
+
+
+def _refuse_if_named(svc: Services, ref: str, field: str, text: str | None) -> None:
+    """NamesSubject if `text` names the subject: its identities or the personal data on its
+    rows, as located (erasure.free_text)."""
+    if text:
+        parked = svc.secrets.unpark(ref)
+        refuse_if_named(svc.catalog, field, text, parked.identities, parked.terms)
 
 
 def _verification(svc: Services, ref: str, record: RegisteredRequest) -> VerificationEvidence:

@@ -1,7 +1,8 @@
 """The parked secret: what only a request's own key opens.
 
 The raw identifier, the DPO's notes, and what locate expanded them to (identities,
-reference keys) are sealed under a request-scoped key named `HMAC(pepper_v, "request:" ||
+reference keys, the personal data on the subject's rows that free text must not carry) are
+sealed under a request-scoped key named `HMAC(pepper_v, "request:" ||
 request_ref)` (`request_key_hash`), so neither the identifier nor the ref reaches a Vault
 path. A retried step unparks them; completion destroys the key, and with it the only copy.
 """
@@ -44,6 +45,7 @@ class ParkedSecret(BaseModel):
     notes: SecretStr | None = None
     identities: list[Identity] = Field(default_factory=list)  # (type, normalised value)
     reference_keys: dict[str, list[str]] = Field(default_factory=dict)  # dataset -> key values
+    terms: list[str] = Field(default_factory=list)  # personal data on their rows (names, ...)
 
     @field_validator("identities", mode="before")
     @classmethod
@@ -58,7 +60,8 @@ class ParkedSecret(BaseModel):
     def __repr__(self) -> str:
         return (
             f"ParkedSecret(identifier=<redacted>, notes={'<redacted>' if self.notes else None}, "
-            f"identities={len(self.identities)}, reference_keys={sorted(self.reference_keys)})"
+            f"identities={len(self.identities)}, reference_keys={sorted(self.reference_keys)}, "
+            f"terms={len(self.terms)})"
         )
 
     __str__ = __repr__
@@ -71,6 +74,7 @@ class ParkedSecret(BaseModel):
             "notes": self.notes.get_secret_value() if self.notes is not None else None,
             "identities": sorted([i.type, i.value] for i in self.identities),
             "reference_keys": {k: sorted(v) for k, v in sorted(self.reference_keys.items())},
+            "terms": sorted(self.terms),
         }
         return json.dumps(document, separators=(",", ":")).encode()
 

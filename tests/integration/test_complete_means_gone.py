@@ -178,6 +178,15 @@ def test_a_justification_naming_the_subject_is_refused_when_the_dpo_enters_it(
     )
     with pytest.raises(NamesSubject, match="justification contains the subject's email"):
         workflow.rule(svc, ref, item_named(svc, ref, "recs.customer_recommendations"), named)
+    # Nor her name, read from her located rows (crm.customers.full_name), however written.
+    for text in ("Alice Smith asked", "asked by Ms Sm\u0456th", "ALICE\u200b SMITH", "A. Smith"):
+        with pytest.raises(NamesSubject, match="contains the subject's personal data"):
+            workflow.rule(
+                svc,
+                ref,
+                item_named(svc, ref, "recs.customer_recommendations"),
+                answer("Accept as non-personal", justification=text),
+            )
     assert [r.kind for r in svc.ledger.show(ref)] == [RecordKind.RECEIVED, RecordKind.ESCALATED]
     workflow.rule(
         svc,
