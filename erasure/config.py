@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     vault_timeout_seconds: float = Field(default=10.0, gt=0)
     vault_kv_mount: str = "erasure-kv"
     vault_transit_mount: str = "erasure-transit"
+    # Where the completion records' chain head is published, in the KV mount, after every
+    # append (erasure.audit.anchor): one path per erasure store, never shared or reused.
+    vault_anchor_path: str = "anchors/chain-head"
     # A registered key-store kind: `kv`, `transit`, or one a plug-in adds (KEYSTORES above).
     keystore_kind: str = "kv"
     # How long Vault snapshots/backups are kept: a shredded key may live on in one until then.
@@ -167,6 +170,18 @@ class Settings(BaseSettings):
         if not _MOUNT_RE.match(value):
             raise ValueError(
                 "must be a Vault mount path such as 'erasure-kv' (letters, digits, -_.)"
+            )
+        return value
+
+    @field_validator("vault_anchor_path")
+    @classmethod
+    def _check_anchor_path(cls, value: str) -> str:
+        value = value.strip().strip("/")
+        parts = value.split("/")
+        if not value or any(not _MOUNT_RE.match(p) or p in (".", "..") for p in parts):
+            raise ValueError(
+                "must be a KV path such as 'anchors/chain-head' (segments of letters, digits, "
+                "-_.; no '..')"
             )
         return value
 

@@ -15,8 +15,9 @@ What counts as naming the subject, read the way a person could write it:
 - a look-alike (UTS #39 skeleton: Cyrillic U+0430 for Latin `a`, `0` for `O`, `rn` for
   `m`) of a value of four characters or more, as a token;
 - a phone number in any format it can be written in, in any script's digits;
-- personal data read from the subject's located rows (`pii_columns`: their name, each part
-  of it, an address), as whole tokens in the same readings.
+- personal data read from the subject's located rows (`pii_columns`: their name, an
+  address), as whole tokens in the same readings; and each part of a name of three letters
+  or more written as a name is (capitalised: `Mrs Canary`, not `a canary`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from erasure.pseudonym import canonical_text, fold_case, normalise
 
 # What the refusal calls a match on personal data from the located rows.
 PERSONAL_DATA = "personal data (a name or address from their rows)"
+_NAME_PART = 3  # a part of a name this long, capitalised, names the person on its own
+_NAME_PARTS = re.compile(r"[\s,.;/]+")
 _SKELETON_TOKEN = 4  # a look-alike counts as a token of a value this many characters long
 # What separates tokens: nothing an identifier (an address, a number, a name part) holds.
 _TOKEN_SPLIT = re.compile(r"[\s,;:<>()\[\]{}\"'`/\\|]+")
@@ -52,12 +55,14 @@ def refuse_if_named(
     text: str | None,
     identities: Iterable[Identity],
     terms: Iterable[str] = (),
+    *,
+    names: Iterable[str] = (),
 ) -> None:
-    """Raise NamesSubject if `text` holds one of `identities` or `terms` (personal data from
-    the subject's rows) in any of the readings above."""
+    """Raise NamesSubject if `text` holds one of `identities`, `terms` or `names` (personal
+    data from the subject's rows) in any of the readings above."""
     if not text:
         return
-    named = named_types(catalog, text, identities, terms)
+    named = named_types(catalog, text, identities, terms, names=names)
     if named:
         raise NamesSubject(
             f"{field} contains the subject's {', '.join(named)}: it would be kept in records "
@@ -66,11 +71,38 @@ def refuse_if_named(
         )
 
 
+def refuse_identifying_reference(
+    catalog: Catalog, ref: str, identities: Iterable[Identity]
+) -> None:
+    """Raise NamesSubject if a request reference names the subject, or holds a number long
+    enough to be a phone number anybody's (a reference becomes the run id, log paths and
+    desk rows, all kept by Airflow)."""
+    named = named_types(catalog, ref, identities)
+    if named:
+        raise NamesSubject(
+            f"request_ref contains the subject's {', '.join(named)}: a reference is kept in "
+            "run ids, log paths and desk rows for years. Use the desk's own numbering (e.g. "
+            "DSR-2026-0042)"
+        )
+    for digits in re.findall(r"[0-9]+", _ascii_digits(canonical_text(ref))):
+        if len(digits) >= _PHONE_DIGITS and _valid_phone(digits, catalog):
+            raise NamesSubject(
+                f"request_ref holds a run of {len(digits)} digits that reads as a phone "
+                "number: a reference is kept in run ids and logs for years. Use the desk's "
+                "own numbering (e.g. DSR-2026-0042)"
+            )
+
+
 def named_types(
-    catalog: Catalog, text: str, identities: Iterable[Identity], terms: Iterable[str] = ()
+    catalog: Catalog,
+    text: str,
+    identities: Iterable[Identity],
+    terms: Iterable[str] = (),
+    *,
+    names: Iterable[str] = (),
 ) -> list[str]:
-    """The identifier types of `identities` that `text` names (and PERSONAL_DATA if a term
-    is in it), sorted."""
+    """The identifier types of `identities` that `text` names (and PERSONAL_DATA if one of
+    `terms` or `names` is in it), sorted."""
     reading = _Reading.of(text)
     named = set()
     for identity in identities:
@@ -82,7 +114,9 @@ def named_types(
             spec is not None and spec.normalise == "email" and identity.value in reading.emails
         ):
             named.add(identity.type)
-    if any(reading.names(term) for term in terms if term.strip()):
+    if any(reading.names(term) for term in terms if term.strip()) or any(
+        reading.names(name) or reading.names_a_part(name) for name in names if name.strip()
+    ):
         named.add(PERSONAL_DATA)
     return sorted(named)
 
@@ -109,6 +143,7 @@ class _Reading:
     original: str
     folded: tuple[str, ...]  # as typed, and with spelled-out addresses undone
     token_skeletons: frozenset[str]
+    capitalised: frozenset[str]  # skeletons of the tokens written as names are (`Canary`)
     emails: frozenset[str]  # every address in it, as the email normaliser reads it (RFC 5322)
 
     @classmethod
@@ -116,10 +151,14 @@ class _Reading:
         folded = " ".join(fold_case(canonical_text(text)).split())
         plain = " ".join(deobfuscated(folded).split())
         tokens = {t.strip(_TOKEN_EDGES) for t in _TOKEN_SPLIT.split(plain)}
+        written = {t.strip(_TOKEN_EDGES) for t in _TOKEN_SPLIT.split(canonical_text(text))}
         return cls(
             original=text,
             folded=(folded, plain),
             token_skeletons=frozenset(skeleton(t, padding=False) for t in tokens if t),
+            capitalised=frozenset(
+                skeleton(t, padding=False) for t in written if t and t[0].isupper()
+            ),
             emails=frozenset(_addresses(plain)),
         )
 
@@ -129,6 +168,14 @@ class _Reading:
             return True
         look = skeleton(needle, padding=False)
         return len(needle) >= _SKELETON_TOKEN and bool(look) and look in self.token_skeletons
+
+    def names_a_part(self, name: str) -> bool:
+        """Whether a part of `name` (three letters or more) is written as a name here."""
+        parts = _NAME_PARTS.split(canonical_text(name))
+        return any(
+            len(part) >= _NAME_PART and skeleton(part, padding=False) in self.capitalised
+            for part in parts
+        )
 
 
 def _names_phone(reading: _Reading, e164: str, region: str | None) -> bool:
@@ -149,6 +196,22 @@ def _names_phone(reading: _Reading, e164: str, region: str | None) -> bool:
     return any(needle in run for run in runs for needle in needles) or any(
         contains_token(reading.folded[0], d) for d in (e164.lstrip("+"), national, "0" + national)
     )
+
+
+_PHONE_DIGITS = 9  # fewer digits than this are not taken for a phone number in a reference
+
+
+def _valid_phone(digits: str, catalog: Catalog) -> bool:
+    """Whether `digits` is a valid number internationally or in a catalog phone type's
+    region."""
+    regions = {None, *(s.default_region for s in catalog.identifiers.values() if s.default_region)}
+    for region, text in [(None, "+" + digits), *((r, digits) for r in regions if r)]:
+        try:
+            if phonenumbers.is_valid_number(phonenumbers.parse(text, region)):
+                return True
+        except phonenumbers.NumberParseException:
+            continue
+    return False
 
 
 # Digits with the separators people put between them: spaces, dots, dashes of every kind,

@@ -13,7 +13,6 @@ what leaves this module (RootHit, SubjectSearch) carries types, column names and
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -632,17 +631,25 @@ def parked_location(location: Location) -> tuple[list[Identity], dict[str, list[
     return identities, reference_keys
 
 
-# At most this many rows per dataset are read for personal data, and this many terms kept.
+# At most this many rows per dataset are read for personal data, and this many values kept.
 _TERM_ROWS = 100
 _MAX_TERMS = 500
-_NAME_PART = 3  # each part of a name column this long or longer is a term of its own
 
 
-def personal_terms(warehouse: Warehouse, location: Location) -> list[str]:
-    """The personal data on the subject's rows (`pii_columns` that are not identifiers:
-    names, addresses) that free text must not carry: each value, and each part of a value of
-    a column whose name says it is a name. Sealed with the identities (erasure.free_text)."""
-    terms: set[str] = set()
+@dataclass
+class PersonalData:
+    """The personal data on the subject's rows that free text must not carry: the values of
+    `pii_columns` that are not identifiers, and apart from them the values of columns whose
+    name says they are names (erasure.free_text reads each part of a name too)."""
+
+    values: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+
+def personal_data(warehouse: Warehouse, location: Location) -> PersonalData:
+    """What `PersonalData` says, read from the located rows (sealed with the identities)."""
+    values: set[str] = set()
+    names: set[str] = set()
     for ref in sorted(location.located):
         hit = location.located[ref]
         identifying = {c for cols in hit.dataset.holds_subject.values() for c in cols}
@@ -655,15 +662,10 @@ def personal_terms(warehouse: Warehouse, location: Location) -> list[str]:
             rows = conn.execute(sa.select(*selected).where(hit.predicate).limit(_TERM_ROWS)).all()
         for row in rows:
             for name, value in zip(columns, row, strict=True):
-                if not isinstance(value, str) or not value.strip():
-                    continue
-                terms.add(" ".join(value.split()))
-                if "name" in name.lower():
-                    terms.update(p for p in _NAME_PARTS.split(value) if len(p) >= _NAME_PART)
-    return sorted(terms)[:_MAX_TERMS]
-
-
-_NAME_PARTS = re.compile(r"[\s,.;/]+")
+                if isinstance(value, str) and value.strip():
+                    kept = names if "name" in name.lower() else values
+                    kept.add(" ".join(value.split()))
+    return PersonalData(values=sorted(values)[:_MAX_TERMS], names=sorted(names)[:_MAX_TERMS])
 
 
 def relocate(

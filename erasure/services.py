@@ -51,7 +51,7 @@ def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
 
 def anchor_board(vault: hvac.Client, settings: Settings) -> VaultAnchorBoard:
     """Where the chain head is published after each append, outside the store."""
-    return VaultAnchorBoard(vault, settings.vault_kv_mount)
+    return VaultAnchorBoard(vault, settings.vault_kv_mount, settings.vault_anchor_path)
 
 
 def submission_box(store: Store, vault: hvac.Client, settings: Settings) -> SubmissionBox:

@@ -50,7 +50,7 @@ from erasure.errors import (
     VerificationFailed,
     describe_invalid,
 )
-from erasure.free_text import NamesSubject, refuse_if_named
+from erasure.free_text import NamesSubject, refuse_identifying_reference, refuse_if_named
 from erasure.identifier_types import refuse_misfit
 from erasure.intake import Ticket
 from erasure.lineage import LineageStore
@@ -59,7 +59,7 @@ from erasure.locate import (
     locate,
     normalise_subject,
     parked_location,
-    personal_terms,
+    personal_data,
     relocate,
 )
 from erasure.model import Action, DatasetRef, ErasedBefore, Identity, Plan, PlanItem, SubjectRef
@@ -169,7 +169,7 @@ def _record_receipt(svc: Services, registration: Registration) -> None:
 
 def _refuse_naming(svc: Services, request: ErasureRequest, identities: Any) -> None:
     notes = request.notes.get_secret_value() if request.notes is not None else None
-    refuse_if_named(svc.catalog, "request_ref", request.request_ref, identities)
+    refuse_identifying_reference(svc.catalog, request.request_ref, identities)
     refuse_if_named(svc.catalog, "notes", notes, identities)
 
 
@@ -193,10 +193,12 @@ def plan_request(svc: Services, ref: str, *, now: datetime | None = None) -> Pla
         erased = _erased_before(svc, ref, location.identities)
         location.search = location.search.model_copy(update={"already_erased_by": erased})
     identities, reference_keys = parked_location(location)
+    personal = personal_data(svc.warehouse, location)
     found = {
         "identities": identities,
         "reference_keys": reference_keys,
-        "terms": personal_terms(svc.warehouse, location),
+        "terms": personal.values,
+        "names": personal.names,
     }
     svc.secrets.update(ref, parked.model_copy(update=found))
     plan = svc.plans.save(ref, _plan(svc, record, subject, location, now), 1)
@@ -866,7 +868,9 @@ def _refuse_if_named(svc: Services, ref: str, field: str, text: str | None) -> N
     rows, as located (erasure.free_text)."""
     if text:
         parked = svc.secrets.unpark(ref)
-        refuse_if_named(svc.catalog, field, text, parked.identities, parked.terms)
+        refuse_if_named(
+            svc.catalog, field, text, parked.identities, parked.terms, names=parked.names
+        )
 
 
 def _verification(svc: Services, ref: str, record: RegisteredRequest) -> VerificationEvidence:

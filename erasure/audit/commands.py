@@ -93,7 +93,7 @@ def _ledger(with_vault: bool) -> Iterator[RecordLedger]:
 
         vault = connect(settings)
         signer = TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
-        anchors = VaultAnchorBoard(vault, settings.vault_kv_mount)
+        anchors = VaultAnchorBoard(vault, settings.vault_kv_mount, settings.vault_anchor_path)
     with open_store(settings.store_url) as store:
         yield RecordLedger(store, signer, anchors)
 

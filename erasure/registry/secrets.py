@@ -45,7 +45,9 @@ class ParkedSecret(BaseModel):
     notes: SecretStr | None = None
     identities: list[Identity] = Field(default_factory=list)  # (type, normalised value)
     reference_keys: dict[str, list[str]] = Field(default_factory=dict)  # dataset -> key values
-    terms: list[str] = Field(default_factory=list)  # personal data on their rows (names, ...)
+    # The personal data on their rows free text must not carry (erasure.locate.PersonalData).
+    terms: list[str] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list)
 
     @field_validator("identities", mode="before")
     @classmethod
@@ -61,7 +63,7 @@ class ParkedSecret(BaseModel):
         return (
             f"ParkedSecret(identifier=<redacted>, notes={'<redacted>' if self.notes else None}, "
             f"identities={len(self.identities)}, reference_keys={sorted(self.reference_keys)}, "
-            f"terms={len(self.terms)})"
+            f"terms={len(self.terms)}, names={len(self.names)})"
         )
 
     __str__ = __repr__
@@ -75,6 +77,7 @@ class ParkedSecret(BaseModel):
             "identities": sorted([i.type, i.value] for i in self.identities),
             "reference_keys": {k: sorted(v) for k, v in sorted(self.reference_keys.items())},
             "terms": sorted(self.terms),
+            "names": sorted(self.names),
         }
         return json.dumps(document, separators=(",", ":")).encode()
 

@@ -6,6 +6,7 @@ at it, so the CLI demo, the DAG under `dag.test()` and the tests share one setup
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from erasure.config import Settings
@@ -29,6 +30,8 @@ def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:
         crm_export=base_dir / CRM_EXPORT,
         # dag.test has no auth manager to tell the answering user's roles.
         require_dpo_role=False,
+        # One store, one published chain head: demos sharing an OpenBao keep theirs apart.
+        vault_anchor_path=f"anchors/demo-{hashlib.sha256(str(base_dir).encode()).hexdigest()[:16]}",
     )
     return Settings(**bao.settings(base).model_dump())
 

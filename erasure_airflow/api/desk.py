@@ -19,13 +19,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from erasure.catalog import IdentifierSpec
-from erasure.errors import RequestError
+from erasure.catalog import Catalog
+from erasure.errors import RequestError, SubjectError
+from erasure.free_text import NamesSubject, refuse_identifying_reference
 from erasure.identifier_types import WrongIdentifierType, refuse_misfit
 from erasure.intake import Ticket
-from erasure.model import REQUEST_REF, REQUEST_REF_PATTERN
+from erasure.locate import normalise_subject
+from erasure.model import REQUEST_REF, REQUEST_REF_PATTERN, SubjectRef
 from erasure.submission import LEGAL_GROUNDS, ErasureRequest
 from erasure_airflow.api.auth import Caller, DpoDep, backend_of
 from erasure_airflow.api.backend import ErasureBackend
@@ -118,15 +120,19 @@ def _submit(backend: ErasureBackend, submission: ErasureRequest, caller: Caller)
 
 def _refuse_misfit(backend: ErasureBackend, submission: ErasureRequest) -> None:
     """422 for a value that cannot be of the type chosen (an address typed as a customer id),
-    naming the type it looks like: refused before anything is sealed or any run started."""
-    identifiers = _catalog_identifiers(backend)
-    if identifiers is None:
-        return  # the register step checks it against the catalog the workers read
+    naming the type it looks like, and for a reference that names the subject or holds a phone
+    number: refused before anything is sealed or any run started."""
+    catalog = _catalog(backend)
+    if catalog is None:
+        return  # the register step checks both against the catalog the workers read
+    value = submission.identifier.get_secret_value()
     try:
-        refuse_misfit(
-            identifiers, submission.identifier_type, submission.identifier.get_secret_value()
+        refuse_misfit(catalog.identifiers, submission.identifier_type, value)
+        identity = normalise_subject(
+            catalog, SubjectRef(type=submission.identifier_type, value=SecretStr(value))
         )
-    except WrongIdentifierType as exc:  # names the field and the types, never the value
+        refuse_identifying_reference(catalog, submission.request_ref, [identity])
+    except (WrongIdentifierType, NamesSubject, SubjectError) as exc:  # never the value
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_ENTITY, f"invalid erasure request: {exc}"
         ) from None
@@ -253,15 +259,16 @@ def _extend(backend: ErasureBackend, ref: str, extension: Extension, caller: Cal
 def new_request_page(caller: DpoDep, backend: BackendDep, ref: str = "") -> HTMLResponse:
     """The DPO's form (`ref` prefills the reference: the desk's "submit a corrected request");
     it posts JSON to the route above with the UI's login cookie."""
-    identifier_types = sorted(_catalog_identifiers(backend) or ())
+    catalog = _catalog(backend)
+    identifier_types = sorted(catalog.identifiers) if catalog is not None else []
     return HTMLResponse(render_new_request_page(identifier_types, ref=ref))
 
 
-def _catalog_identifiers(backend: ErasureBackend) -> dict[str, IdentifierSpec] | None:
-    """The catalog's identifier types; None if it cannot be read (the form still works: the
-    register step names a wrong type)."""
+def _catalog(backend: ErasureBackend) -> Catalog | None:
+    """The catalog; None if it cannot be read (the form still works: the register step names
+    a wrong type)."""
     try:
-        return backend.catalog().identifiers
+        return backend.catalog()
     except Exception:
         log.warning("the catalog could not be read for the erasure desk", exc_info=True)
         return None

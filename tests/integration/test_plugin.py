@@ -706,6 +706,41 @@ def test_a_value_that_cannot_be_of_its_type_is_refused_before_anything_is_sealed
     assert sealed == 0
 
 
+REF_CUSTOMER = f"C{RUN.upper()}"
+
+
+@pytest.mark.parametrize(
+    ("ref", "id_type", "identifier", "said"),
+    [
+        (REF_CUSTOMER, "customer_id", REF_CUSTOMER, "request_ref contains the subject's"),
+        (f"DSR-{REF_CUSTOMER}", "customer_id", REF_CUSTOMER, "request_ref contains the subject's"),
+        ("DSR-442079460958", "email", CANARY, "reads as a phone number"),
+        ("DSR-4915112345678", "email", CANARY, "reads as a phone number"),
+    ],
+    ids=["the-customer-number", "a-ref-holding-it", "a-uk-phone", "a-german-mobile"],
+)
+def test_a_reference_that_names_anyone_is_refused_before_airflow_sees_it(
+    client: Any,
+    tokens: dict[str, str],
+    erasure_dag: str,
+    submissions_key: str,
+    ref: str,
+    id_type: str,
+    identifier: str,
+    said: str,
+) -> None:
+    """A reference becomes the run id, the log paths and a desk row: it names nobody."""
+    response = client.post(
+        "/erasure/api/v1/requests",
+        json=submission(ref, identifier, identifier_type=id_type),
+        headers=bearer(tokens["dpo"]),
+    )
+    assert response.status_code == 422, response.text
+    assert said in response.json()["detail"]
+    assert ref.lower() not in response.text.lower()
+    assert airflow_rows_containing(ref) == []
+
+
 def test_only_a_json_object_is_a_submission(client: Any, tokens: dict[str, str]) -> None:
     form = client.post(
         "/erasure/api/v1/requests",

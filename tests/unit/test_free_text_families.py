@@ -111,7 +111,7 @@ def test_no_form_of_somebody_else_is_refused(catalog: Catalog, id_type: str) -> 
     [
         "Spoke to JANE CANARY on the phone",
         "spoke to jane  canary",  # spacing
-        "Mrs Canary asked",  # one part of the name
+        "Mrs Canary asked",  # one part of the name, written as a name
         "Canary, Jane",
         "J\u0430ne asked for this",  # Cyrillic a
         "Jane\u200b Canary",  # zero-width space
@@ -119,15 +119,23 @@ def test_no_form_of_somebody_else_is_refused(catalog: Catalog, id_type: str) -> 
     ],
 )
 def test_personal_data_from_the_rows_is_refused(catalog: Catalog, text: str) -> None:
-    terms = ["Jane Canary", "jane", "canary", "14 Wharf Road"]
-    assert named_types(catalog, text, [], terms) == [PERSONAL_DATA]
+    named = named_types(catalog, text, [], ["14 Wharf Road"], names=["Jane Canary"])
+    assert named == [PERSONAL_DATA]
 
 
 @pytest.mark.parametrize(
-    "text", ["the requester asked twice", "Janet from legal", "canaryfish", "14 Wharf"]
+    "text",
+    [
+        "the requester asked twice",
+        "Janet from legal",
+        "canaryfish",
+        "14 Wharf",
+        "a canary in the mine",  # a part of a name, not written as one
+        "Road works",  # a part of an address is not a name
+    ],
 )
 def test_text_without_the_personal_data_is_kept(catalog: Catalog, text: str) -> None:
-    assert named_types(catalog, text, [], ["Jane Canary", "jane", "canary", "14 Wharf Road"]) == []
+    assert named_types(catalog, text, [], ["14 Wharf Road"], names=["Jane Canary"]) == []
 
 
 def test_the_refusal_never_carries_what_matched(catalog: Catalog) -> None:
@@ -135,7 +143,7 @@ def test_the_refusal_never_carries_what_matched(catalog: Catalog) -> None:
     for value, request, _ in _cases(fam, EXACT)[:50]:
         with pytest.raises(NamesSubject) as refused:
             refuse_if_named(
-                catalog, "reason", f"from {value}", [_identity(fam, request)], ["Jane Canary"]
+                catalog, "reason", f"from {value}", [_identity(fam, request)], names=["Jane"]
             )
         message = str(refused.value)
         assert value not in message and request not in message
