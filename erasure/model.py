@@ -101,6 +101,7 @@ class GapKind(StrEnum):
     ERROR_CYCLE = "error_cycle"  # a cycle with no materialisation boundary
     CATALOG_DRIFT = "catalog_drift"  # the warehouse lacks a table/column the catalog names
     LINEAGE_SHRANK = "lineage_shrank"  # an output's observed inputs shrank or vanished
+    NAMES_SUBJECT = "names_subject"  # a dataset or job name holds the subject's identifier
 
 
 class Gap(BaseModel):
@@ -222,6 +223,9 @@ class SubjectSearch(BaseModel):
 REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
 REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 
+# A dataset whose name (or namespace) holds one of the subject's identifiers: the plan names
+# it by a keyed hash, and the DPO rules on it (erasure.redacted_names).
+NAMED_DATASET_RULE = "1a"
 SHARED_ROW_RULE = "2a"
 # Rows reached only through an identifier value held back from the expansion: one the subject
 # shares with other people, or a second value of a one-per-person type (erasure.locate).

@@ -6,6 +6,7 @@ evidence. Nothing the lineage reaches is dropped: what no rule can clear escalat
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
@@ -52,6 +53,7 @@ from erasure.model import (
     SubjectSummary,
 )
 from erasure.pseudonym import Pepper, subject_hash
+from erasure.redacted_names import redact_subject_names
 from erasure.warehouse import Warehouse
 
 # Gap kinds that leave a dataset's derivation unknown: the dataset escalates (rule 1).
@@ -73,6 +75,10 @@ SUBJECT_SEARCH = DatasetRef("erasure", "subject_search")
 # Large enough that an estate of 30,000 datasets (and eight times that) walks whole; the bound
 # stays so that a runaway graph still ends as a truncated closure, which escalates.
 DEFAULT_MAX_NODES = 250_000
+
+# Names a plan withholds are keyed by the request's pepper; a plan made without one (the
+# CLI's `plan` without Vault) keys them by this process's own random key.
+_PROCESS_NAME_KEY = secrets.token_bytes(32)
 
 _ACTION_ORDER = {
     Action.ERASE_ROWS: 0,
@@ -134,7 +140,14 @@ def make_plan(
         location = location or locate(catalog, warehouse, subject)
         lineage = build_lineage(catalog, warehouse, events, store=lineage_store, as_of=as_of)
         return plan_erasure(
-            catalog, warehouse, location, lineage, summary, max_nodes=max_nodes, now=now
+            catalog,
+            warehouse,
+            location,
+            lineage,
+            summary,
+            max_nodes=max_nodes,
+            now=now,
+            name_key=pepper.secret if pepper is not None else None,
         )
     finally:
         if own:
@@ -151,12 +164,16 @@ def plan_erasure(
     max_nodes: int = DEFAULT_MAX_NODES,
     max_depth: int | None = None,
     now: datetime | None = None,
+    name_key: bytes | None = None,
 ) -> Plan:
     """Classify every artefact of the forward closure from the located roots.
 
     The closure is the erasure view's (`erasure_view`): every edge set whose output may still
     hold rows it wrote, not only today's. Immutable and per-subject-key datasets are in every
     plan, reached or not: an event can never take them out.
+
+    A dataset or job whose name holds one of the subject's identities is named by a keyed
+    hash under `name_key` (the request's pepper) and the dataset escalates (rule 1a).
 
     SubjectError when the request reaches several people by a one-per-person key: nothing
     it matched can then be told to be the subject's, so nothing is planned.
@@ -233,7 +250,7 @@ def plan_erasure(
         items.append(_not_found_item(location.search))
     items = _order(items, closure, warehouse, catalog)
     items.append(_tombstone_item(subject))
-    return Plan(
+    plan = Plan(
         subject=subject,
         roots=location.roots(),
         items=items,
@@ -245,6 +262,7 @@ def plan_erasure(
         lineage_as_of=lineage.as_of,
         created_at=now,
     )
+    return redact_subject_names(plan, catalog, location.identities, name_key or _PROCESS_NAME_KEY)
 
 
 def _refuse_several_people(location: Location, subject: SubjectSummary) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from erasure.matching import NearMiss
 from erasure.model import (
+    NAMED_DATASET_RULE,
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
     SHARED_IDENTITY_RULE,
@@ -118,6 +119,16 @@ def escalation_prompt(item: PlanItem) -> Prompt:
             "No key of this subject exists, so destroying keys cannot make this storage "
             "unreadable for them. Ask its owner whether the subject was ever written here: "
             "confirm it is not held, or retain it under an exemption (it stays readable)."
+        )
+    elif item.rule == NAMED_DATASET_RULE:
+        lines.append(
+            "The name of this artefact contains the subject's identifier, so it is shown by a "
+            "keyed hash and this system does not act on it. Find it downstream of the artefacts "
+            "it derives from, in its namespace (`erasure lineage closure` lists names in full "
+            "for an operator), and have its owner erase the person there (the request stays "
+            "pending until their confirmation is recorded with `erasure requests "
+            "confirm-deletion`); confirm the subject is not held if the name only looks like "
+            "the identifier, or retain it under an exemption."
         )
     elif item.rule == SHARED_IDENTITY_RULE:
         lines.append(

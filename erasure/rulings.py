@@ -12,6 +12,9 @@ depends on what escalated (`options_for`):
   is not held there, or retain it under an exemption;
 - a system only its owner can reach (rule 2c, e.g. the CRM the warehouse copies): its owner
   erases the person there (pending until the owner confirms it), not held, or retain.
+- a dataset whose name holds the subject's identifier (rule 1a; the plan shows it by a keyed
+  hash, so this system cannot act on it): its owner erases the person there (pending until
+  the owner confirms it), not held, or retain;
 - rows reached only through an identifier value the subject shares with others (rule 2b):
   confirm the subject is not held in them (they are left as they are), or retain them under
   an exemption. Neither deletes: locate never hands over the values that reached them.
@@ -43,6 +46,7 @@ from pydantic import (
 
 from erasure.errors import ErasureError
 from erasure.model import (
+    NAMED_DATASET_RULE,
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
     SHARED_IDENTITY_RULE,
@@ -100,6 +104,13 @@ OUTSIDE_REACH_OPTIONS = (
 # written under a key this system cannot name (then readable, and kept only under an exemption).
 UNKEYED_SHRED_OPTIONS = (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
 SHARED_IDENTITY_OPTIONS = (RulingOption.NOT_HELD, RulingOption.RETAIN_EXEMPTION)
+# A dataset named after the subject (rule 1a): the plan no longer names it, so nothing here
+# can delete or rebuild it; its owner erases the person there, or the name only looks alike.
+NAMED_DATASET_OPTIONS = (
+    RulingOption.OWNER_ERASES,
+    RulingOption.NOT_HELD,
+    RulingOption.RETAIN_EXEMPTION,
+)
 # Never standing: each deletion, and each "not held", is decided for its own request.
 NOT_STANDING = frozenset(
     {
@@ -212,6 +223,8 @@ def options_for(item: PlanItem) -> tuple[RulingOption, ...]:
         return OUTSIDE_REACH_OPTIONS
     if item.rule == SHARED_IDENTITY_RULE:
         return SHARED_IDENTITY_OPTIONS
+    if item.rule == NAMED_DATASET_RULE:
+        return NAMED_DATASET_OPTIONS
     return DERIVED_OPTIONS
 
 

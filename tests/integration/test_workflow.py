@@ -3,6 +3,7 @@ store, the demo estate. What the DAG wires, this drives by hand."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from erasure.crm_ingest import ingest_crm_export
 from erasure.deadlines import deadline_report
 from erasure.errors import ErasureError, StoreError, VaultError, VerificationFailed
 from erasure.keys.vault import EmbeddedOpenBao
+from erasure.lineage import LineageStore
 from erasure.model import Action
 from erasure.planner import SUBJECT_SEARCH
 from erasure.prompts import escalation_prompt
@@ -32,6 +34,7 @@ from tests.integration.workflow_support import (
     CONF,
     NOT_HELD,
     act,
+    answer,
     down_once,
     failure_callback,
     item_named,
@@ -592,3 +595,63 @@ def test_two_requests_of_one_person_at_once_each_prove_the_key_gone(
     [key] = cited.keys
     assert key["key_id"] == destroyed.keys[0]["key_id"] and key["already_absent"] is True
     assert key["destroyed_by_request"] == first
+
+
+def test_a_file_named_after_the_subject_never_names_her_in_plan_prompts_or_records(
+    svc: Services,
+) -> None:
+    """A DSAR export job run for her wrote a file named after her: the plan, the DPO's prompt
+    and every signed record name both by a keyed hash, and the file waits for its owner."""
+    ref = "REQ-2026-0031"
+    written = "Alice.Smith@Example.com"  # as the export job spelt it
+    export = {"namespace": "s3://dsar-exports", "name": f"2026/{written}/profile.json"}
+    LineageStore(svc.store).ingest_json(
+        [
+            {
+                "eventType": "COMPLETE",
+                "eventTime": "2026-11-21T09:00:00Z",
+                "producer": "https://example.com/dsar-export",
+                "run": {"runId": "01937a10-0000-7000-8000-00000000d5a1"},
+                "job": {"namespace": "airflow", "name": f"dsar_export.{written}"},
+                "inputs": [{"namespace": "warehouse", "name": "crm.customers"}],
+                "outputs": [export],
+            }
+        ]
+    )
+    register(svc, {**CONF, "request_ref": ref}, f"erasure-{ref}")
+    plan = workflow.plan_request(svc, ref)
+    [named] = [i for i in plan.items if i.dataset.namespace == "s3://dsar-exports"]
+    assert named.dataset.name.startswith("redacted:")
+    assert (named.action, named.rule) == (Action.ESCALATE, "1a")
+    prompt = escalation_prompt(named)
+    assert named in workflow.pending_escalations(svc, ref)
+
+    workflow.tombstone(svc, ref)
+    for name in workflow.items_for(plan, Action.ERASE_ROWS):
+        workflow.erase(svc, ref, name)
+    for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
+        workflow.shred(svc, ref, name)
+    for name in workflow.items_for(plan, Action.REBUILD):
+        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
+    for name in workflow.items_for(plan, Action.AGGREGATE_OK):
+        workflow.confirm_aggregate(svc, ref, name)
+    owner_erases = answer(
+        "Its owner erases the person there", justification="the exports team deletes the file"
+    )
+    for item in workflow.pending_escalations(svc, ref):
+        workflow.rule(svc, ref, item.dataset, ANSWERS.get(item.dataset.name, owner_erases))
+    with pytest.raises(VerificationFailed, match="owner deleted"):
+        workflow.verify(svc, ref)  # until the owner's deletion is confirmed
+    workflow.confirm_deletion(svc, ref, named.dataset, "exports team", "file deleted, OPS-31")
+    assert workflow.verify(svc, ref).passed
+    record = workflow.complete(svc, ref)
+
+    texts = {
+        "plan": "\n".join(svc.plans.get(ref, v).model_dump_json() for v in svc.plans.versions(ref)),
+        "prompt": prompt.subject + "\n" + prompt.body,
+        "records": "\n".join(json.dumps(r.body, default=str) for r in svc.ledger.show(ref)),
+        "completion record": json.dumps(record.body, default=str),
+    }
+    for where, text in texts.items():
+        assert text.lower().count(CANARY) == 0, where
+        assert named.dataset.name in text, where  # named, by its hash

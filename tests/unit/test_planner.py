@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -10,6 +12,8 @@ from erasure.catalog import Catalog
 from erasure.lineage import parse_event
 from erasure.model import Action, CycleKind, GapKind, Plan, SubjectRef
 from erasure.planner import make_plan
+from erasure.prompts import escalation_prompt
+from erasure.pseudonym import Pepper
 from erasure.warehouse import Warehouse
 from tests.unit.estate import make_estate
 
@@ -234,3 +238,101 @@ def test_a_producer_that_never_reported_escalates_until_it_does(
     plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, events=[reported])
     assert "d.dark" not in {i.dataset.name for i in plan.items}  # it reads no subject data
     assert all(g.kind is not GapKind.NO_EVENTS for g in plan.gaps)
+
+
+def _export_events() -> list[Any]:
+    """A per-request export job named after Ann, writing a file named after her, and a job
+    reading that file into another dataset."""
+    run = {"eventType": "COMPLETE", "eventTime": "2026-11-28T01:04:12Z", "producer": "test"}
+    export = {"namespace": "s3://dsar-exports", "name": "2026/Ann@Example.com/profile.json"}
+    return [
+        parse_event(
+            {
+                **run,
+                "run": {"runId": "01937a10-0000-7000-8000-0000000000e1"},
+                "job": {"namespace": "airflow", "name": "dsar_export.ann@example.com"},
+                "inputs": [{"namespace": "w", "name": "src.people"}],
+                "outputs": [export],
+            }
+        ),
+        parse_event(
+            {
+                **run,
+                "run": {"runId": "01937a10-0000-7000-8000-0000000000e2"},
+                "job": {"namespace": "airflow", "name": "dsar_digest.weekly"},
+                "inputs": [export],
+                "outputs": [{"namespace": "w", "name": "x.export_digest"}],
+            }
+        ),
+    ]
+
+
+def test_a_dataset_named_after_the_subject_is_planned_under_a_keyed_hash_and_escalates(
+    estate: tuple[Catalog, Warehouse],
+) -> None:
+    catalog, warehouse = estate
+    pepper = Pepper(1, b"k" * 32)
+    plan = make_plan(
+        catalog, SUBJECT, warehouse=warehouse, now=NOW, events=_export_events(), pepper=pepper
+    )
+    text = plan.model_dump_json().lower()
+    assert "ann@example.com" not in text and "dsar_export.ann" not in text
+
+    [named] = [i for i in plan.items if i.dataset.namespace == "s3://dsar-exports"]
+    assert re.fullmatch(r"redacted:[0-9a-f]{16}", named.dataset.name)
+    assert (named.action, named.rule) == (Action.ESCALATE, "1a")
+    assert named.evidence["identifier_types"] == ["email"]
+    assert named.evidence["withheld_rule"] == "1"  # uncatalogued, as before
+    gaps = [g for g in plan.gaps if g.kind is GapKind.NAMES_SUBJECT]
+    assert named.dataset in {g.dataset for g in gaps}
+    assert any(g.dataset is None and "job or dataset name" in g.detail for g in gaps)  # the job
+    # What derives from it names it by the same hash, and is decided as before.
+    [digest] = [i for i in plan.items if i.dataset.name == "x.export_digest"]
+    assert digest.upstreams == [named.dataset] and (digest.action, digest.rule) == (
+        Action.ESCALATE,
+        "1",
+    )
+    # Everything else is decided as without the export.
+    plain = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, pepper=pepper)
+    assert {k: v for k, v in decisions(plan).items() if k in decisions(plain)} == decisions(plain)
+
+    prompt = escalation_prompt(named)
+    assert prompt.options == [
+        "Its owner erases the person there",
+        "Confirm the subject is not held",
+        "Retain under an Art. 17(3) exemption",
+    ]
+    assert "ann@example.com" not in (prompt.subject + prompt.body).lower()
+    assert named.dataset.name in prompt.subject
+    # A re-plan names it the same; another pepper names it otherwise.
+    again = make_plan(
+        catalog, SUBJECT, warehouse=warehouse, now=NOW, events=_export_events(), pepper=pepper
+    )
+    assert named.dataset in {i.dataset for i in again.items}
+    other = make_plan(
+        catalog,
+        SUBJECT,
+        warehouse=warehouse,
+        now=NOW,
+        events=_export_events(),
+        pepper=Pepper(2, b"o" * 32),
+    )
+    assert named.dataset not in {i.dataset for i in other.items}
+
+
+def test_names_of_other_people_and_numbers_in_reasons_are_left_as_they_are(
+    estate: tuple[Catalog, Warehouse],
+) -> None:
+    catalog, warehouse = estate
+    [export, _] = _export_events()
+    bob = export.model_copy(
+        update={
+            "outputs": [export.outputs[0].model_copy(update={"name": "2026/b@x.io/profile.json"})],
+            "job": export.job.model_copy(update={"name": "dsar_export.b@x.io"}),
+        }
+    )
+    plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, events=[bob])
+    assert "2026/b@x.io/profile.json" in {i.dataset.name for i in plan.items}
+    assert all(g.kind is not GapKind.NAMES_SUBJECT for g in plan.gaps)
+    # customer id P1 is one of Ann's identities: counts in reasons are not names.
+    assert "holds 1 row(s) of the subject" in " ".join(i.reason for i in plan.items)

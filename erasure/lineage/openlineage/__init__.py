@@ -1,6 +1,7 @@
 """Observed lineage: OpenLineage run events turned into column-level edges.
 
-`spec` holds the run event as the spec defines it and its content hash; `readers` reads
+`spec` holds the run event as the spec defines it and its content hash; `kept_facets` what
+of it is stored (the facets lineage reads, the SQL without its values); `readers` reads
 events from files and bodies; `column_facets` reads the column lineage facet into links;
 `runs` merges a run's events and publishes its edges, a job's runs a timeline; `event_json`
 is the JSON codec behind them (msgspec).
@@ -9,6 +10,7 @@ is the JSON codec behind them (msgspec).
 from __future__ import annotations
 
 from erasure.lineage.openlineage.column_facets import link_key
+from erasure.lineage.openlineage.kept_facets import minimised
 from erasure.lineage.openlineage.readers import (
     EventElement,
     EventItem,
@@ -44,7 +46,6 @@ from erasure.lineage.openlineage.spec import (
     RunState,
     event_id,
     event_text,
-    minimised,
     parse_decoded,
     parse_event,
 )

@@ -15,7 +15,8 @@ from typing import Any
 
 from erasure.errors import LineageError
 from erasure.lineage.openlineage import event_json
-from erasure.lineage.openlineage.spec import RunEvent, minimised, parse_decoded
+from erasure.lineage.openlineage.kept_facets import minimised
+from erasure.lineage.openlineage.spec import RunEvent, parse_decoded
 
 
 class _BadJson(Exception):

@@ -1,5 +1,6 @@
 """The OpenLineage run event as the spec defines it (RunEvent and its parts), read and
-validated from JSON, minimised to the facets that are lineage, and its content hash.
+validated from JSON, minimised to the facets that are lineage (`kept_facets`), and its
+content hash.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic import (
 
 from erasure.errors import LineageError, invalid_fields
 from erasure.lineage.openlineage import event_json
+from erasure.lineage.openlineage.kept_facets import minimised
 from erasure.model import DatasetRef
 
 
@@ -44,15 +46,6 @@ class RunState(StrEnum):
 
 TERMINAL_STATES = frozenset({RunState.COMPLETE, RunState.ABORT, RunState.FAIL})
 _OWNED = "owned"  # validation context: the input dict was made for this event alone
-
-# The run and job facets an event keeps. Producers put whatever they know about a run into
-# these facets: Airflow's `airflow` run facet carries the DAG run's conf and note, and an
-# `errorMessage` can quote a database driver's bound parameters. None of that is lineage and
-# some of it may be personal data, so it is dropped before the event is hashed or stored.
-# Kept: what identifies and links runs, and what describes the job. Dataset facets (schema,
-# column lineage) are lineage and are kept whole.
-KEPT_RUN_FACETS = frozenset({"parent", "nominalTime", "processing_engine"})
-KEPT_JOB_FACETS = frozenset({"sql", "jobType", "documentation", "sourceCodeLocation"})
 
 
 def _not_blank(value: str) -> str:
@@ -85,7 +78,7 @@ class EventJob(BaseModel):
 
 
 class EventDataset(BaseModel):
-    """An entry of `inputs` or `outputs`; facets are kept as free-form JSON."""
+    """An entry of `inputs` or `outputs`: its identity and the facets `minimised` keeps."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -100,7 +93,7 @@ class EventDataset(BaseModel):
 
 class RunEvent(BaseModel):
     """An OpenLineage RunEvent: the parts lineage needs, every other field kept as sent
-    (except the run and job facets `minimised` drops)."""
+    (except what `minimised` drops)."""
 
     model_config = ConfigDict(extra="allow")  # wire names only: the raw event is the evidence
 
@@ -184,24 +177,6 @@ def parse_decoded(data: Any, *, native: bool = False) -> RunEvent:
     event = _validate(data, owned=True)
     event._native = native
     return event
-
-
-def minimised(data: Any) -> Any:
-    """`data` without the run and job facets lineage does not keep (see KEPT_RUN_FACETS);
-    `data` itself when it has none to drop. The caller's objects are never changed."""
-    if not isinstance(data, Mapping):
-        return data
-    parts: dict[str, Any] = {}
-    for part, kept in (("run", KEPT_RUN_FACETS), ("job", KEPT_JOB_FACETS)):
-        value = data.get(part)
-        if not isinstance(value, Mapping):
-            continue
-        facets = value.get("facets")
-        if isinstance(facets, Mapping) and not kept.issuperset(facets):
-            trimmed = {name: facet for name, facet in facets.items() if name in kept}
-            rest = {key: item for key, item in value.items() if key != "facets"}
-            parts[part] = {**rest, "facets": trimmed} if trimmed else rest
-    return {**data, **parts} if parts else data
 
 
 def _validate(data: Any, *, owned: bool) -> RunEvent:

@@ -79,7 +79,8 @@ def _event(**extra: Any) -> dict[str, Any]:
         "eventTime": "2026-11-01T02:00:00Z",
         "run": {"runId": "r1", "facets": {"nominalTime": {"nominalStartTime": "x"}}},
         "job": {"namespace": "airflow", "name": "zoë.job"},
-        "outputs": [{"namespace": "pg", "name": "t", "facets": {"stats": {"rows": 3, **extra}}}],
+        # In a kept facet: the values are hashed, not dropped (kept_facets).
+        "outputs": [{"namespace": "pg", "name": "t", "facets": {"schema": {"rows": 3, **extra}}}],
     }
 
 

@@ -364,6 +364,71 @@ def test_events_differing_only_in_dropped_facets_are_one_event(store: Store) -> 
     assert ingest(store, with_conf).stored == 0
 
 
+def _with_dataset_facets(e: dict[str, Any]) -> dict[str, Any]:
+    """`e` with the dataset facets producers add beside lineage, each quoting the canary, and
+    a `sql` job facet whose statement names it as a value and in a comment."""
+    measured = {"columnMetrics": {"email": {"min": CANARY, "distinctCount": 1}}}
+    e["inputs"][0]["facets"] = {
+        "dataQualityMetrics": measured,
+        "symlinks": {"identifiers": [{"namespace": NS, "name": "crm.orders_v2", "type": "TABLE"}]},
+    }
+    e["inputs"][0]["inputFacets"] = {"dataQualityMetrics": measured}
+    output = e["outputs"][0]
+    output["facets"] |= {
+        "schema": {"fields": [{"name": "ltv", "type": "numeric"}]},
+        "ownership": {"owners": [{"name": f"user:{CANARY}"}]},
+        "columnMetrics": measured,
+        "acme_sample_rows": {"rows": [[CANARY, 42]]},
+    }
+    output["outputFacets"] = {"outputStatistics": {"rowCount": 1}, "note": CANARY}
+    output["sample"] = CANARY  # a key the spec does not define
+    e["job"]["facets"] = {
+        "sql": {
+            "query": f"INSERT INTO marts.customer_ltv SELECT o.amount AS ltv FROM crm.orders AS o "
+            f"WHERE o.email <> '{CANARY}' AND o.amount > 12.5 -- not {CANARY}",
+            "dialect": "postgres",
+        },
+        "documentation": {"description": f"asked for by {CANARY}"},
+    }
+    return e
+
+
+def test_dataset_facets_that_are_not_lineage_and_sql_values_are_never_stored(
+    store: Store, tmp_path: Path
+) -> None:
+    lineage = LineageStore(store)
+    lineage.ingest([parse_event(_with_dataset_facets(event("r1", "START")))])
+    lineage.ingest_json([_with_dataset_facets(event("r2"))], origin="http")
+    path = tmp_path / "events.jsonl"
+    path.write_text(json.dumps(_with_dataset_facets(event("r3"))) + "\n")
+    assert lineage.ingest_file(path).stored == 1
+
+    stored = _stored_text(store)
+    assert "canary" not in stored.lower() and "12.5" not in stored
+    (kept,) = [e for e in stored_events(store) if e.run.run_id == "r3"]
+    (source,), (output,) = kept.content()["inputs"], kept.content()["outputs"]
+    assert source.keys() == {"namespace", "name", "facets"} == output.keys()
+    assert set(source["facets"]) == {"symlinks"}
+    assert set(output["facets"]) == {"schema", "columnLineage"}
+    assert set(kept.job.facets) == {"sql"}
+    assert kept.job.facets["sql"] == {
+        "query": "INSERT INTO marts.customer_ltv SELECT o.amount AS ltv FROM crm.orders AS o "
+        "WHERE o.email <> %s AND o.amount > %s",
+        "dialect": "postgres",
+    }
+    # Lineage is read as before from what is kept.
+    assert current(store) == {("crm.orders.amount", "marts.customer_ltv.ltv")}
+
+
+def test_a_query_that_cannot_be_read_is_dropped_and_says_so(store: Store) -> None:
+    unreadable = event("r1")
+    unreadable["job"]["facets"] = {"sql": {"query": f"SELEC '{CANARY}' FROM (("}}
+    assert ingest(store, unreadable).stored == 1
+    assert "canary" not in _stored_text(store).lower()
+    (kept,) = stored_events(store)
+    assert kept.job.facets["sql"] == {"queryDropped": True}
+
+
 def _declared(key: str, digest: str, source_col: str, calls: list[str]) -> DeclaredSource:
     def parse() -> tuple[list[LineageEdge], list[Any]]:
         calls.append(key)

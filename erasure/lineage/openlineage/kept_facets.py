@@ -1,0 +1,98 @@
+"""What of a run event is kept: the facets lineage reads, and nothing a producer adds beside.
+
+Raw events are kept for `ERASURE_LINEAGE_RETENTION_DAYS` (400 by default) as evidence, and
+producers put whatever they know into facets: Airflow's `airflow` run facet carries the DAG
+run's conf and note, an `errorMessage` can quote a driver's bound parameters, a data quality
+facet the column values it measured, an `ownership` facet people's names, the `sql` facet the
+statement with its values. None of that is lineage and some of it is personal data, so it is
+dropped (the `sql` facet's values replaced by placeholders) before the event is hashed or
+stored: an event differing only in what is dropped is the same event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# Run facets: what identifies and links runs (structured; no free text).
+KEPT_RUN_FACETS = frozenset({"parent", "nominalTime", "processing_engine"})
+# Job facets: what kind of job and where its code lives, and its SQL without values. The
+# free-text `documentation` and the whole `sourceCode` are not kept.
+KEPT_JOB_FACETS = frozenset({"sql", "jobType", "sourceCodeLocation"})
+# Dataset facets: the ones lineage reads (`columnLineage`, `schema` for the columns a
+# dataset-wide link reaches) and `symlinks` (the other names a dataset is known by). Data
+# quality metrics, column statistics, ownership, storage, custom facets and a dataset
+# entry's `inputFacets`/`outputFacets` are not kept.
+KEPT_DATASET_FACETS = frozenset({"schema", "columnLineage", "symlinks"})
+_DATASET_KEYS = frozenset({"namespace", "name", "facets"})
+
+
+def minimised(data: Any) -> Any:
+    """`data` without what lineage does not keep (see the module docstring); `data` itself
+    when it has nothing to drop. The caller's objects are never changed."""
+    if not isinstance(data, Mapping):
+        return data
+    parts: dict[str, Any] = {}
+    for part, kept in (("run", KEPT_RUN_FACETS), ("job", KEPT_JOB_FACETS)):
+        value = data.get(part)
+        if isinstance(value, Mapping):
+            trimmed = _trimmed(value, kept)
+            if trimmed is not value:
+                parts[part] = trimmed
+    for part in ("inputs", "outputs"):
+        entries = data.get(part)
+        if isinstance(entries, list):
+            kept_entries = [_dataset(entry) for entry in entries]
+            if any(k is not e for k, e in zip(kept_entries, entries, strict=True)):
+                parts[part] = kept_entries
+    return {**data, **parts} if parts else data
+
+
+def _trimmed(value: Mapping[str, Any], kept: frozenset[str]) -> Mapping[str, Any]:
+    """A run or job object with only the `kept` facets (the `sql` one without values)."""
+    facets = value.get("facets")
+    if not isinstance(facets, Mapping):
+        return value  # not an object: validation says so
+    trimmed = {name: facet for name, facet in facets.items() if name in kept}
+    if "sql" in trimmed:
+        trimmed["sql"] = kept_sql_facet(trimmed["sql"])
+    if len(trimmed) == len(facets) and all(trimmed[n] is facets[n] for n in trimmed):
+        return value
+    rest = {key: item for key, item in value.items() if key != "facets"}
+    return {**rest, "facets": trimmed} if trimmed else rest
+
+
+def _dataset(entry: Any) -> Any:
+    """A dataset entry with its identity and the kept facets only."""
+    if not isinstance(entry, Mapping):
+        return entry  # validation says what is wrong with it
+    facets = entry.get("facets")
+    extra = not _DATASET_KEYS.issuperset(entry)
+    if not extra and (not isinstance(facets, Mapping) or KEPT_DATASET_FACETS.issuperset(facets)):
+        return entry
+    kept = {key: item for key, item in entry.items() if key in _DATASET_KEYS}
+    if isinstance(facets, Mapping):
+        trimmed = {n: f for n, f in facets.items() if n in KEPT_DATASET_FACETS}
+        if trimmed:
+            kept["facets"] = trimmed
+        else:
+            del kept["facets"]
+    return kept
+
+
+def kept_sql_facet(facet: Any) -> Any:
+    """The `sql` job facet with its query's literals as placeholders and no comments; a
+    query that cannot be read is dropped, and `queryDropped` says so."""
+    if not isinstance(facet, Mapping) or not isinstance(facet.get("query"), str):
+        return facet
+    from erasure.lineage.sql.literals import without_literals  # sqlglot: only when needed
+
+    query = facet["query"]
+    dialect = facet.get("dialect")
+    stripped = without_literals(query, dialect if isinstance(dialect, str) else None)
+    if stripped == query:
+        return facet
+    rest = {key: item for key, item in facet.items() if key != "query"}
+    if stripped is None:
+        return {**rest, "queryDropped": True}
+    return {**rest, "query": stripped}
