@@ -216,7 +216,7 @@ def _store_argument(parser: argparse.ArgumentParser) -> None:
 
 def _count(text: str) -> int:
     if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+        raise argparse.ArgumentTypeError("expected a whole number of 0 or more")
     return int(text)
 
 
@@ -225,7 +225,7 @@ def _instant(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
+            "expected an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
         ) from None
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
@@ -511,8 +511,8 @@ def _requests_confirm_deletion(args: argparse.Namespace) -> int:
         ]
         if len(named) != 1:
             raise ErasureError(
-                f"request {args.request_ref}'s plan has {len(named) or 'no'} artefact(s) named "
-                f"{args.dataset!r}: give it as NAMESPACE/NAME from the plan"
+                f"the request's plan has {len(named) or 'no'} artefact(s) of that name: give "
+                "the dataset as NAMESPACE/NAME, as the plan names it"
             )
         evidence = workflow.confirm_deletion(svc, args.request_ref, named[0], args.by, args.note)
     deletion = evidence.deletion or {}

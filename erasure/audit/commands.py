@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from erasure.audit.export import export_json, render_html
-from erasure.audit.records import CompletionRecord, RecordError, RecordLedger, RecordStatus
+from erasure.audit.records import (
+    NO_RECORDS,
+    CompletionRecord,
+    RecordError,
+    RecordLedger,
+    RecordStatus,
+)
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import ErasureError
@@ -105,7 +111,7 @@ def _show(args: argparse.Namespace) -> int:
     with _ledger(with_vault=False) as ledger:
         records = ledger.show(args.ref)
     if not records:
-        raise RecordError(f"there are no completion records for request {args.ref}")
+        raise RecordError(NO_RECORDS)
     if args.json:
         _print_json([r.model_dump(mode="json") for r in records])
         return 0
