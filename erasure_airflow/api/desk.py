@@ -54,7 +54,35 @@ class Submitted(BaseModel):
     run_url: str
 
 
-@api.post("/requests", status_code=status.HTTP_201_CREATED)
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its `$defs` written in place (OpenAPI resolves `$ref`s
+    from the document's root, where a model's own `$defs` are not)."""
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined
+
+
+# The body is read by hand (sealed before any model holds it), so the schema is declared here.
+_SUBMISSION_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _inlined(ErasureRequest.model_json_schema())}},
+    }
+}
+
+
+@api.post("/requests", status_code=status.HTTP_201_CREATED, openapi_extra=_SUBMISSION_BODY)
 async def submit_request(request: Request, caller: DpoDep, backend: BackendDep) -> Submitted:
     """Seal a new erasure request and start its `gdpr_erasure` run (the DPO's desk)."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":

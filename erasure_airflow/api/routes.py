@@ -156,6 +156,22 @@ class BatchIngestResponse(BaseModel):
     status_code=status.HTTP_201_CREATED,
     response_model=IngestResponse | BatchIngestResponse,
     responses={200: {"description": "Already stored"}, 400: {"description": "Malformed"}},
+    # Read as bytes (it may be gzip); declared for the schema: one RunEvent or an array.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "oneOf": [
+                            {"type": "object"},
+                            {"type": "array", "items": {"type": "object"}},
+                        ]
+                    }
+                }
+            },
+        }
+    },
 )
 async def ingest_lineage(
     request: Request, caller: LineageWriterDep, backend: BackendDep
