@@ -29,11 +29,12 @@ credential (JSON, same origin) is in `erasure_airflow.api.csrf`.
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
@@ -157,10 +158,25 @@ def may(user: BaseUser, access: Access, *, dpo_roles: frozenset[str] = frozenset
 def login_url(request: Request) -> str:
     """Airflow's login page, returning after it to the page asked for. `next` is that page's
     path and query, relative: an absolute URL would be built from the Host header, which a
-    forger sets, and send the person to another site once logged in."""
-    page = "/" + quote(request.scope["path"], safe="/").lstrip("/")  # never `//host`
-    query = request.url.query
+    forger sets, and send the person to another site once logged in. A path segment or query
+    value that is not reference-like (an email pasted into a URL) is not carried into the
+    login URL, whose query Airflow's access log keeps: such a path returns to Airflow's home,
+    such a parameter is dropped."""
+    path = request.scope["path"]
+    if not all(_SAFE_IN_NEXT.fullmatch(segment) for segment in path.split("/")):
+        return get_auth_manager().get_url_login(next_url="/")
+    page = "/" + quote(path, safe="/").lstrip("/")  # never `//host`
+    kept = [
+        (name, value)
+        for name, value in request.query_params.multi_items()
+        if _SAFE_IN_NEXT.fullmatch(name) and _SAFE_IN_NEXT.fullmatch(value)
+    ]
+    query = urlencode(kept, safe="*")
     return get_auth_manager().get_url_login(next_url=f"{page}?{query}" if query else page)
+
+
+# What a `next` may carry: references, route words, dates, statuses, `REQ-2026-*` filters.
+_SAFE_IN_NEXT = re.compile(r"[A-Za-z0-9._*:-]{0,64}")
 
 
 def _caller(user: BaseUser) -> Caller:

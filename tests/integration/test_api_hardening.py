@@ -562,6 +562,30 @@ def test_an_unsupported_content_encoding_is_not_repeated(client: Any) -> None:
 # 4. The access log: the route, never the values in the URL
 
 
+@pytest.mark.parametrize(
+    ("asked", "returns_to"),
+    [
+        (f"/erasure/api/v1/records/{CANARY}/export?format=html", "/"),
+        (f"/erasure/records?ref={CANARY}&status=failed", "/erasure/records?status=failed"),
+        (f"/erasure/desk?{CANARY}=1", "/erasure/desk"),
+        ("/erasure/records?ref=REQ-2026-01*&since=2026-12-01", None),  # kept as it is
+    ],
+    ids=["identifier-in-path", "identifier-in-query", "identifier-as-key", "filter"],
+)
+def test_the_login_redirect_does_not_carry_an_identifier_into_the_login_url(
+    client: Any, asked: str, returns_to: str | None
+) -> None:
+    """The login page's URL (and its `next`) is logged by Airflow as any other request."""
+    from urllib.parse import parse_qs, urlsplit
+
+    response = client.get(asked, headers={"Accept": "text/html"}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+    location = response.headers["location"]
+    (next_url,) = parse_qs(urlsplit(location).query)["next"]
+    assert next_url == (asked if returns_to is None else returns_to)
+    assert "canary" not in location
+
+
 def _redactor() -> access_log.UrlRedactor:
     from erasure_airflow import api as erasure_api
 
