@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from erasure.errors import ErasureError
-from erasure.model import DatasetRef, Plan, SubjectRef
+from erasure.model import REQUEST_REF, DatasetRef, Plan, SubjectRef
 
 EXIT_ERROR = 2
 EXIT_DRIFT = 3  # the plan was made, but the catalog does not describe the warehouse
@@ -505,6 +505,12 @@ def _requests_confirm_deletion(args: argparse.Namespace) -> int:
     from erasure.services import Services
 
     with Services.open(Settings()) as svc:
+        if not REQUEST_REF.match(args.request_ref) or svc.requests.get(args.request_ref) is None:
+            # What was typed is not repeated: it may be an identifier put in the wrong place.
+            raise ErasureError(
+                "no erasure request with that reference is registered: check the reference "
+                "(`erasure audit list` lists the requests on record)"
+            )
         plan = svc.plans.get(args.request_ref, 1)
         named = [
             i.dataset for i in plan.items if args.dataset in (i.dataset.name, i.dataset.qualified)
