@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from erasure.errors import ErasureError
-from erasure.model import DatasetRef, Plan, SubjectRef
+from erasure.model import REQUEST_REF, DatasetRef, Plan, SubjectRef
 
 EXIT_ERROR = 2
 EXIT_DRIFT = 3  # the plan was made, but the catalog does not describe the warehouse
@@ -216,7 +216,7 @@ def _store_argument(parser: argparse.ArgumentParser) -> None:
 
 def _count(text: str) -> int:
     if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+        raise argparse.ArgumentTypeError("expected a whole number of 0 or more")
     return int(text)
 
 
@@ -225,7 +225,7 @@ def _instant(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
+            "expected an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
         ) from None
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
@@ -505,14 +505,20 @@ def _requests_confirm_deletion(args: argparse.Namespace) -> int:
     from erasure.services import Services
 
     with Services.open(Settings()) as svc:
+        if not REQUEST_REF.match(args.request_ref) or svc.requests.get(args.request_ref) is None:
+            # What was typed is not repeated: it may be an identifier put in the wrong place.
+            raise ErasureError(
+                "no erasure request with that reference is registered: check the reference "
+                "(`erasure audit list` lists the requests on record)"
+            )
         plan = svc.plans.get(args.request_ref, 1)
         named = [
             i.dataset for i in plan.items if args.dataset in (i.dataset.name, i.dataset.qualified)
         ]
         if len(named) != 1:
             raise ErasureError(
-                f"request {args.request_ref}'s plan has {len(named) or 'no'} artefact(s) named "
-                f"{args.dataset!r}: give it as NAMESPACE/NAME from the plan"
+                f"the request's plan has {len(named) or 'no'} artefact(s) of that name: give "
+                "the dataset as NAMESPACE/NAME, as the plan names it"
             )
         evidence = workflow.confirm_deletion(svc, args.request_ref, named[0], args.by, args.note)
     deletion = evidence.deletion or {}

@@ -111,6 +111,6 @@ def resume_ticket(requests: RequestBook, ref: str) -> tuple[str, Ticket]:
     record = requests.require(ref)
     if record.status is not RequestStatus.FAILED:
         raise RequestError(
-            f"request {ref} is {record.status.value}, not failed: there is nothing to resume"
+            f"the request is {record.status.value}, not failed: there is nothing to resume"
         )
     return record.run_id, Ticket(request_ref=ref, submission=f"sub-{secrets.token_hex(16)}")

@@ -8,6 +8,8 @@ registers it with Airflow's API server and adds "Erasure desk", "New erasure req
 saying what it needs). It also adds the API-server middleware that resumes a HITL prompt
 answered while its task parked (erasure_airflow.patches.hitl_resume says why), and the
 listener that records an erasure run or task set to a state by hand (erasure_airflow.listener).
+Loaded, it keeps the values typed into the erasure app's URLs out of the access log
+(erasure_airflow.api.access_log).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from erasure_airflow import listener as erasure_listener
-from erasure_airflow.api import app
+from erasure_airflow.api import access_log, app
 from erasure_airflow.patches.hitl_resume import ResumeAnsweredPrompts
 
 
@@ -31,6 +33,12 @@ class ErasurePlugin(AirflowPlugin):
     fastapi_root_middlewares: list[Any] = [
         {"middleware": ResumeAnsweredPrompts, "name": "erasure: resume answered prompts"}
     ]
+
+    @classmethod
+    def on_load(cls, *args: Any, **kwargs: Any) -> None:
+        """Redact the erasure app's paths and query strings in the API server's access log."""
+        access_log.install(access_log.redactor_for(app.routes, _root_path()))
+
     external_views: list[Any] = [
         {
             "name": "Erasure desk",
@@ -54,3 +62,12 @@ class ErasurePlugin(AirflowPlugin):
             "url_route": "erasure-records",
         },
     ]
+
+
+def _root_path() -> str:
+    """The path of Airflow's `[api] base_url` (`/airflow` behind a proxy), else empty."""
+    from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
+
+    return urlsplit(conf.get("api", "base_url", fallback="") or "").path

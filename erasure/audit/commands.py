@@ -22,7 +22,13 @@ from typing import Any
 from erasure.audit.anchor import VaultAnchorBoard
 from erasure.audit.chain import Anchor
 from erasure.audit.export import export_json, render_html
-from erasure.audit.records import CompletionRecord, RecordError, RecordLedger, RecordStatus
+from erasure.audit.records import (
+    NO_RECORDS,
+    CompletionRecord,
+    RecordError,
+    RecordLedger,
+    RecordStatus,
+)
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import ErasureError
@@ -120,7 +126,7 @@ def _show(args: argparse.Namespace) -> int:
     with _ledger(with_vault=False) as ledger:
         records = ledger.show(args.ref)
     if not records:
-        raise RecordError(f"there are no completion records for request {args.ref}")
+        raise RecordError(NO_RECORDS)
     if args.json:
         _print_json([r.model_dump(mode="json") for r in records])
         return 0

@@ -19,7 +19,13 @@ from pydantic import BaseModel, ValidationError
 from erasure.audit.canonical import GENESIS_HASH, canonical_json, canonical_time, sha256_hex
 from erasure.audit.closure_graph import ACTION_COLOURS, UNKNOWN_COLOUR, closure_svg
 from erasure.audit.evidence import ArtefactOutcome, CompletionEvidence
-from erasure.audit.records import CompletionRecord, RecordError, RecordKind, RecordLedger
+from erasure.audit.records import (
+    NO_RECORDS,
+    CompletionRecord,
+    RecordError,
+    RecordKind,
+    RecordLedger,
+)
 from erasure.audit.signing import (
     SignatureFormatError,
     public_key_pem,
@@ -82,7 +88,7 @@ def export_json(ledger: RecordLedger, ref: str) -> dict[str, Any]:
     """The self-contained evidence pack of request `ref`."""
     records = ledger.show(ref)
     if not records:
-        raise RecordError(f"there are no completion records for request {ref}")
+        raise RecordError(NO_RECORDS)
     links = ledger.links(records[0].seq, records[-1].seq)
     head_seq, head_hash = ledger.head()
     versions = {r.signing_key_version for r in records}

@@ -64,6 +64,13 @@ class RecordError(ErasureError):
     """A completion record cannot be written or read as asked."""
 
 
+# The reference asked for is not repeated: it may be an identifier typed in the wrong place.
+NO_RECORDS = (
+    "there are no completion records for a request with that reference: check the reference "
+    "(`erasure audit list` lists them)"
+)
+
+
 class RecordKind(StrEnum):
     RECEIVED = "received"
     EXTENDED = "extended"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from fastapi import FastAPI, Request, status
@@ -17,6 +18,7 @@ from erasure.errors import ConfigError, ErasureError, StoreError, VaultError
 from erasure_airflow.api import dashboard, desk, pages, respondents, resume, routes
 from erasure_airflow.api.auth import login_url
 from erasure_airflow.api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api.csrf import SameOriginJson
 from erasure_airflow.api.rendering import render
 
 # What an operator fixes (settings, the store, Vault) is 503; the message names what to check.
@@ -53,6 +55,8 @@ def create_app(backend: ErasureBackend | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid_parameters)
     app.add_exception_handler(ErasureError, _erasure_error)
     app.add_exception_handler(sa.exc.SQLAlchemyError, _database_error)
+    # Before any route: a state-changing request is JSON, and a cookie one same-origin.
+    app.add_middleware(SameOriginJson)
     return app
 
 
@@ -83,8 +87,23 @@ async def _invalid_parameters(request: Request, exc: Exception) -> JSONResponse:
     """422 naming each bad parameter and what it accepts. FastAPI's own answer also quotes the
     value sent, and that may be a subject's identifier typed into the wrong box."""
     assert isinstance(exc, RequestValidationError)
-    detail = [{"type": e["type"], "loc": e["loc"], "msg": e["msg"]} for e in exc.errors()]
+    detail = [without_input(error) for error in exc.errors()]
     return JSONResponse({"detail": detail}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+def without_input(error: Mapping[str, Any]) -> dict[str, Any]:
+    """A validation error as location, type and what is expected, never what was sent: no
+    `input`, no `ctx`; an unknown field's name (it was typed) and a message that quotes the
+    value are replaced."""
+    loc = list(error.get("loc", ()))
+    kind = str(error.get("type", "value_error"))
+    if kind == "extra_forbidden" and loc:
+        loc[-1] = "<unknown field>"
+    message = str(error.get("msg", ""))
+    sent = error.get("input")
+    if isinstance(sent, str | int | float) and str(sent) and str(sent) in message:
+        message = "the value is not valid here"
+    return {"type": kind, "loc": loc, "msg": message}
 
 
 async def _erasure_error(request: Request, exc: Exception) -> JSONResponse:

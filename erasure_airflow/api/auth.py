@@ -10,7 +10,6 @@ access is 403. Each route asks for one `Access`:
     desk         can_read on Erasure Desk                         op, admin
     submit       can_create on Erasure, and a role of             op, admin
                  ERASURE_DPO_ROLES (default DPO)
-    lineage      can_create on Erasure, or the lineage API key    op, admin, or the key
     respondents  can_read on Erasure Respondents                  user, op, admin
 
 The chart's roles (helm/values.yaml fab.roles) grant them: Auditor reads; DPO reads, uses
@@ -20,22 +19,30 @@ ruling: FAB gives Admin every permission, and still Admin is not the DPO. Under 
 manager (Keycloak, ...) the permissions are `is_authorized_custom_view` on those resources,
 and the role test applies where its users carry `roles`.
 
-Machines do not log in: OpenLineage producers send `Authorization: Bearer
-<ERASURE_LINEAGE_API_KEY>` to the lineage endpoint, which is all that key allows.
+Lineage ingest is the machines' alone: OpenLineage producers send `Authorization: Bearer
+<ERASURE_LINEAGE_API_KEY>` to the lineage endpoint, which is all that key allows, and no
+login (token or the UI's cookie) is accepted there (401 without the key or with a wrong one,
+saying which; 403 for a user's login). What a state-changing request must carry besides a
+credential (JSON, same origin) is in `erasure_airflow.api.csrf`.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
-from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
+from airflow.api_fastapi.core_api.security import (
+    GetUserDep,
+    bearer_scheme,
+    resolve_user_from_token,
+)
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials
 
@@ -61,7 +68,6 @@ class Access(StrEnum):
     READ = "read"
     DESK = "desk"
     SUBMIT = "submit"
-    LINEAGE = "lineage"
     RESPONDENTS = "respondents"
 
 
@@ -70,14 +76,12 @@ PERMISSIONS: dict[Access, tuple[Literal["GET", "POST"], str]] = {
     Access.READ: ("GET", RESOURCE_NAME),
     Access.DESK: ("GET", DESK_RESOURCE),
     Access.SUBMIT: ("POST", RESOURCE_NAME),
-    Access.LINEAGE: ("POST", RESOURCE_NAME),
     Access.RESPONDENTS: ("GET", RESPONDENTS_RESOURCE),
 }
 SIMPLE_ROLES: dict[Access, frozenset[Role]] = {
     Access.READ: frozenset(Role),
     Access.DESK: frozenset({Role.OP, Role.ADMIN}),
     Access.SUBMIT: frozenset({Role.OP, Role.ADMIN}),
-    Access.LINEAGE: frozenset({Role.OP, Role.ADMIN}),
     Access.RESPONDENTS: frozenset({Role.USER, Role.OP, Role.ADMIN}),
 }
 DENIED: dict[Access, str] = {
@@ -92,10 +96,6 @@ DENIED: dict[Access, str] = {
     Access.SUBMIT: (
         "this erasure action is the DPO's: it needs can_create on Erasure and a DPO role "
         "({dpo_roles}; op or admin under the simple auth manager)"
-    ),
-    Access.LINEAGE: (
-        "lineage ingest needs the lineage API key or can_create on Erasure (op or admin "
-        "under the simple auth manager)"
     ),
     Access.RESPONDENTS: (
         "who may answer the DPO's prompts is for the tasks' service account: it needs "
@@ -158,10 +158,25 @@ def may(user: BaseUser, access: Access, *, dpo_roles: frozenset[str] = frozenset
 def login_url(request: Request) -> str:
     """Airflow's login page, returning after it to the page asked for. `next` is that page's
     path and query, relative: an absolute URL would be built from the Host header, which a
-    forger sets, and send the person to another site once logged in."""
-    page = "/" + quote(request.scope["path"], safe="/").lstrip("/")  # never `//host`
-    query = request.url.query
+    forger sets, and send the person to another site once logged in. A path segment or query
+    value that is not reference-like (an email pasted into a URL) is not carried into the
+    login URL, whose query Airflow's access log keeps: such a path returns to Airflow's home,
+    such a parameter is dropped."""
+    path = request.scope["path"]
+    if not all(_SAFE_IN_NEXT.fullmatch(segment) for segment in path.split("/")):
+        return get_auth_manager().get_url_login(next_url="/")
+    page = "/" + quote(path, safe="/").lstrip("/")  # never `//host`
+    kept = [
+        (name, value)
+        for name, value in request.query_params.multi_items()
+        if _SAFE_IN_NEXT.fullmatch(name) and _SAFE_IN_NEXT.fullmatch(value)
+    ]
+    query = urlencode(kept, safe="*")
     return get_auth_manager().get_url_login(next_url=f"{page}?{query}" if query else page)
+
+
+# What a `next` may carry: references, route words, dates, statuses, `REQ-2026-*` filters.
+_SAFE_IN_NEXT = re.compile(r"[A-Za-z0-9._*:-]{0,64}")
 
 
 def _caller(user: BaseUser) -> Caller:
@@ -187,21 +202,59 @@ def requires(access: Access) -> Callable[[Request, BaseUser], Awaitable[Caller]]
     return check
 
 
+LINEAGE_KEY_MISSING = (
+    "lineage ingest takes the lineage API key only: send Authorization: Bearer "
+    "<ERASURE_LINEAGE_API_KEY> (the OpenLineage transport's api_key); a login, cookie or "
+    "token, is not accepted here"
+)
+LINEAGE_KEY_INVALID = (
+    "the lineage API key is not valid: check the OpenLineage transport's api_key against "
+    "ERASURE_LINEAGE_API_KEY on the Airflow API server"
+)
+LINEAGE_NOT_FOR_USERS = (
+    "lineage ingest takes the lineage API key only, not a user's login: producers send "
+    "Authorization: Bearer <ERASURE_LINEAGE_API_KEY>; to load event files by hand use "
+    "`erasure lineage ingest`"
+)
+LINEAGE_CLOSED = (
+    "lineage ingest over HTTP is closed: no lineage API key is set; set "
+    "ERASURE_LINEAGE_API_KEY (16 characters or more) on the Airflow API server"
+)
+
+
 async def lineage_writer(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Caller:
-    """The lineage API key as a Bearer token, or a user with the lineage access."""
-    if credentials is not None and credentials.scheme.lower() == "bearer":
-        key = backend_of(request).settings().lineage_api_key
-        if key is not None and hmac.compare_digest(
-            credentials.credentials.encode(), key.get_secret_value().encode()
-        ):
-            return Caller(name="openlineage", kind="lineage_api_key")
-    user = await get_user(request, None, credentials)
-    if not may(user, Access.LINEAGE):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, DENIED[Access.LINEAGE])
-    return _caller(user)
+    """The lineage API key as a Bearer token, and nothing else: not a user's JWT, never the
+    UI's cookie (a page open in the DPO's browser must not be able to write lineage)."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            LINEAGE_KEY_MISSING,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    key = backend_of(request).settings().lineage_api_key
+    if key is not None and hmac.compare_digest(
+        credentials.credentials.encode(), key.get_secret_value().encode()
+    ):
+        return Caller(name="openlineage", kind="lineage_api_key")
+    if await _is_login(credentials.credentials):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, LINEAGE_NOT_FOR_USERS)
+    if key is None:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, LINEAGE_CLOSED)
+    raise HTTPException(
+        status.HTTP_401_UNAUTHORIZED, LINEAGE_KEY_INVALID, headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+async def _is_login(token: str) -> bool:
+    """Whether `token` is a valid Airflow login (JWT) of some user."""
+    try:
+        await resolve_user_from_token(token)
+    except Exception:  # expired, forged, a deleted user: not a login, whatever the reason
+        return False
+    return True
 
 
 ReaderDep = Annotated[Caller, Depends(requires(Access.READ))]

@@ -32,6 +32,7 @@ from erasure.submission import LEGAL_GROUNDS, ErasureRequest
 from erasure_airflow.api.auth import Caller, DpoDep, backend_of
 from erasure_airflow.api.backend import ErasureBackend
 from erasure_airflow.api.rendering import render
+from erasure_airflow.api.routes import NO_SUCH_REQUEST
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,35 @@ class Submitted(BaseModel):
     run_url: str
 
 
-@api.post("/requests", status_code=status.HTTP_201_CREATED)
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its `$defs` written in place (OpenAPI resolves `$ref`s
+    from the document's root, where a model's own `$defs` are not)."""
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined
+
+
+# The body is read by hand (sealed before any model holds it), so the schema is declared here.
+_SUBMISSION_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _inlined(ErasureRequest.model_json_schema())}},
+    }
+}
+
+
+@api.post("/requests", status_code=status.HTTP_201_CREATED, openapi_extra=_SUBMISSION_BODY)
 async def submit_request(request: Request, caller: DpoDep, backend: BackendDep) -> Submitted:
     """Seal a new erasure request and start its `gdpr_erasure` run (the DPO's desk)."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
@@ -81,7 +110,7 @@ async def submit_request(request: Request, caller: DpoDep, backend: BackendDep) 
     try:
         submission = ErasureRequest.parse(data)
     except RequestError as exc:  # names each bad field and what it allows, never its value
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, str(exc)) from None
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     return await run_in_threadpool(_submit, backend, submission, caller)
 
 
@@ -92,7 +121,7 @@ def _submit(backend: ErasureBackend, submission: ErasureRequest, caller: Caller)
     if registered is not None:
         raise HTTPException(
             status.HTTP_409_CONFLICT,
-            f"request {ref} is already registered (run {registered.run_id}, status "
+            "a request with this reference is already registered (status "
             f"{registered.status.value}): one reference, one erasure; use a new reference for "
             "a new request",
         )
@@ -100,7 +129,8 @@ def _submit(backend: ErasureBackend, submission: ErasureRequest, caller: Caller)
     if box.held(ref):
         raise HTTPException(
             status.HTTP_409_CONFLICT,
-            f"request {ref} was submitted already and its run has not registered it yet",
+            "this reference was submitted already and its run has not registered it yet: "
+            "follow it on the desk",
         )
     ticket = box.seal(submission)
     try:
@@ -134,7 +164,7 @@ def _refuse_misfit(backend: ErasureBackend, submission: ErasureRequest) -> None:
         refuse_identifying_reference(catalog, submission.request_ref, [identity])
     except (WrongIdentifierType, NamesSubject, SubjectError) as exc:  # never the value
         raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_ENTITY, f"invalid erasure request: {exc}"
+            status.HTTP_422_UNPROCESSABLE_CONTENT, f"invalid erasure request: {exc}"
         ) from None
 
 
@@ -159,8 +189,7 @@ def _start_run(ticket: Ticket, user: str) -> str:
         if run_id is None:
             raise HTTPException(
                 status.HTTP_409_CONFLICT,
-                f"request {ticket.request_ref} was submitted {MAX_RESUBMISSIONS} times: use a "
-                "new reference",
+                f"this reference was submitted {MAX_RESUBMISSIONS} times: use a new reference",
             )
         _create_run(ERASURE_DAG_ID, run_id, ticket.conf(), user, session)
     return run_id
@@ -190,7 +219,8 @@ def _create_run(dag_id: str, run_id: str, conf: dict[str, Any], user: str, sessi
         ) from None
     except DagRunAlreadyExists:
         raise HTTPException(
-            status.HTTP_409_CONFLICT, f"run {run_id} was created by another request a moment ago"
+            status.HTTP_409_CONFLICT,
+            "this request's run was created by another call a moment ago: follow it on the desk",
         ) from None
 
 
@@ -229,16 +259,16 @@ def _extend(backend: ErasureBackend, ref: str, extension: Extension, caller: Cal
 
     registered = backend.requests().get(ref) if re.fullmatch(REQUEST_REF_PATTERN, ref) else None
     if registered is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such request: check the reference")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NO_SUCH_REQUEST)
     if registered.closed:
         raise HTTPException(
             status.HTTP_409_CONFLICT,
-            f"request {ref} is {registered.status.value}: nothing to extend",
+            f"the request is {registered.status.value}: nothing to extend",
         )
     if registered.extended_until is not None:
         raise HTTPException(
             status.HTTP_409_CONFLICT,
-            f"request {ref} was extended already (to {registered.extended_until}): Art. 12(3) "
+            f"the request was extended already (to {registered.extended_until}): Art. 12(3) "
             "allows one extension",
         )
     run_id = f"extend-{ref}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
@@ -258,7 +288,7 @@ def _extend(backend: ErasureBackend, ref: str, extension: Extension, caller: Cal
 @pages.get("/requests/new", response_class=HTMLResponse)
 def new_request_page(caller: DpoDep, backend: BackendDep, ref: str = "") -> HTMLResponse:
     """The DPO's form (`ref` prefills the reference: the desk's "submit a corrected request");
-    it posts JSON to the route above with the UI's login cookie."""
+    it posts JSON to the route above with the UI's login cookie, from this origin)."""
     catalog = _catalog(backend)
     identifier_types = sorted(catalog.identifiers) if catalog is not None else []
     return HTMLResponse(render_new_request_page(identifier_types, ref=ref))

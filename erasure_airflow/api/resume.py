@@ -14,18 +14,27 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, status
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from erasure.errors import RequestError
+from erasure.model import REQUEST_REF
 from erasure.reconcile import resume_ticket
 from erasure_airflow.api.auth import Caller, DpoDep, backend_of
 from erasure_airflow.api.backend import ErasureBackend
+from erasure_airflow.api.routes import NO_SUCH_REQUEST
 
 log = logging.getLogger(__name__)
 
 ERASURE_DAG_ID = "gdpr_erasure"
 router = APIRouter(prefix="/api/v1")
 BackendDep = Annotated[ErasureBackend, Depends(backend_of)]
+
+
+class Resume(BaseModel):
+    """The body: an empty JSON object. Asking for it keeps the route JSON-only like every
+    other that acts (a form on another site cannot post JSON: erasure_airflow.api.csrf)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class Resumed(BaseModel):
@@ -35,8 +44,9 @@ class Resumed(BaseModel):
 
 
 @router.post("/requests/{ref}/resume", status_code=status.HTTP_201_CREATED)
-async def resume_request(ref: str, caller: DpoDep, backend: BackendDep) -> Resumed:
-    """Create the failed request's run again (it was deleted); 409 if it still exists."""
+async def resume_request(ref: str, body: Resume, caller: DpoDep, backend: BackendDep) -> Resumed:
+    """Create the failed request's run again (it was deleted); 409 if it still exists. The
+    body is `{}`."""
     return await run_in_threadpool(_resume, backend, ref, caller)
 
 
@@ -48,16 +58,16 @@ def _resume(backend: ErasureBackend, ref: str, caller: Caller) -> Resumed:
     from airflow.utils.types import DagRunTriggeredByType
 
     requests = backend.requests()
-    if requests.get(ref) is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no request {ref} is registered")
+    if not REQUEST_REF.match(ref) or requests.get(ref) is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NO_SUCH_REQUEST)
     try:
         run_id, ticket = resume_ticket(requests, ref)
     except RequestError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     conflict = HTTPException(
         status.HTTP_409_CONFLICT,
-        f"run {run_id} of request {ref} exists: clear its failed tasks (with downstream) in "
-        "Airflow to resume it",
+        "the request's run exists: clear its failed tasks (with downstream) in Airflow to "
+        "resume it",
     )
     with create_session() as session:
         if DagRun.find(dag_id=ERASURE_DAG_ID, run_id=run_id, session=session):

@@ -35,6 +35,14 @@ log = logging.getLogger(__name__)
 MAX_EVENT_BYTES = 64 * 1024 * 1024  # one event, or a batch of a few thousand
 
 router = APIRouter(prefix="/api/v1")
+NO_SUCH_REQUEST = (
+    "no erasure request with that reference is registered: check the reference (the desk and "
+    "GET /erasure/api/v1/requests list them)"
+)
+NO_RECORDS = (
+    "there are no completion records for a request with that reference: check the reference "
+    "(GET /erasure/api/v1/records lists the records)"
+)
 BackendDep = Annotated[ErasureBackend, Depends(backend_of)]
 
 
@@ -148,6 +156,22 @@ class BatchIngestResponse(BaseModel):
     status_code=status.HTTP_201_CREATED,
     response_model=IngestResponse | BatchIngestResponse,
     responses={200: {"description": "Already stored"}, 400: {"description": "Malformed"}},
+    # Read as bytes (it may be gzip); declared for the schema: one RunEvent or an array.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "oneOf": [
+                            {"type": "object"},
+                            {"type": "array", "items": {"type": "object"}},
+                        ]
+                    }
+                }
+            },
+        }
+    },
 )
 async def ingest_lineage(
     request: Request, caller: LineageWriterDep, backend: BackendDep
@@ -200,7 +224,8 @@ async def _event_body(request: Request) -> bytes:
     elif encoding not in ("", "identity"):
         raise HTTPException(
             status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            f"Content-Encoding {encoding} is not supported; send JSON, gzip or deflate",
+            "this Content-Encoding is not supported: send the JSON as it is (identity), or "
+            "compressed with gzip or deflate",
         )
     if len(body) > MAX_EVENT_BYTES:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, _too_large())
@@ -250,9 +275,8 @@ def get_request(ref: str, caller: ReaderDep, backend: BackendDep) -> RequestDeta
 def _registered(requests: RequestBook, ref: str) -> RegisteredRequest:
     found = requests.get(ref) if REQUEST_REF.match(ref) else None
     if found is None:
-        # A malformed ref is not echoed: it may be an identifier typed in the wrong place.
-        shown = ref if REQUEST_REF.match(ref) else "with that reference"
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no erasure request {shown} is registered")
+        # The ref is not echoed: it may be an identifier typed in the wrong place.
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NO_SUCH_REQUEST)
     return found
 
 
@@ -394,9 +418,6 @@ def verify_chain(backend: ErasureBackend) -> ChainReport:
 
 def _records_of(backend: ErasureBackend, ref: str) -> list[CompletionRecord]:
     records = backend.ledger().show(ref) if REQUEST_REF.match(ref) else []
-    if not records:
-        shown = ref if REQUEST_REF.match(ref) else "with that reference"
-        raise HTTPException(
-            status.HTTP_404_NOT_FOUND, f"there are no completion records for request {shown}"
-        )
+    if not records:  # the ref is not echoed (as above)
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NO_RECORDS)
     return records

@@ -94,7 +94,8 @@ CELLS = [
     cell("desk JSON", "GET /erasure/api/v1/desk", DESK),
     cell("new request page", "GET /erasure/requests/new", {"dpo"}),
     cell("submit a request", "POST /erasure/api/v1/requests", {"dpo"}, ok=422, body={}),
-    cell("lineage ingest by login", "POST /erasure/api/v1/lineage", {"dpo", "admin"}, body=[]),
+    # Lineage ingest takes the producers' API key only: no login, whatever its role.
+    cell("lineage ingest by login", "POST /erasure/api/v1/lineage", set(), body=[]),
     cell("who may answer", "GET /erasure/api/v1/respondents", {TASKS_USER, "admin"}),
     # Airflow: triggers, the DPO's run controls, what a run and its prompt show.
     # Only the desk starts erasure and extension runs, in the API server: nobody over the API.

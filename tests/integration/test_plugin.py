@@ -417,10 +417,14 @@ def test_anonymous_callers_get_401_on_every_route(client: Any) -> None:
 
 def test_a_forged_or_foreign_token_is_refused(client: Any) -> None:
     assert client.get("/erasure/api/v1/records", headers=bearer("not-a-jwt")).status_code == 403
-    ingest = client.post(
-        "/erasure/api/v1/lineage", json={}, headers=bearer("ol-wrong-key-xxxxxxxx")
-    )
-    assert ingest.status_code == 403
+    wrong_key = "ol-wrong-key-xxxxxxxx"
+    ingest = client.post("/erasure/api/v1/lineage", json={}, headers=bearer(wrong_key))
+    # Said as what it is (not Airflow's "Invalid JWT token"), and the key sent is not repeated.
+    assert ingest.status_code == 401, ingest.text
+    assert ingest.json()["detail"].startswith("the lineage API key is not valid: check the ")
+    assert "ERASURE_LINEAGE_API_KEY" in ingest.json()["detail"] and wrong_key not in ingest.text
+    none = client.post("/erasure/api/v1/lineage", json={})
+    assert none.status_code == 401 and "takes the lineage API key only" in none.text
 
 
 @pytest.mark.parametrize("user", READERS)
@@ -437,7 +441,8 @@ def test_viewers_and_users_may_not_act(client: Any, tokens: dict[str, str], user
     for path in ACT_ROUTES:
         response = client.post(path, json={}, headers=bearer(tokens[user]))
         assert response.status_code == 403, path
-        assert "op or admin" in response.json()["detail"]
+        said = "key only, not a user's login" if path.endswith("/lineage") else "op or admin"
+        assert said in response.json()["detail"], path
     for path in DPO_PAGES:
         assert client.get(path, headers=bearer(tokens[user])).status_code == 403, path
 
@@ -466,13 +471,29 @@ def _demo_event(index: int = 0) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("user", ACTORS)
-def test_the_dpo_ingests_an_event_once(
+def test_no_login_ingests_lineage_not_even_the_dpos(
     client: Any, tokens: dict[str, str], store: Store, user: str
 ) -> None:
     event = _demo_event(0)
     event["run"] = {"runId": str(uuid.uuid4())}
-    first = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(tokens[user]))
-    again = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(tokens[user]))
+    token = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(tokens[user]))
+    assert token.status_code == 403 and "key only, not a user's login" in token.text
+    client.cookies.set("_token", tokens[user])  # the UI's cookie, from the UI's own origin
+    try:
+        cookie = client.post(
+            "/erasure/api/v1/lineage", json=event, headers={"Origin": "http://testserver"}
+        )
+    finally:
+        client.cookies.clear()
+    assert cookie.status_code == 401 and "takes the lineage API key only" in cookie.text
+    assert event["run"]["runId"] not in {e.run.run_id for e in stored_events(store)}
+
+
+def test_an_event_is_ingested_once(client: Any, store: Store) -> None:
+    event = _demo_event(0)
+    event["run"] = {"runId": str(uuid.uuid4())}
+    first = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(LINEAGE_KEY))
+    again = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(LINEAGE_KEY))
     assert first.status_code == 201 and first.json()["stored"] is True
     assert again.status_code == 200 and again.json()["stored"] is False
     assert first.json()["event_id"] == again.json()["event_id"]
@@ -480,16 +501,16 @@ def test_the_dpo_ingests_an_event_once(
     assert stored.count(event["run"]["runId"]) == 1
 
 
-def test_a_malformed_event_is_400_with_what_is_wrong(client: Any, tokens: dict[str, str]) -> None:
+def test_a_malformed_event_is_400_with_what_is_wrong(client: Any) -> None:
     event = _demo_event(0)
     del event["eventTime"]
-    response = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
+    response = client.post("/erasure/api/v1/lineage", json=event, headers=bearer(LINEAGE_KEY))
     assert response.status_code == 400
     assert "eventTime" in response.json()["detail"]
     not_json = client.post(
         "/erasure/api/v1/lineage",
         content=b"{not json",
-        headers={**bearer(tokens["dpo"]), "Content-Type": "application/json"},
+        headers={**bearer(LINEAGE_KEY), "Content-Type": "application/json"},
     )
     assert not_json.status_code == 400 and "not valid JSON" in not_json.json()["detail"]
 
@@ -544,7 +565,7 @@ def test_requests_show_status_deadlines_and_plan_never_the_identifier(
         assert CANARY not in text and NOTE_CANARY not in text
 
     missing = client.get("/erasure/api/v1/requests/REQ-none", headers=bearer(tokens["auditor"]))
-    assert missing.status_code == 404
+    assert missing.status_code == 404 and "REQ-none" not in missing.text
     pasted = client.get(f"/erasure/api/v1/requests/{CANARY}", headers=bearer(tokens["auditor"]))
     assert pasted.status_code == 404 and CANARY not in pasted.text
 
@@ -1045,11 +1066,15 @@ def test_ingest_is_idempotent_on_a_postgres_store(
 
     from erasure_airflow import api as erasure_api
 
-    backend = ErasureBackend(Settings.model_construct(store_url=postgres_schema_url))
+    backend = ErasureBackend(
+        Settings.model_construct(
+            store_url=postgres_schema_url, lineage_api_key=SecretStr(LINEAGE_KEY)
+        )
+    )
     event = _demo_event(2)
     with TestClient(erasure_api.create_app(backend)) as app:
-        first = app.post("/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
-        again = app.post("/api/v1/lineage", json=event, headers=bearer(tokens["dpo"]))
+        first = app.post("/api/v1/lineage", json=event, headers=bearer(LINEAGE_KEY))
+        again = app.post("/api/v1/lineage", json=event, headers=bearer(LINEAGE_KEY))
         assert (first.status_code, again.status_code) == (201, 200)
         assert backend.lineage().counts()["events"] == 1
 

@@ -153,3 +153,29 @@ datasets:
     assert deletion["done_by"] == "ops" and deletion["rows_deleted"] is None
     with warehouse.engine("warehouse").connect() as conn:  # everyone else's copy is kept
         assert conn.exec_driver_sql("SELECT COUNT(*) FROM backup.dump").scalar_one() == 1
+
+
+def test_confirming_for_an_unknown_reference_does_not_repeat_it(
+    svc: Services, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`erasure requests confirm-deletion` with an identifier typed where the reference goes."""
+    from erasure.cli import main
+
+    settings = svc.settings
+    env = {
+        "ERASURE_CATALOG_PATH": str(settings.catalog_path),
+        "ERASURE_STORE_URL": settings.store_url,
+        "ERASURE_VAULT_ADDR": str(settings.vault_addr),
+        "ERASURE_VAULT_TOKEN": settings.vault_token.get_secret_value()
+        if settings.vault_token
+        else "",
+        "ERASURE_VAULT_KV_MOUNT": settings.vault_kv_mount,
+        "ERASURE_VAULT_TRANSIT_MOUNT": settings.vault_transit_mount,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for typed in (CANARY_ID, "REQ-2026-NOPE"):
+        code = main(["requests", "confirm-deletion", typed, CRM.name, "--by", "crm", "--note", "x"])
+        err = capsys.readouterr().err
+        assert code == 2 and "no erasure request with that reference is registered" in err
+        assert typed not in err

@@ -79,4 +79,5 @@ def test_export_to_stdout(run: Run) -> None:
 def test_export_of_an_unknown_request_is_an_error(run: Run) -> None:
     code, out, err = run("audit", "export", "REQ-NONE", "--format", "html")
     assert code == 2 and out == ""
-    assert "no completion records for request REQ-NONE" in err
+    assert "no completion records for a request with that reference" in err
+    assert "REQ-NONE" not in err  # what was typed is not repeated

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from erasure.audit.records import RecordLedger
+from erasure.audit.records import NO_RECORDS, RecordLedger
 from tests.unit.audit.cli import Run, runner
 from tests.unit.audit.support import CANARY, SUBJECT, LocalSigner, record_request
 
@@ -68,7 +68,10 @@ def test_show_prints_one_request(run: Run, recorded: RecordLedger) -> None:
 def test_show_of_an_unknown_request_is_an_error_on_stderr(run: Run, recorded: RecordLedger) -> None:
     code, out, err = run("audit", "show", "REQ-NONE")
     assert code == 2 and out == ""
-    assert err.strip() == "erasure: there are no completion records for request REQ-NONE"
+    assert err.strip() == f"erasure: {NO_RECORDS}"
+    # An identifier typed where the reference goes is not repeated on the terminal.
+    code, out, err = run("audit", "show", "jane.doe@example.org")
+    assert code == 2 and out == "" and "jane.doe" not in err
 
 
 def test_verify_with_public_keys_only(run: Run, recorded: RecordLedger, keys_file: Path) -> None:

@@ -81,8 +81,9 @@ def test_no_export_holds_the_identifier(ledger: RecordLedger) -> None:
 
 
 def test_exporting_an_unknown_request_says_so(ledger: RecordLedger) -> None:
-    with pytest.raises(RecordError, match="no completion records for request REQ-NONE"):
+    with pytest.raises(RecordError, match="no completion records for a request with that") as err:
         export_json(ledger, "REQ-NONE")
+    assert "REQ-NONE" not in str(err.value)
 
 
 # -- HTML -------------------------------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""What the API server's access log keeps of a request to the erasure app: the route it took,
+never a value typed into its URL.
+
+A reference typed into `/erasure/api/v1/requests/<ref>` or a filter in `?since=` may be a
+subject's email pasted into the wrong box. Airflow 3.3's API server writes one access record
+per request from `HttpAccessLogMiddleware` (structlog logger `http.access`, fields `path`
+and `query`; uvicorn's own access log is switched off), and uvicorn or gunicorn write theirs
+(`uvicorn.access`) where an operator turns it on. For a path under the erasure app's mount
+prefix both are rewritten before they are written: the path becomes its route template
+(`/erasure/api/v1/requests/{ref}`; a path that is no route, `/erasure/<not a route>`) and a
+query string, whatever it holds, `<redacted>`. Every other path is left as it is.
+
+`install` is called by the plugin when Airflow loads it (erasure_airflow.plugin), so it
+applies to the API server's own logging, however it was configured before.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+from urllib.parse import unquote
+
+import structlog
+from starlette.routing import BaseRoute
+
+ACCESS_LOGGER = "http.access"  # airflow.api_fastapi.common.http_access_log
+UVICORN_ACCESS_LOGGER = "uvicorn.access"
+MOUNT_PREFIX = "/erasure"  # the plugin's url_prefix
+REDACTED = "<redacted>"
+NOT_A_ROUTE = "<not a route>"
+
+
+class UrlRedactor:
+    """Rewrites a path under the erasure app's prefixes to its route template."""
+
+    def __init__(self, routes: Iterable[BaseRoute], prefixes: Iterable[str]) -> None:
+        self.templates: list[tuple[re.Pattern[str], str]] = [
+            (regex, template)
+            for route in routes
+            if isinstance(regex := getattr(route, "path_regex", None), re.Pattern)
+            and isinstance(template := getattr(route, "path", None), str)
+        ]
+        # Longest first: a root path's `/airflow/erasure` before `/erasure`.
+        self.prefixes = sorted({p.rstrip("/") for p in prefixes if p.strip("/")}, key=len)[::-1]
+
+    def prefix_of(self, path: str) -> str | None:
+        """The mount prefix `path` is under, or None when it is not the erasure app's."""
+        for prefix in self.prefixes:
+            if path == prefix or path.startswith(prefix + "/"):
+                return prefix
+        return None
+
+    def redact(self, path: str, query: str) -> tuple[str, str]:
+        """(path, query) as the log may keep them."""
+        prefix = self.prefix_of(path)
+        if prefix is None:
+            return path, query
+        rest = path[len(prefix) :]
+        template = next((t for regex, t in self.templates if regex.fullmatch(rest)), None)
+        shown = prefix + template if template is not None else f"{prefix}/{NOT_A_ROUTE}"
+        return shown, REDACTED if query else ""
+
+    def redact_url(self, url: str) -> str:
+        """A path with its query (`/p?q`, as uvicorn logs it, percent-encoded), redacted."""
+        raw_path, sep, query = url.partition("?")
+        path = unquote(raw_path)
+        if self.prefix_of(path) is None:
+            return url
+        shown, kept = self.redact(path, query if sep else "")
+        return f"{shown}?{kept}" if kept else shown
+
+
+class AccessEventRedaction:
+    """A structlog processor: the `http.access` event of an erasure path, redacted."""
+
+    def __init__(self, redactor: UrlRedactor) -> None:
+        self.redactor = redactor
+
+    def __call__(
+        self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        name = event_dict.get("logger_name") or getattr(logger, "name", None)
+        path = event_dict.get("path")
+        if name == ACCESS_LOGGER and isinstance(path, str):
+            query = event_dict.get("query")
+            shown, kept = self.redactor.redact(path, query if isinstance(query, str) else "")
+            event_dict["path"] = shown
+            if "query" in event_dict:
+                event_dict["query"] = kept
+        return event_dict
+
+
+class AccessRecordRedaction(logging.Filter):
+    """A logging filter for uvicorn's access records, `(client, method, path?query, http
+    version, status)`: the path of an erasure route, redacted. It never drops a record."""
+
+    def __init__(self, redactor: UrlRedactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], self.redactor.redact_url(args[2]), *args[3:])
+        return True
+
+
+def redactor_for(routes: Iterable[BaseRoute], root_path: str = "") -> UrlRedactor:
+    """The redactor of an app mounted at MOUNT_PREFIX, also under Airflow's `root_path`."""
+    prefixes = [MOUNT_PREFIX]
+    if root_path.strip("/"):
+        prefixes.append("/" + root_path.strip("/") + MOUNT_PREFIX)
+    return UrlRedactor(routes, prefixes)
+
+
+def install(redactor: UrlRedactor) -> None:
+    """Redact the access records of this process from now on (once: a second call replaces
+    the first redactor)."""
+    processors = structlog.get_config()["processors"]
+    if not isinstance(processors, list):  # configured with a tuple: configure a list
+        processors = list(processors)
+        structlog.configure(processors=processors)
+    for i, processor in enumerate(processors):
+        if isinstance(processor, AccessEventRedaction):
+            processors[i] = AccessEventRedaction(redactor)
+            break
+    else:
+        # First: no processor after it (the renderer above all) sees the path as sent.
+        processors.insert(0, AccessEventRedaction(redactor))
+    access = logging.getLogger(UVICORN_ACCESS_LOGGER)
+    for old in [f for f in access.filters if isinstance(f, AccessRecordRedaction)]:
+        access.removeFilter(old)
+    access.addFilter(AccessRecordRedaction(redactor))
