@@ -40,6 +40,7 @@ from erasure.submission import ErasureRequest
 from erasure_airflow.api import access_log, csrf
 from erasure_airflow.api.backend import ErasureBackend
 from local.bench.load import submission
+from tests.integration.test_desk import STANDIN as DESK_STANDIN
 from tests.unit.registry_support import books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,22 +57,9 @@ REF = f"HARD-{RUN}-1"  # registered: the extend and resume routes find it
 SAME_ORIGIN = {"Origin": "http://testserver"}  # TestClient's host
 ELSEWHERE = {"Origin": "https://evil.example"}
 
-STANDIN = '''
-    """Stand-in for the erasure DAG: the desk only needs its id."""
-    from airflow.sdk import dag, task
-
-
-    @dag(dag_id="gdpr_erasure", schedule=None)
-    def gdpr_erasure():
-        @task
-        def register():
-            return "registered"
-
-        register()
-
-
-    gdpr_erasure()
-'''
+# The desk's stand-in: both modules sync `gdpr_erasure` into the one session metadata DB,
+# and whichever syncs last must leave the tasks the other module's runs need.
+STANDIN = DESK_STANDIN
 
 
 # ---------------------------------------------------------------------------------------------

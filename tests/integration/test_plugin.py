@@ -11,6 +11,7 @@ erasure run in Airflow's metadata DB, so what Airflow keeps is checked row by ro
 from __future__ import annotations
 
 import gzip
+import hashlib
 import html
 import json
 import os
@@ -29,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
+from erasure.audit.anchor import VaultAnchorBoard
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.catalog import load_catalog
@@ -36,8 +38,9 @@ from erasure.config import Settings
 from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey, ensure_submissions_key
 from erasure.keys.keystore import KvKeyStore, KvKeyStoreConfig
 from erasure.keys.pepper import PepperStore
-from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
+from erasure.keys.vault import EmbeddedOpenBao, ensure_kv_v2, ensure_transit
 from erasure.model import Action, DatasetRef, Gap, GapKind, Plan, PlanItem, RootHit, SubjectSummary
+from erasure.services import anchor_board
 from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
 from erasure_airflow.api.backend import ErasureBackend
@@ -298,7 +301,9 @@ def _plan(subject_hash: str) -> Plan:
 def ledger(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> RecordLedger:
     """One completed request and one in progress, signed by the key the plugin reads."""
     signer = TransitSigner(openbao.client(), env["ERASURE_VAULT_TRANSIT_MOUNT"], DEFAULT_KEY_NAME)
-    ledger = RecordLedger(store, signer)
+    ensure_kv_v2(openbao.client(), env["ERASURE_VAULT_KV_MOUNT"])
+    board = VaultAnchorBoard(openbao.client(), env["ERASURE_VAULT_KV_MOUNT"])
+    ledger = RecordLedger(store, signer, board)
     record_request(ledger, DONE_REF)
     return ledger
 
@@ -903,7 +908,8 @@ def lifecycles(
     settings = _store_settings(url, openbao, env)
     with open_store(url) as store:
         signer = TransitSigner(openbao.client(), settings.vault_transit_mount, DEFAULT_KEY_NAME)
-        record_lifecycles(store, RecordLedger(store, signer))
+        board = anchor_board(openbao.client(), settings)
+        record_lifecycles(store, RecordLedger(store, signer, board))
     with TestClient(erasure_api.create_app(ErasureBackend(settings))) as app:
         yield app
 
@@ -1039,7 +1045,9 @@ def test_a_tampered_chain_is_the_first_thing_the_page_says(
     settings = _store_settings(url, openbao, env)
     with open_store(url) as store:
         signer = TransitSigner(openbao.client(), settings.vault_transit_mount, DEFAULT_KEY_NAME)
-        record_request(RecordLedger(store, signer), DONE_REF)
+        record_request(
+            RecordLedger(store, signer, anchor_board(openbao.client(), settings)), DONE_REF
+        )
     raw = sqlite3.connect(tmp_path / "tampered.db", isolation_level=None)
     try:  # whoever holds the file can drop the trigger and edit a record
         raw.execute("DROP TRIGGER completion_records_no_update")
@@ -1086,4 +1094,7 @@ def _store_settings(url: str, openbao: EmbeddedOpenBao, env: dict[str, str]) -> 
         vault_addr=openbao.address,
         vault_token=SecretStr(openbao.token),
         vault_transit_mount=env["ERASURE_VAULT_TRANSIT_MOUNT"],
+        vault_kv_mount=env["ERASURE_VAULT_KV_MOUNT"],
+        # One store, one published chain head (erasure.audit.anchor).
+        vault_anchor_path=f"anchors/{hashlib.sha256(url.encode()).hexdigest()[:16]}",
     )
