@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 
 import hvac
+import hvac.exceptions
 from pydantic import BaseModel, ConfigDict
 
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
@@ -24,7 +25,21 @@ from erasure.errors import ConfigError
 from erasure.intake import SUBMISSIONS_KEY, SUBMISSIONS_KEY_TYPE, ensure_submissions_key
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore, would_orphan
-from erasure.keys.vault import address_of, connect, ensure_kv_v2, ensure_transit
+from erasure.keys.vault import (
+    address_of,
+    connect,
+    ensure_kv_v2,
+    ensure_transit,
+    is_not_found,
+    vault_errors,
+)
+
+# The chain-head anchor (KV v2, written by the signer after each append, read by auditors).
+ANCHOR_PATH = "anchors/chain-head"
+# Versions of the anchor Vault keeps: one per completion-record append. KV v2 has no
+# "unlimited" (0 means the mount's default, 10), so a number no deployment reaches in years;
+# the operator policy accepts only this value, so nobody can shorten the history.
+ANCHOR_MAX_VERSIONS = 1_000_000
 
 
 class Bootstrap(BaseModel):
@@ -38,6 +53,8 @@ class Bootstrap(BaseModel):
     signing_key: str
     submissions_key: str
     pepper_version: int
+    anchor: str
+    anchor_max_versions: int
     created: list[str]
 
 
@@ -63,6 +80,8 @@ def initialise(client: hvac.Client, settings: Settings) -> Bootstrap:
     pepper = peppers.initialise()
     if not had_pepper:
         created.append(f"pepper {peppers.location} version {pepper.version}")
+    if keep_anchor_history(client, kv):
+        created.append(f"anchor history {kv}/{ANCHOR_PATH} (max_versions {ANCHOR_MAX_VERSIONS})")
     return Bootstrap(
         address=address_of(client),
         kv_mount=kv,
@@ -70,8 +89,35 @@ def initialise(client: hvac.Client, settings: Settings) -> Bootstrap:
         signing_key=signer.key_id,
         submissions_key=f"transit:{transit}/keys/{SUBMISSIONS_KEY}",
         pepper_version=pepper.version,
+        anchor=f"{kv}/{ANCHOR_PATH}",
+        anchor_max_versions=ANCHOR_MAX_VERSIONS,
         created=created,
     )
+
+
+def keep_anchor_history(client: hvac.Client, kv: str) -> bool:
+    """Make Vault keep every version of the chain-head anchor; True if this call set it."""
+    address = address_of(client)
+    where = f"{kv}/{ANCHOR_PATH}"
+    kv2 = client.secrets.kv.v2
+    with vault_errors(address, f"read the metadata of {where}"):
+        try:
+            current = kv2.read_secret_metadata(path=ANCHOR_PATH, mount_point=kv)["data"]
+        except hvac.exceptions.InvalidPath as exc:
+            if not is_not_found(exc):
+                raise
+            current = None
+    if current is not None and int(current.get("max_versions") or 0) == ANCHOR_MAX_VERSIONS:
+        return False
+    with vault_errors(address, f"keep every version of {where}"):
+        # Sent as text: the operator policy's allowed_parameters compare it as a string.
+        kv2.update_metadata(
+            path=ANCHOR_PATH,
+            max_versions=str(ANCHOR_MAX_VERSIONS),
+            delete_version_after="0s",
+            mount_point=kv,
+        )
+    return True
 
 
 def rotate_pepper(client: hvac.Client, settings: Settings) -> int:
@@ -115,6 +161,7 @@ def _init(args: argparse.Namespace) -> int:
     print(f"  signing key {result.signing_key}")
     print(f"  submissions key {result.submissions_key}")
     print(f"  pepper {result.kv_mount}/pepper at version {result.pepper_version}")
+    print(f"  chain-head anchor {result.anchor} keeps {result.anchor_max_versions} versions")
     return 0
 
 

@@ -7,6 +7,7 @@ Nothing here decides anything.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -42,9 +43,28 @@ from erasure.warehouse import ConnectionResolver, Warehouse
 if TYPE_CHECKING:
     from erasure.lineage import LineageStore
 
+log = logging.getLogger(__name__)
+
 
 def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
-    """The Vault transit signer of the completion records (its public keys verify them)."""
+    """The signer the ledger appends with: the signer identity's own Vault login when one is
+    configured (ERASURE_VAULT_SIGNER_*), else `vault`'s, with a warning."""
+    identity = settings.signer_identity()
+    if identity is None:
+        log.warning(
+            "no separate signer identity is configured (%s, %s or %s): completion records "
+            "are signed with this process's own Vault identity, which therefore also holds "
+            "the signing right; give the signer its own identity (policy erasure-signer)",
+            env_name("vault_signer_token"),
+            env_name("vault_signer_token_path"),
+            env_name("vault_signer_role"),
+        )
+        return TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
+    return TransitSigner(connect(identity), settings.vault_transit_mount, DEFAULT_KEY_NAME)
+
+
+def record_verifier(vault: hvac.Client, settings: Settings) -> RecordSigner:
+    """The records' signing key as a reader sees it: its public keys verify the chain."""
     return TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
 
 
@@ -128,6 +148,7 @@ class Services:
         store = open_store(settings.store_url)
         try:
             ensure_pepper(peppers, store, keystore)
+            signer = record_signer(vault, settings)
         except BaseException:
             store.close()
             raise
@@ -149,7 +170,7 @@ class Services:
             registrar=Registrar(store, requests_book, secrets),
             rulings=RulingBook(store),
             suppression=SuppressionList(store),
-            ledger=RecordLedger(store, record_signer(vault, settings)),
+            ledger=RecordLedger(store, signer),
             submissions=submission_box(store, vault, settings),
             rematerialisations=RunBook(store),
             interventions=InterventionBook(store),
@@ -206,10 +227,10 @@ class LazyServices:
             return self._vault
 
     def signer(self) -> RecordSigner:
-        """The Vault transit signer: its public keys check the records' signatures."""
+        """The records' signing key: its public keys check the signatures (never signs here)."""
         with self._lock:
             if self._signer is None:
-                self._signer = record_signer(self.vault(), self.settings())
+                self._signer = record_verifier(self.vault(), self.settings())
             return self._signer
 
     def submissions(self) -> SubmissionBox:

@@ -8,3 +8,26 @@ path "erasure-transit/encrypt/submissions" {
 path "erasure-transit/keys/completion-records" {
   capabilities = ["read"]
 }
+
+# Transit keys never leave Vault: no export, no backup, whatever else the identity holds.
+path "erasure-transit/export/*" {
+  capabilities = ["deny"]
+}
+path "erasure-transit/backup/*" {
+  capabilities = ["deny"]
+}
+
+# The chain-head anchor's history is evidence: no identity may delete, destroy or undelete a
+# version, or delete its metadata. A deny wins over any broader policy the identity also holds.
+path "erasure-kv/delete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/destroy/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/undelete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/metadata/anchors/*" {
+  capabilities = ["deny"]
+}
