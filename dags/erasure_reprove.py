@@ -14,6 +14,8 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
+from erasure_airflow.queues import erasure_queue
+
 log = logging.getLogger(__name__)
 
 with DAG(
@@ -23,6 +25,7 @@ with DAG(
     max_active_runs=1,
     is_paused_upon_creation=False,
     tags=["gdpr", "erasure"],
+    default_args={"queue": erasure_queue()},
     doc_md=__doc__,
 ):
 
