@@ -157,7 +157,7 @@ def _init(args: argparse.Namespace) -> int:
     for item in result.created:
         print(f"  created {item}")
     if not result.created:
-        print("  nothing to create: mounts, keys and pepper were already there")
+        print("  nothing to create: mounts, keys, pepper and anchor history were already there")
     print(f"  signing key {result.signing_key}")
     print(f"  submissions key {result.submissions_key}")
     print(f"  pepper {result.kv_mount}/pepper at version {result.pepper_version}")

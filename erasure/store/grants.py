@@ -4,8 +4,9 @@ Run by the store's owner (the migration role) after every `erasure store migrate
 whatever the three roles held on the store's schema, then grants
 
 - the worker role: SELECT, INSERT, UPDATE, DELETE on every table (the erasure steps, the
-  reconciler, file lineage ingest and purge); the triggers still refuse any change to
-  completion records and tombstones, whoever asks;
+  reconciler, file lineage ingest and purge), except the append-only `completion_records`
+  and `suppression_list`: SELECT and INSERT only (their triggers refuse a change anyway,
+  whoever asks; the grant refuses it before the trigger is reached);
 - the API server role: SELECT on every table; INSERT on `submissions` (the desk seals a
   request) and DELETE there (a submission whose run could not be created is destroyed, never
   kept); the lineage tables its OpenLineage endpoint writes (`lineage_events` INSERT only:
@@ -32,6 +33,7 @@ RAW_LINEAGE_EVENTS = "lineage_events"
 LINEAGE_PREFIX = "lineage_"
 SUBMISSIONS = "submissions"
 SUPPRESSION = "suppression_list"
+APPEND_ONLY = frozenset({"completion_records", SUPPRESSION})
 DML = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 
@@ -62,7 +64,7 @@ def privileges(component: str, table: str) -> tuple[str, ...]:
     if table == ALEMBIC_TABLE:  # every process checks the schema revision at start
         return ("SELECT",)
     if component == "worker":
-        return DML
+        return ("SELECT", "INSERT") if table in APPEND_ONLY else DML
     if component == "api":
         if table == SUBMISSIONS:
             return ("SELECT", "INSERT", "DELETE")

@@ -123,18 +123,32 @@ def test_each_role_holds_only_its_share(postgres_url: str, roles: dict[str, str]
         ):
             assert "permission denied" in refused(api_engine, sql), sql
 
-        # The worker does its DML, yet a tombstone stays: the trigger refuses its removal.
+        # The worker does its DML, yet may only append tombstones and records (and their
+        # triggers would refuse a change from anyone who could).
         with worker_engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM submissions WHERE handle = 'sub-1'"))
             conn.execute(sa.text("UPDATE requests SET status = status"))
-        assert "append-only" in refused(worker_engine, "DELETE FROM suppression_list")
+        assert granted[f"worker ({roles['worker']})"]["DELETE"]
+        for sql in (
+            "DELETE FROM suppression_list",
+            "UPDATE suppression_list SET pepper_version = 2",
+            "DELETE FROM completion_records",
+        ):
+            assert "permission denied" in refused(worker_engine, sql), sql
+        with worker_engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO suppression_list (subject_hash, pepper_version, "
+                    "identifier_type, created_at) VALUES (repeat('b', 64), 1, 'email', now())"
+                )
+            )
         for sql in ("TRUNCATE suppression_list", "DROP TABLE plans", "CREATE TABLE x (a int)"):
             message = refused(worker_engine, sql)
             assert "permission denied" in message or "must be owner" in message, sql
 
         # CRM ingest reads the tombstones and nothing else.
         with ingest_engine.connect() as conn:
-            assert conn.execute(sa.text("SELECT count(*) FROM suppression_list")).scalar_one() == 1
+            assert conn.execute(sa.text("SELECT count(*) FROM suppression_list")).scalar_one() == 2
         for sql in ("SELECT * FROM requests", "SELECT * FROM completion_records"):
             assert "permission denied" in refused(ingest_engine, sql), sql
         assert "permission denied" in refused(ingest_engine, "DELETE FROM suppression_list")
