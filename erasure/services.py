@@ -46,21 +46,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
-    """The signer the ledger appends with: the signer identity's own Vault login when one is
-    configured (ERASURE_VAULT_SIGNER_*), else `vault`'s, with a warning."""
+def signer_client(vault: hvac.Client, settings: Settings) -> hvac.Client:
+    """The Vault client of the signer identity (ERASURE_VAULT_SIGNER_*): what signs the
+    records and publishes the chain head. Without one configured, `vault` itself, with a
+    warning: the identity that reads subject keys then also holds the signing right."""
     identity = settings.signer_identity()
-    if identity is None:
-        log.warning(
-            "no separate signer identity is configured (%s, %s or %s): completion records "
-            "are signed with this process's own Vault identity, which therefore also holds "
-            "the signing right; give the signer its own identity (policy erasure-signer)",
-            env_name("vault_signer_token"),
-            env_name("vault_signer_token_path"),
-            env_name("vault_signer_role"),
-        )
-        return TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
-    return TransitSigner(connect(identity), settings.vault_transit_mount, DEFAULT_KEY_NAME)
+    if identity is not None:
+        return connect(identity)
+    log.warning(
+        "no separate signer identity is configured (%s, %s or %s): completion records "
+        "are signed with this process's own Vault identity, which therefore also holds "
+        "the signing right; give the signer its own identity (policy erasure-signer)",
+        env_name("vault_signer_token"),
+        env_name("vault_signer_token_path"),
+        env_name("vault_signer_role"),
+    )
+    return vault
+
+
+def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
+    """The signer the ledger appends with, logged in as the signer identity (signer_client)."""
+    return TransitSigner(
+        signer_client(vault, settings), settings.vault_transit_mount, DEFAULT_KEY_NAME
+    )
 
 
 def record_verifier(vault: hvac.Client, settings: Settings) -> RecordSigner:
