@@ -9,7 +9,8 @@ whatever the three roles held on the store's schema, then grants
   whoever asks; the grant refuses it before the trigger is reached);
 - the API server role: SELECT on every table; INSERT on `submissions` (the desk seals a
   request) and DELETE there (a submission whose run could not be created is destroyed, never
-  kept); the lineage tables its OpenLineage endpoint writes (`lineage_events` INSERT only:
+  kept); INSERT on `interventions` (its listener notes a run or task set by hand); the
+  lineage tables its OpenLineage endpoint writes (`lineage_events` INSERT only:
   raw events are immutable; the projection's tables INSERT, UPDATE, DELETE, since an event
   supersedes edges in the same transaction). No UPDATE or DELETE on anything else;
 - the CRM ingest role: SELECT on `suppression_list` alone.
@@ -32,6 +33,7 @@ ALEMBIC_TABLE = "alembic_version"
 RAW_LINEAGE_EVENTS = "lineage_events"
 LINEAGE_PREFIX = "lineage_"
 SUBMISSIONS = "submissions"
+INTERVENTIONS = "interventions"
 SUPPRESSION = "suppression_list"
 APPEND_ONLY = frozenset({"completion_records", SUPPRESSION})
 DML = ("SELECT", "INSERT", "UPDATE", "DELETE")
@@ -68,7 +70,7 @@ def privileges(component: str, table: str) -> tuple[str, ...]:
     if component == "api":
         if table == SUBMISSIONS:
             return ("SELECT", "INSERT", "DELETE")
-        if table == RAW_LINEAGE_EVENTS:
+        if table in (RAW_LINEAGE_EVENTS, INTERVENTIONS):
             return ("SELECT", "INSERT")
         if table.startswith(LINEAGE_PREFIX):
             return DML

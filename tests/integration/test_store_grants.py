@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from erasure import cli
 from erasure.errors import StoreError
 from erasure.pseudonym import Pepper
-from erasure.store import open_store
+from erasure.registry.interventions import Intervention, InterventionBook
+from erasure.store import Store, open_store
 from erasure.store.grants import StoreRoles, apply_grants
 from erasure.suppression import SuppressionList, Tombstone
 
@@ -110,11 +111,23 @@ def test_each_role_holds_only_its_share(postgres_url: str, roles: dict[str, str]
                 ),
                 {"now": datetime.now(UTC)},
             )
+        # ...and notes a run or task set by hand, as its listener does.
+        InterventionBook(Store(api_engine)).note(
+            Intervention(
+                request_ref="REQ-9",
+                run_id="erasure-REQ-9",
+                target="run",
+                state="failed",
+                by="ops",
+                at=datetime.now(UTC),
+            )
+        )
         # ...but changes nothing a request, a plan, a tombstone or a record holds.
         for sql in (
             "UPDATE requests SET status = 'failed'",
             "DELETE FROM plans",
             "DELETE FROM action_log",
+            "UPDATE interventions SET state = 'success'",
             "INSERT INTO suppression_list (subject_hash, pepper_version, identifier_type, "
             "created_at) VALUES (repeat('a', 64), 1, 'email', now())",
             "DELETE FROM suppression_list",
