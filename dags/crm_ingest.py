@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Param, dag, task
 
+from erasure_airflow.queues import crm_ingest_queue
+
 if TYPE_CHECKING:  # the domain is imported inside the task: parsing this file stays cheap
     from sqlalchemy.engine import Engine
 
@@ -46,6 +48,7 @@ pepper_source: Callable[[], Sequence[Pepper]] = vault_peppers
     catchup=False,
     max_active_runs=1,
     tags=["erasure", "crm"],
+    default_args={"queue": crm_ingest_queue()},  # its own workers: pepper read, nothing else
     doc_md=__doc__,
     params={
         "export_path": Param(

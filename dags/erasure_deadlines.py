@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from erasure.model import REQUEST_REF_PATTERN
+from erasure_airflow.queues import erasure_queue
 
 log = logging.getLogger(__name__)
 WARN_DAYS = 7
@@ -24,6 +25,7 @@ with DAG(
     catchup=False,
     is_paused_upon_creation=False,
     tags=["gdpr", "erasure"],
+    default_args={"queue": erasure_queue()},
     doc_md=__doc__,
 ):
 
@@ -55,6 +57,7 @@ with DAG(
     catchup=False,
     is_paused_upon_creation=False,
     tags=["gdpr", "erasure"],
+    default_args={"queue": erasure_queue()},
     doc_md=__doc__,
     params={
         "request_ref": Param(type="string", pattern=REQUEST_REF_PATTERN, title="Request reference"),

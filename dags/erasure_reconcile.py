@@ -16,6 +16,8 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
+from erasure_airflow.queues import erasure_queue
+
 log = logging.getLogger(__name__)
 ERASURE_DAG = "gdpr_erasure"
 
@@ -26,6 +28,7 @@ with DAG(
     max_active_runs=1,
     is_paused_upon_creation=False,
     tags=["gdpr", "erasure"],
+    default_args={"queue": erasure_queue()},
     doc_md=__doc__,
 ):
 

@@ -19,6 +19,7 @@ from erasure.config import Settings
 from erasure.model import REQUEST_REF_PATTERN
 from erasure.rulings import EXEMPTIONS
 from erasure_airflow.operators import DpoPrompt, RebuildOperator
+from erasure_airflow.queues import erasure_queue
 from erasure_airflow.tasks import RETRIES, in_order, mapped_target, open_services, record_failure
 
 if TYPE_CHECKING:
@@ -61,7 +62,10 @@ def _refs(datasets: list[DatasetRef]) -> list[dict[str, str]]:
         ),
     },
     render_template_as_native_obj=True,
-    default_args={"on_failure_callback": lambda context: record_failure(context)},
+    default_args={
+        "on_failure_callback": lambda context: record_failure(context),
+        "queue": erasure_queue(),  # the erasure workers' own queue and identity
+    },
 )
 def gdpr_erasure() -> None:
     @task

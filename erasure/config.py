@@ -112,8 +112,22 @@ class Settings(BaseSettings):
     # Where the completion records' chain head is published, in the KV mount, after every
     # append (erasure.audit.anchor): one path per erasure store, never shared or reused.
     vault_anchor_path: str = "anchors/chain-head"
-    # A registered key-store kind: `kv`, `transit`, or one a plug-in adds (KEYSTORES above).
-    keystore_kind: str = "kv"
+    # The identity that signs completion records (the ledger's append path only), kept apart
+    # from the workers' so that reading subject keys never implies signing. One of: a token
+    # (or a file holding one, e.g. a Vault Agent sink), or, under kubernetes auth, another
+    # Vault role (optionally with its own service-account token file), or, under approle,
+    # another role id and secret id. Unset: the process's own identity signs (a warning).
+    vault_signer_token: SecretStr | None = None
+    vault_signer_token_path: Path | None = None
+    vault_signer_role: str | None = None
+    vault_signer_k8s_jwt_path: Path | None = None
+    vault_signer_role_id: str | None = None
+    vault_signer_secret_id: SecretStr | None = None
+    # A registered key-store kind: `transit` (default: non-exportable keys that never leave
+    # Vault, so destroying one proves the data unreadable), `kv` (data keys read in the clear
+    # by the worker: a shred proves the key gone from Vault, not that no copy exists), or one a
+    # plug-in adds (KEYSTORES above).
+    keystore_kind: str = "transit"
     # How long Vault snapshots/backups are kept: a shredded key may live on in one until then.
     vault_snapshot_retention_days: int = Field(default=30, ge=0)
 
@@ -212,7 +226,66 @@ class Settings(BaseSettings):
                 raise ValueError(f"{_AUTH}=approle needs {' and '.join(missing)}")
         if self.vault_auth_method == "kubernetes" and not self.vault_k8s_role:
             raise ValueError(f"{_AUTH}=kubernetes needs {env_name('vault_k8s_role')}")
+        self._check_signer()
         return self
+
+    def _check_signer(self) -> None:
+        token_fields = ("vault_signer_token", "vault_signer_token_path")
+        tokens = [env_name(f) for f in token_fields if getattr(self, f)]
+        if len(tokens) > 1:
+            raise ValueError(f"set one of {' and '.join(tokens)}, not both")
+        if self.vault_signer_role and self.vault_auth_method != "kubernetes":
+            raise ValueError(
+                f"{env_name('vault_signer_role')} is a Vault role for kubernetes auth: set "
+                f"{_AUTH}=kubernetes, or give the signer a token ({env_name('vault_signer_token')})"
+            )
+        approle_fields = ("vault_signer_role_id", "vault_signer_secret_id")
+        approle = [f for f in approle_fields if getattr(self, f)]
+        if approle and (len(approle) < 2 or self.vault_auth_method != "approle"):
+            raise ValueError(
+                f"the signer's AppRole needs {env_name('vault_signer_role_id')} and "
+                f"{env_name('vault_signer_secret_id')}, with {_AUTH}=approle"
+            )
+
+    def signer_identity(self) -> Settings | None:
+        """These settings with the signer's Vault login in place of the process's own; None
+        when no separate signer identity is configured (the process's own identity signs)."""
+        if self.vault_signer_token is not None:
+            return self.model_copy(
+                update={"vault_auth_method": "token", "vault_token": self.vault_signer_token}
+            )
+        if self.vault_signer_token_path is not None:
+            path = self.vault_signer_token_path
+            try:
+                token = path.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot read the signer's Vault token at {path} ({exc.strerror}): fix "
+                    f"{env_name('vault_signer_token_path')}"
+                ) from None
+            if not token:
+                raise ConfigError(
+                    f"the signer's Vault token file {path} is empty: fix "
+                    f"{env_name('vault_signer_token_path')}"
+                )
+            return self.model_copy(
+                update={"vault_auth_method": "token", "vault_token": SecretStr(token)}
+            )
+        if self.vault_signer_role:
+            return self.model_copy(
+                update={
+                    "vault_k8s_role": self.vault_signer_role,
+                    "vault_k8s_jwt_path": self.vault_signer_k8s_jwt_path or self.vault_k8s_jwt_path,
+                }
+            )
+        if self.vault_signer_role_id and self.vault_signer_secret_id is not None:
+            return self.model_copy(
+                update={
+                    "vault_role_id": self.vault_signer_role_id,
+                    "vault_secret_id": self.vault_signer_secret_id,
+                }
+            )
+        return None
 
 
 def _describe(exc: ValidationError) -> str:

@@ -16,15 +16,22 @@ import json
 from collections.abc import Callable
 
 import hvac
+import hvac.exceptions
 from pydantic import BaseModel, ConfigDict
 
+from erasure.audit.anchor import ANCHOR_MAX_VERSIONS, VaultAnchorBoard
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import ConfigError
 from erasure.intake import SUBMISSIONS_KEY, SUBMISSIONS_KEY_TYPE, ensure_submissions_key
 from erasure.keys.keystore import keystore_from_settings
 from erasure.keys.pepper import PepperStore, would_orphan
-from erasure.keys.vault import address_of, connect, ensure_kv_v2, ensure_transit
+from erasure.keys.vault import (
+    address_of,
+    connect,
+    ensure_kv_v2,
+    ensure_transit,
+)
 
 
 class Bootstrap(BaseModel):
@@ -38,6 +45,8 @@ class Bootstrap(BaseModel):
     signing_key: str
     submissions_key: str
     pepper_version: int
+    anchor: str
+    anchor_max_versions: int
     created: list[str]
 
 
@@ -63,6 +72,9 @@ def initialise(client: hvac.Client, settings: Settings) -> Bootstrap:
     pepper = peppers.initialise()
     if not had_pepper:
         created.append(f"pepper {peppers.location} version {pepper.version}")
+    board = VaultAnchorBoard(client, kv, settings.vault_anchor_path)
+    if board.keep_every_version():
+        created.append(f"anchor history {board.location} (max_versions {ANCHOR_MAX_VERSIONS})")
     return Bootstrap(
         address=address_of(client),
         kv_mount=kv,
@@ -70,6 +82,8 @@ def initialise(client: hvac.Client, settings: Settings) -> Bootstrap:
         signing_key=signer.key_id,
         submissions_key=f"transit:{transit}/keys/{SUBMISSIONS_KEY}",
         pepper_version=pepper.version,
+        anchor=board.location,
+        anchor_max_versions=ANCHOR_MAX_VERSIONS,
         created=created,
     )
 
@@ -111,10 +125,11 @@ def _init(args: argparse.Namespace) -> int:
     for item in result.created:
         print(f"  created {item}")
     if not result.created:
-        print("  nothing to create: mounts, keys and pepper were already there")
+        print("  nothing to create: mounts, keys, pepper and anchor history were already there")
     print(f"  signing key {result.signing_key}")
     print(f"  submissions key {result.submissions_key}")
     print(f"  pepper {result.kv_mount}/pepper at version {result.pepper_version}")
+    print(f"  chain-head anchor {result.anchor} keeps {result.anchor_max_versions} versions")
     return 0
 
 

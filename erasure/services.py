@@ -7,6 +7,7 @@ Nothing here decides anything.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -43,9 +44,29 @@ from erasure.warehouse import ConnectionResolver, Warehouse
 if TYPE_CHECKING:
     from erasure.lineage import LineageStore
 
+log = logging.getLogger(__name__)
 
-def record_signer(vault: hvac.Client, settings: Settings) -> RecordSigner:
-    """The Vault transit signer of the completion records (its public keys verify them)."""
+
+def signer_client(vault: hvac.Client, settings: Settings) -> hvac.Client:
+    """The Vault client of the signer identity (ERASURE_VAULT_SIGNER_*): what signs the
+    records and publishes the chain head. Without one configured, `vault` itself, with a
+    warning: the identity that reads subject keys then also holds the signing right."""
+    identity = settings.signer_identity()
+    if identity is not None:
+        return connect(identity)
+    log.warning(
+        "no separate signer identity is configured (%s, %s or %s): completion records "
+        "are signed with this process's own Vault identity, which therefore also holds "
+        "the signing right; give the signer its own identity (policy erasure-signer)",
+        env_name("vault_signer_token"),
+        env_name("vault_signer_token_path"),
+        env_name("vault_signer_role"),
+    )
+    return vault
+
+
+def record_verifier(vault: hvac.Client, settings: Settings) -> RecordSigner:
+    """The records' signing key as a reader sees it: its public keys verify the chain."""
     return TransitSigner(vault, settings.vault_transit_mount, DEFAULT_KEY_NAME)
 
 
@@ -134,6 +155,7 @@ class Services:
         store = open_store(settings.store_url)
         try:
             ensure_pepper(peppers, store, keystore)
+            signer_vault = signer_client(vault, settings)
         except BaseException:
             store.close()
             raise
@@ -156,7 +178,9 @@ class Services:
             rulings=RulingBook(store),
             suppression=SuppressionList(store),
             ledger=RecordLedger(
-                store, record_signer(vault, settings), anchor_board(vault, settings)
+                store,
+                TransitSigner(signer_vault, settings.vault_transit_mount, DEFAULT_KEY_NAME),
+                anchor_board(signer_vault, settings),
             ),
             submissions=submission_box(store, vault, settings),
             rematerialisations=RunBook(store),
@@ -214,10 +238,10 @@ class LazyServices:
             return self._vault
 
     def signer(self) -> RecordSigner:
-        """The Vault transit signer: its public keys check the records' signatures."""
+        """The records' signing key: its public keys check the signatures (never signs here)."""
         with self._lock:
             if self._signer is None:
-                self._signer = record_signer(self.vault(), self.settings())
+                self._signer = record_verifier(self.vault(), self.settings())
             return self._signer
 
     def submissions(self) -> SubmissionBox:

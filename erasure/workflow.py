@@ -83,6 +83,7 @@ from erasure.reconcile import Limbo, RunState, find_limbo
 from erasure.registry.action_log import ActionStatus
 from erasure.registry.interventions import RUN
 from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
+from erasure.reprove import KeyProbe, Reproof, reprove_completed
 from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
 from erasure.services import Services
 from erasure.submission import ErasureRequest
@@ -779,6 +780,24 @@ def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None
 
 # ---------------------------------------------------------------------------------------------
 # deadlines (Art. 12(3))
+
+
+def reprove(svc: Services) -> Reproof:
+    """Every completed request proved again: its tombstones still in the suppression list,
+    every key it destroyed still absent (erasure.reprove; `.require()` raises on a gap)."""
+
+    def request_key(ref: str) -> str | None:
+        record = svc.requests.get(ref)
+        if record is None or record.secrets_destroyed_at is None:
+            return None
+        return svc.keystore.key_id(svc.secrets.key_hash(ref, record.pepper_version))
+
+    return reprove_completed(
+        svc.ledger.list(kind=RecordKind.COMPLETED),
+        svc.suppression.contains,
+        KeyProbe(svc.vault).exists,
+        request_key,
+    )
 
 
 def extend(svc: Services, ref: str, months: int, reason: str, by: str) -> date:

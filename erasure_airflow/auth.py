@@ -34,7 +34,14 @@ from airflow.providers.fab.auth_manager.fab_auth_manager import FabAuthManager
 log = logging.getLogger(__name__)
 
 ERASURE_DAGS = frozenset(
-    {"gdpr_erasure", "gdpr_erasure_extend", "erasure_reconcile", "erasure_deadlines", "crm_ingest"}
+    {
+        "gdpr_erasure",
+        "gdpr_erasure_extend",
+        "erasure_reconcile",
+        "erasure_reprove",
+        "erasure_deadlines",
+        "crm_ingest",
+    }
 )
 # Runs only the erasure desk creates (in the API server, for the DPO): never over the API.
 DESK_ONLY = frozenset({"gdpr_erasure", "gdpr_erasure_extend"})

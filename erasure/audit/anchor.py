@@ -26,7 +26,9 @@ from erasure.errors import ErasureError, VaultError
 from erasure.keys.vault import address_of, is_not_found, vault_errors
 
 ANCHOR_PATH = "anchors/chain-head"
-# KV v2 keeps 10 versions unless told otherwise: older heads would be pruned silently.
+# Versions of the anchor Vault keeps: one per completion-record append. KV v2 has no
+# "unlimited" (0 means the mount's default, 10, and older heads would be pruned silently), so a
+# number no deployment reaches in years; the operator policy accepts only this value.
 ANCHOR_MAX_VERSIONS = 1_000_000
 _PUBLISH_ATTEMPTS = 5  # compare-and-set retries when two appenders publish at once
 _HEX64 = r"^[0-9a-f]{64}$"
@@ -95,15 +97,21 @@ class VaultAnchorBoard:
     def location(self) -> str:
         return f"{self._mount}/{self._path}"
 
-    def keep_every_version(self) -> None:
-        """Set the secret to keep every version (the operator, at `erasure keys init`)."""
-        with vault_errors(address_of(self._client), f"configure {self.location}"):
+    def keep_every_version(self) -> bool:
+        """Make Vault keep every version (`erasure keys init`, as the operator); whether this
+        call changed the setting."""
+        meta = self._metadata()
+        if meta is not None and int(meta.get("max_versions") or 0) == ANCHOR_MAX_VERSIONS:
+            return False
+        with vault_errors(address_of(self._client), f"keep every version of {self.location}"):
+            # Sent as text: the operator policy's allowed_parameters compare it as a string.
             self._kv.update_metadata(
                 path=self._path,
                 mount_point=self._mount,
-                max_versions=ANCHOR_MAX_VERSIONS,
+                max_versions=str(ANCHOR_MAX_VERSIONS),
                 delete_version_after="0s",
             )
+        return True
 
     def publish(self, anchor: ChainAnchor) -> bool:
         for _ in range(_PUBLISH_ATTEMPTS):

@@ -75,9 +75,15 @@ class TransitSigner:
         """Enable the mount and create the key unless present; refuse a key that could leak."""
         if self._ready:
             return
-        ensure_transit(self._client, self._mount)
-        info = self._read()
+        # An existing key needs no mount check: the signer identity reads only its key.
+        try:
+            info = self._read()
+        except VaultError as exc:
+            if not isinstance(exc.__cause__, hvac.exceptions.InvalidPath):
+                raise
+            info = None  # no transit mount yet: enabled below
         if info is None:
+            ensure_transit(self._client, self._mount)
             with vault_errors(self.address, f"create the signing key {self.key_id}"):
                 self._client.secrets.transit.create_key(
                     name=self._name,

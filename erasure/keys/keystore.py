@@ -3,10 +3,13 @@
 Two backends behind one protocol, each declaring its `kind` and a typed config, registered
 with the key-store family (erasure.config.KEYSTORES) that picks by kind:
 
-- `kv` (default): a random 256-bit data key per subject in KV v2 at `subjects/<hash>`.
-  Shred = delete the metadata and every version (a soft delete is not a shred).
-- `transit`: one non-exportable transit key per subject, `subject-<hash>`, that wraps data
-  keys inside Vault; the key never leaves it. Shred = allow deletion, then delete the key.
+- `transit` (default): one non-exportable transit key per subject, `subject-<hash>`, that
+  wraps data keys inside Vault; the key never leaves it (exportable=false,
+  allow_plaintext_backup=false). Shred = allow deletion, then delete the key: no copy of it
+  exists anywhere else, so its destruction proves the data unreadable.
+- `kv`: a random 256-bit data key per subject in KV v2 at `subjects/<hash>`, read in the
+  clear by the worker. Shred = delete the metadata and every version (a soft delete is not a
+  shred). It proves the key gone from Vault, not that no copy of it survives elsewhere.
 
 Only the keyed subject hash ever appears in a key name or path.
 """

@@ -49,3 +49,23 @@ capabilities:
       port: {{ . }}
     {{- end }}
 {{- end -}}
+
+{{/* The container that runs `erasure store migrate` as the store's owner. */}}
+{{- define "erasure.migrateContainer" -}}
+- name: migrate
+  image: {{ include "erasure.image" . | quote }}
+  imagePullPolicy: {{ .Values.airflow.images.airflow.pullPolicy }}
+  command: [erasure, store, migrate]
+  env:
+    - name: ERASURE_STORE_URL
+      valueFrom:
+        secretKeyRef:
+          name: {{ include "erasure.connectionsSecret" . }}
+          key: store-migration-url
+    - name: PYTHONDONTWRITEBYTECODE
+      value: "1"
+  securityContext:
+    {{- include "erasure.containerSecurityContext" . | nindent 4 }}
+  resources:
+    {{- toYaml .Values.migration.resources | nindent 4 }}
+{{- end -}}

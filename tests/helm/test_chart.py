@@ -25,6 +25,8 @@ CHART = Path(__file__).resolve().parents[2] / "helm"
 KUBE_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
 SECRETS = {
     "storeUrl": "postgresql+psycopg://erasure_app:app-pw-1@store:5432/erasure",
+    "apiStoreUrl": "postgresql+psycopg://erasure_api:api-pw-1@store:5432/erasure",
+    "ingestStoreUrl": "postgresql+psycopg://erasure_ingest:ingest-pw-1@store:5432/erasure",
     "storeMigrationUrl": "postgresql+psycopg://erasure_owner:owner-pw-1@store:5432/erasure",
     "warehouseUri": "postgresql://erasure_wh:wh-pw-1@warehouse:5432/warehouse",
     "lineageApiKey": "l" * 32,
@@ -36,7 +38,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "kubernetes-executor": {"airflow": {"executor": "KubernetesExecutor"}},
     "warehouse-from-vault": {"connections": {"warehouse": {"source": "vault"}}},
     "existing-secret": {"connections": {"existingSecret": "erasure-prod", "values": {}}},
-    "transit-keystore": {"vault": {"keystoreKind": "transit", "snapshotRetentionDays": 90}},
+    "kv-keystore": {"vault": {"keystoreKind": "kv", "snapshotRetentionDays": 90}},
+    "store-grants": {
+        "migration": {
+            "grants": {
+                "workerRole": "erasure_app",
+                "apiRole": "erasure_api",
+                "ingestRole": "erasure_ingest",
+            }
+        }
+    },
     "no-network-policies": {"networkPolicies": {"enabled": False}},
     "ipblock-peers": {
         "networkPolicies": {
@@ -141,6 +152,15 @@ REFUSALS = [
     ),
     ({"catalog": {"files": {"catalog.yaml": None}}}, "missing property 'catalog.yaml'"),
     ({"replicas": 3}, "additional properties 'replicas' not allowed"),
+    (
+        {"connections": {"values": {"apiStoreUrl": ""}}},
+        "at '/connections/values/apiStoreUrl': minLength: got 0, want 1",
+    ),
+    (
+        {"migration": {"grants": {"workerRole": "app; DROP", "apiRole": "a", "ingestRole": "i"}}},
+        "at '/migration/grants/workerRole': 'app; DROP' does not match",
+    ),
+    ({"queues": {"erasure": "Erasure Queue"}}, "at '/queues/erasure'"),
 ]
 
 
@@ -176,7 +196,6 @@ def test_what_the_airflow_chart_is_handed_exists(chart: helm.Chart) -> None:
     assert refs
     for kind, name in refs:
         assert (kind, name) in names, f"airflow values refer to {kind} {name}, not rendered"
-    assert values["workers"]["serviceAccount"]["name"] == chart.values["vault"]["roles"]["worker"]
     assert (
         values["apiServer"]["serviceAccount"]["name"] == chart.values["vault"]["roles"]["apiServer"]
     )
@@ -234,7 +253,8 @@ def test_connections_secret_and_settings(chart: helm.Chart) -> None:
     backend = by_name(vault, "ConfigMap", "erasure-worker-env")["data"]
     assert backend["secrets-backend"] == "airflow.providers.hashicorp.secrets.vault.VaultBackend"
     kwargs = json.loads(backend["secrets-backend-kwargs"])
-    assert kwargs["auth_type"] == "kubernetes" and kwargs["kubernetes_role"] == "erasure-worker"
+    assert kwargs["auth_type"] == "kubernetes"
+    assert kwargs["kubernetes_role"] == "erasure-airflow-connections"  # warehouse connection only
     assert (kwargs["mount_point"], kwargs["connections_path"]) == ("airflow", "connections")
 
 
@@ -327,3 +347,89 @@ def test_the_image_is_airflow_3_3_2_with_package_dags_and_plugin() -> None:
     # The plugin is the installed adapter package's entry point, never a plugins-folder copy.
     assert "COPY --chown=airflow:0 erasure_airflow /opt/erasure/src/erasure_airflow" in dockerfile
     assert "/opt/airflow/plugins" not in dockerfile
+
+
+def worker_sets(chart: helm.Chart) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in chart.values["airflow"]["workers"]["celery"]["sets"]}
+
+
+def env_of(container_values: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container_values["env"]}
+
+
+def test_each_identity_runs_its_own_tasks_on_its_own_queue(chart: helm.Chart) -> None:
+    """The erasure DAGs' tasks and crm_ingest each have a Celery worker set serving their
+    queue, under a service account this chart renders and the Vault role of that identity;
+    the default queue's workers hold no erasure identity at all."""
+    roles, queues = chart.values["vault"]["roles"], chart.values["queues"]
+    sets = worker_sets(chart)
+    docs = render(chart)
+    accounts = {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"}
+    env = by_name(docs, "ConfigMap", "erasure-env")["data"]
+    expected = {
+        queues["erasure"]: (roles["worker"], "store-url"),
+        queues["crmIngest"]: (roles["crmIngest"], "ingest-store-url"),
+    }
+    assert set(sets) == set(expected)
+    for queue, (role, store_key) in expected.items():
+        worker_set = sets[queue]
+        assert worker_set["queue"] == queue
+        assert worker_set["serviceAccount"] == {"create": False, "name": role}
+        assert role in accounts  # rendered here, for the Vault role bound to it
+        values = env_of(worker_set)
+        assert values["ERASURE_VAULT_K8S_ROLE"] == role
+        assert values["ERASURE_STORE_URL"]["secretKeyRef"]["key"] == store_key
+    assert env_of(sets[queues["erasure"]])["ERASURE_VAULT_SIGNER_ROLE"] == roles["signer"]
+    assert "ERASURE_VAULT_SIGNER_ROLE" not in env_of(sets[queues["crmIngest"]])
+    assert (env["ERASURE_TASK_QUEUE"], env["ERASURE_CRM_INGEST_QUEUE"]) == (
+        queues["erasure"],
+        queues["crmIngest"],
+    )
+    default = chart.values["airflow"]["workers"]
+    assert default["serviceAccount"]["name"] not in {roles["worker"], roles["crmIngest"]}
+    plain = env_of(default)
+    assert not {"ERASURE_VAULT_K8S_ROLE", "ERASURE_STORE_URL", "ERASURE_AIRFLOW_API_PASSWORD"} & (
+        set(plain)
+    )
+    api = env_of(chart.values["airflow"]["apiServer"])
+    assert api["ERASURE_STORE_URL"]["secretKeyRef"]["key"] == "api-store-url"
+    assert env["ERASURE_KEYSTORE_KIND"] == "transit"  # the default: keys never leave Vault
+    secret = by_name(docs, "Secret", "erasure-connections")["stringData"]
+    assert (secret["api-store-url"], secret["ingest-store-url"]) == (
+        SECRETS["apiStoreUrl"],
+        SECRETS["ingestStoreUrl"],
+    )
+
+
+def test_the_lineage_credential_is_only_where_lineage_is_produced(chart: helm.Chart) -> None:
+    airflow = chart.values["airflow"]
+    sets = worker_sets(chart)
+    transport = "AIRFLOW__OPENLINEAGE__TRANSPORT"
+    holders = {
+        "default workers": env_of(airflow["workers"]),
+        "crm-ingest workers": env_of(sets["crm-ingest"]),
+        "scheduler": env_of(airflow["scheduler"]),
+    }
+    for where, values in holders.items():
+        assert values[transport]["secretKeyRef"]["name"] == "erasure-openlineage", where
+    assert transport not in env_of(sets["erasure"])  # silent DAGs: no credential
+    assert transport not in env_of(airflow["apiServer"])  # it checks the key, never sends
+    assert "erasure-openlineage" not in airflow["extraEnvFrom"]  # not in every container
+    for component in ("triggerer", "dagProcessor"):
+        assert "erasure-openlineage" not in json.dumps(airflow.get(component, {})), component
+
+
+def test_the_migration_job_grants_the_roles_after_migrating(chart: helm.Chart) -> None:
+    job = by_name(render(chart, VARIANTS["store-grants"]), "Job", "erasure-store-migrate")
+    pod = job["spec"]["template"]["spec"]
+    [migrate] = pod["initContainers"]
+    [grants] = pod["containers"]
+    assert migrate["command"] == ["erasure", "store", "migrate"]
+    parsed = cli._parser().parse_args(grants["command"][1:])
+    assert parsed.handler.__name__ == "_grants"
+    assert (parsed.worker_role, parsed.api_role, parsed.ingest_role) == (
+        "erasure_app",
+        "erasure_api",
+        "erasure_ingest",
+    )
+    assert grants["env"][0]["valueFrom"]["secretKeyRef"]["key"] == "store-migration-url"

@@ -131,6 +131,7 @@ def env(
         "ERASURE_VAULT_ADDR": openbao.address,
         "ERASURE_VAULT_TOKEN": openbao.token,
         "ERASURE_VAULT_KV_MOUNT": f"kv-desk-{RUN}",
+        "ERASURE_KEYSTORE_KIND": "kv",  # the registry fixture parks under KvKeyStore
         "ERASURE_VAULT_TRANSIT_MOUNT": f"transit-desk-{RUN}",
         "ERASURE_CATALOG_PATH": str(CATALOG),
         "ERASURE_REQUIRE_DPO_ROLE": "true",

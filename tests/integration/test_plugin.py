@@ -141,6 +141,7 @@ def env(
         "ERASURE_VAULT_ADDR": openbao.address,
         "ERASURE_VAULT_TOKEN": openbao.token,
         "ERASURE_VAULT_KV_MOUNT": f"kv-{RUN}",
+        "ERASURE_KEYSTORE_KIND": "kv",  # the registry fixture parks under KvKeyStore
         "ERASURE_VAULT_TRANSIT_MOUNT": f"transit-{RUN}",
         "ERASURE_LINEAGE_API_KEY": LINEAGE_KEY,
         "ERASURE_CATALOG_PATH": str(REPO / "erasure" / "sample" / "estate" / "catalog.yaml"),

@@ -2,9 +2,11 @@
 component makes is allowed to it, and every other identity is refused (403).
 
 One fresh dev server for the module: root applies the policies and creates one token per
-policy; the operator's token bootstraps the mounts, keys and pepper with `erasure keys init`
-exactly as the runbook says; then each (identity, call) pair runs through the project's own
-code where it has one (key stores, pepper, signer) and hvac where it does not.
+identity; the operator's token bootstraps the mounts, keys, pepper and the chain-head
+anchor's history with `erasure keys init` exactly as the runbook says; then each (identity,
+call) pair runs through the project's own code where it has one (key stores, pepper, signer)
+and hvac where it does not. No identity, the operator's included, can delete, destroy or
+undelete a version of the chain-head anchor, or shorten its history.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import logging
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ import pytest
 from pydantic import SecretStr
 
 from erasure import cli
+from erasure.audit.anchor import ANCHOR_MAX_VERSIONS, ANCHOR_PATH
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import VaultError
@@ -36,11 +40,22 @@ from erasure.keys.keystore import (
 )
 from erasure.keys.pepper import PepperMissing, PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, connect, ensure_kv_v2
+from erasure.services import record_signer
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
 POLICIES = Path(__file__).resolve().parents[2] / "helm" / "vault" / "policies"
-IDENTITIES = ("erasure-worker", "erasure-crm-ingest", "erasure-api", "erasure-operator")
+# identity -> the policies its token holds (erasure-worker-kv: only where the key store is kv)
+IDENTITIES = {
+    "erasure-worker": ("erasure-worker",),
+    "erasure-worker+kv": ("erasure-worker", "erasure-worker-kv"),
+    "erasure-signer": ("erasure-signer",),
+    "erasure-crm-ingest": ("erasure-crm-ingest",),
+    "erasure-api": ("erasure-api",),
+    "erasure-operator": ("erasure-operator",),
+    "erasure-auditor": ("erasure-auditor",),
+}
+POLICY_FILES = sorted(p.stem for p in POLICIES.glob("*.hcl"))
 KV, TRANSIT = "erasure-kv", "erasure-transit"
 
 
@@ -49,6 +64,7 @@ class Server:
     bao: EmbeddedOpenBao
     root: hvac.Client
     clients: dict[str, hvac.Client]
+    tokens: dict[str, str]
     init_output: str
     second_init_output: str
     worker_pepper_error: str
@@ -81,12 +97,13 @@ def erasure_cli(bao: EmbeddedOpenBao, token: str, *argv: str) -> tuple[int, str]
 def server() -> Iterator[Server]:
     with EmbeddedOpenBao() as bao:
         root = bao.client()
-        tokens: dict[str, str] = {}
-        for name in IDENTITIES:
+        for name in POLICY_FILES:
             root.sys.create_or_update_policy(
                 name=name, policy=(POLICIES / f"{name}.hcl").read_text()
             )
-            created = root.auth.token.create(policies=[name], ttl="1h")
+        tokens: dict[str, str] = {}
+        for name, policies in IDENTITIES.items():
+            created = root.auth.token.create(policies=list(policies), ttl="1h")
             tokens[name] = created["auth"]["client_token"]
         clients = {name: connect(settings_for(bao, token)) for name, token in tokens.items()}
         # Before the operator's init: the KV mount exists, the pepper does not.
@@ -99,7 +116,11 @@ def server() -> Iterator[Server]:
         assert code == 0
         code, second = erasure_cli(bao, tokens["erasure-operator"], "keys", "init")
         assert code == 0
-        yield Server(bao, root, clients, first, second, str(refused.value))
+        # The signer's first publication of the chain head (the anchor's writer is the ledger).
+        root.secrets.kv.v2.create_or_update_secret(
+            path=ANCHOR_PATH, secret={"seq": "0", "record_hash": "0" * 64}, mount_point=KV
+        )
+        yield Server(bao, root, clients, tokens, first, second, str(refused.value))
 
 
 def new_hash() -> str:
@@ -166,11 +187,9 @@ def delete_pepper(c: hvac.Client, root: hvac.Client) -> None:
 
 
 def sign_record(c: hvac.Client, root: hvac.Client) -> None:
-    payload = base64.b64encode(b"record hash").decode()
-    response = c.secrets.transit.sign_data(
-        name=DEFAULT_KEY_NAME, hash_input=payload, mount_point=TRANSIT
-    )
-    assert response["data"]["signature"].startswith("vault:v")
+    # The ledger's own signer: it checks its key exists first, needing no sys/mounts right.
+    signature, version = TransitSigner(c, TRANSIT).sign(b"record hash")
+    assert signature.startswith(f"vault:v{version}:")
 
 
 def read_public_keys(c: hvac.Client, root: hvac.Client) -> None:
@@ -212,27 +231,99 @@ def create_other_transit_key(c: hvac.Client, root: hvac.Client) -> None:
     c.secrets.transit.create_key(name=f"other-{secrets.token_hex(4)}", mount_point=TRANSIT)
 
 
-WORKER, CRM, API, OPERATOR = IDENTITIES
+def export_subject_key(c: hvac.Client, root: hvac.Client) -> None:
+    subject = new_hash()
+    TransitKeyStore(TransitKeyStoreConfig(), root).create(subject)
+    c.secrets.transit.export_key(
+        name=f"subject-{subject}", key_type="encryption-key", mount_point=TRANSIT
+    )
+
+
+def write_anchor(c: hvac.Client, root: hvac.Client) -> None:
+    head = {"seq": "1", "record_hash": secrets.token_hex(32)}
+    c.secrets.kv.v2.create_or_update_secret(path=ANCHOR_PATH, secret=head, mount_point=KV)
+
+
+def read_anchor(c: hvac.Client, root: hvac.Client) -> None:
+    read = c.secrets.kv.v2.read_secret_version(
+        path=ANCHOR_PATH, mount_point=KV, raise_on_deleted_version=True
+    )
+    assert len(read["data"]["data"]["record_hash"]) == 64
+
+
+def read_anchor_history(c: hvac.Client, root: hvac.Client) -> None:
+    metadata = c.secrets.kv.v2.read_secret_metadata(path=ANCHOR_PATH, mount_point=KV)["data"]
+    assert metadata["max_versions"] == ANCHOR_MAX_VERSIONS and metadata["versions"]
+
+
+def keep_anchor_history(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.update_metadata(
+        path=ANCHOR_PATH, max_versions=str(ANCHOR_MAX_VERSIONS), mount_point=KV
+    )
+
+
+def shorten_anchor_history(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.update_metadata(path=ANCHOR_PATH, max_versions=1, mount_point=KV)
+
+
+def expire_anchor_versions(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.update_metadata(
+        path=ANCHOR_PATH,
+        max_versions=str(ANCHOR_MAX_VERSIONS),
+        delete_version_after="1s",
+        mount_point=KV,
+    )
+
+
+def delete_anchor_version(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.delete_secret_versions(path=ANCHOR_PATH, versions=[1], mount_point=KV)
+
+
+def destroy_anchor_version(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.destroy_secret_versions(path=ANCHOR_PATH, versions=[1], mount_point=KV)
+
+
+def undelete_anchor_version(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.undelete_secret_versions(path=ANCHOR_PATH, versions=[1], mount_point=KV)
+
+
+def delete_anchor_metadata(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.delete_metadata_and_all_versions(path=ANCHOR_PATH, mount_point=KV)
+
+
+WORKER, WORKER_KV, SIGNER, CRM, API, OPERATOR, AUDITOR = IDENTITIES
+WORKERS = frozenset({WORKER, WORKER_KV})
 # call -> the identities allowed to make it; everyone else must be refused.
 MATRIX: dict[Call, frozenset[str]] = {
-    kv_create_subject_key: frozenset({WORKER}),
-    kv_read_subject_key: frozenset({WORKER}),
-    kv_destroy_subject_key: frozenset({WORKER}),
-    kv_list_subject_keys: frozenset({WORKER, OPERATOR}),  # names only, for keys init
-    transit_create_subject_key: frozenset({WORKER}),
-    transit_destroy_subject_key: frozenset({WORKER}),
-    read_pepper: frozenset({WORKER, CRM, OPERATOR}),
+    kv_create_subject_key: frozenset({WORKER_KV}),
+    kv_read_subject_key: frozenset({WORKER_KV}),
+    kv_destroy_subject_key: frozenset({WORKER_KV}),
+    kv_list_subject_keys: frozenset({WORKER_KV, OPERATOR}),  # names only, for keys init
+    transit_create_subject_key: WORKERS,
+    transit_destroy_subject_key: WORKERS,
+    export_subject_key: frozenset(),  # transit keys never leave Vault
+    read_pepper: WORKERS | {CRM, OPERATOR},
     rotate_pepper: frozenset({OPERATOR}),
     destroy_pepper_version: frozenset(),
     delete_pepper: frozenset(),
-    sign_record: frozenset({WORKER}),
-    read_public_keys: frozenset({WORKER, API, OPERATOR}),
+    sign_record: frozenset({SIGNER}),  # the workers read subject keys: they sign nothing
+    read_public_keys: WORKERS | {API, OPERATOR, SIGNER, AUDITOR},
     encrypt_submission: frozenset({API}),
-    decrypt_submission: frozenset({WORKER}),
-    list_mounts: frozenset({WORKER, OPERATOR}),
+    decrypt_submission: WORKERS,
+    list_mounts: WORKERS | {OPERATOR},
     tune_mount: frozenset({OPERATOR}),
     rotate_signing_key: frozenset({OPERATOR}),
     create_other_transit_key: frozenset(),
+    write_anchor: frozenset({SIGNER}),
+    read_anchor: frozenset({SIGNER, AUDITOR, API}),
+    read_anchor_history: frozenset({SIGNER, AUDITOR, OPERATOR, API}),
+    keep_anchor_history: frozenset({OPERATOR}),
+    shorten_anchor_history: frozenset(),
+    expire_anchor_versions: frozenset(),
+    delete_anchor_version: frozenset(),
+    destroy_anchor_version: frozenset(),
+    undelete_anchor_version: frozenset(),
+    delete_anchor_metadata: frozenset(),
 }
 
 
@@ -246,7 +337,7 @@ def was_refused(exc: BaseException) -> bool:
     return False
 
 
-@pytest.mark.parametrize("identity", IDENTITIES)
+@pytest.mark.parametrize("identity", list(IDENTITIES))
 @pytest.mark.parametrize("call", list(MATRIX), ids=lambda call: call.__name__)
 def test_policy_allows_exactly_what_the_component_needs(
     server: Server, call: Call, identity: str
@@ -268,6 +359,62 @@ def test_only_the_operator_creates_the_pepper(server: Server) -> None:
     assert "created mount erasure-transit (transit)" in server.init_output
     assert f"created key transit:{TRANSIT}/keys/{SUBMISSIONS_KEY}" in server.init_output
     assert "nothing to create" in server.second_init_output
+    assert f"created anchor history {KV}/{ANCHOR_PATH}" in server.init_output
+
+
+def test_keys_init_keeps_every_version_of_the_chain_head_anchor(server: Server) -> None:
+    metadata = server.root.secrets.kv.v2.read_secret_metadata(path=ANCHOR_PATH, mount_point=KV)
+    assert metadata["data"]["max_versions"] == ANCHOR_MAX_VERSIONS
+    assert metadata["data"]["delete_version_after"] in ("0s", "0")  # versions never expire
+    assert f"keeps {ANCHOR_MAX_VERSIONS} versions" in server.second_init_output
+
+
+ANCHOR_ERASERS = (
+    delete_anchor_version,
+    destroy_anchor_version,
+    undelete_anchor_version,
+    delete_anchor_metadata,
+    shorten_anchor_history,
+)
+
+
+@pytest.mark.parametrize("call", ANCHOR_ERASERS, ids=lambda call: call.__name__)
+def test_the_anchor_denies_win_over_a_broad_policy(server: Server, call: Call) -> None:
+    """An operator who also holds a policy granting everything on the KV mount (a common
+    admin grant) still cannot erase or shorten the anchor's history."""
+    root = server.root
+    root.sys.create_or_update_policy(
+        name="kv-admin",
+        policy='path "erasure-kv/*" { capabilities = '
+        '["create", "read", "update", "delete", "list", "sudo"] }',
+    )
+    token = root.auth.token.create(policies=["erasure-operator", "kv-admin"], ttl="1h")
+    client = connect(settings_for(server.bao, token["auth"]["client_token"]))
+    with pytest.raises(hvac.exceptions.Forbidden):
+        call(client, root)
+    versions = root.secrets.kv.v2.read_secret_metadata(path=ANCHOR_PATH, mount_point=KV)
+    assert all(not v["destroyed"] for v in versions["data"]["versions"].values())
+
+
+def test_the_ledger_signs_with_the_signer_identity_not_the_workers(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = settings_for(server.bao, server.tokens[WORKER])
+    separate = worker.model_copy(update={"vault_signer_token": SecretStr(server.tokens[SIGNER])})
+    with caplog.at_level(logging.WARNING, logger="erasure.services"):
+        signer = record_signer(connect(separate), separate)
+    assert not caplog.records
+    signature, _version = signer.sign(b"record hash")
+    assert signature.startswith("vault:v")
+    # Without a signer identity the worker's own token is used, with a warning, and the
+    # worker policy refuses: nothing is signed by an identity that reads subject keys.
+    with caplog.at_level(logging.WARNING, logger="erasure.services"):
+        fallback = record_signer(connect(worker), worker)
+    assert "no separate signer identity is configured" in caplog.text
+    assert "ERASURE_VAULT_SIGNER_TOKEN" in caplog.text
+    with pytest.raises(VaultError) as refused:
+        fallback.sign(b"record hash")
+    assert was_refused(refused.value)
 
 
 def test_the_operator_rotates_the_pepper_from_the_cli(server: Server) -> None:
@@ -302,3 +449,16 @@ def test_the_airflow_connections_policy_reads_only_erasure_connections(server: S
     with pytest.raises(VaultError) as raised:
         PepperStore(client, KV).all_versions()
     assert was_refused(raised.value)
+
+
+@pytest.mark.parametrize("policy", POLICY_FILES)
+def test_every_policy_denies_erasing_the_anchor_history(server: Server, policy: str) -> None:
+    """Each shipped policy, alone, refuses every way of erasing the anchor's history."""
+    token = server.root.auth.token.create(policies=[policy], ttl="1h")["auth"]["client_token"]
+    client = connect(settings_for(server.bao, token))
+    for path in (f"{kind}/{ANCHOR_PATH}" for kind in ("delete", "destroy", "undelete")):
+        assert client.sys.get_capabilities(paths=[f"{KV}/{path}"])["data"][f"{KV}/{path}"] == [
+            "deny"
+        ], (policy, path)
+    metadata = client.sys.get_capabilities(paths=[f"{KV}/metadata/{ANCHOR_PATH}"])
+    assert "delete" not in metadata["data"][f"{KV}/metadata/{ANCHOR_PATH}"], policy

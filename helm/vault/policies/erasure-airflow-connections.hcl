@@ -6,3 +6,18 @@
 path "airflow/data/connections/erasure_*" {
   capabilities = ["read"]
 }
+
+# The chain-head anchor's history is evidence: no identity may delete, destroy or undelete a
+# version, or delete its metadata. A deny wins over any broader policy the identity also holds.
+path "erasure-kv/delete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/destroy/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/undelete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/metadata/anchors/*" {
+  capabilities = ["deny"]
+}

@@ -7,3 +7,18 @@ path "erasure-kv/data/pepper" {
 path "erasure-kv/metadata/pepper" {
   capabilities = ["read"]
 }
+
+# The chain-head anchor's history is evidence: no identity may delete, destroy or undelete a
+# version, or delete its metadata. A deny wins over any broader policy the identity also holds.
+path "erasure-kv/delete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/destroy/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/undelete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/metadata/anchors/*" {
+  capabilities = ["deny"]
+}

@@ -1,6 +1,7 @@
 # erasure-operator: a person (or the bootstrap job) that sets the erasure mounts and long-lived
 # keys up (`erasure keys init`) and rotates the pepper (`erasure keys rotate-pepper`). It holds
-# no subject key, signs nothing and opens no submission.
+# no subject key, signs nothing, opens no submission and cannot erase the chain-head anchor's
+# history: it may only set the anchor's max_versions to the value `keys init` uses.
 
 # The two mounts: see, enable and tune them.
 path "sys/mounts" {
@@ -49,6 +50,17 @@ path "erasure-transit/keys/submissions/rotate" {
   capabilities = ["update"]
 }
 
+# The chain-head anchor's metadata: `keys init` keeps every version (max_versions 1000000,
+# versions never expire). Only that value is accepted, so the operator cannot shorten the
+# history either; the signer writes the versions, the auditor reads them.
+path "erasure-kv/metadata/anchors/chain-head" {
+  capabilities = ["create", "read", "update"]
+  allowed_parameters = {
+    "max_versions" = ["1000000"]
+    "delete_version_after" = ["0s"]
+  }
+}
+
 # The names of per-subject keys (keyed hashes, never identifiers), listed only: `keys init`
 # refuses to create a pepper while keys named under a lost one exist (it would orphan them).
 path "erasure-kv/metadata/subjects" {
@@ -56,4 +68,27 @@ path "erasure-kv/metadata/subjects" {
 }
 path "erasure-transit/keys" {
   capabilities = ["list"]
+}
+
+# Transit keys never leave Vault: no export, no backup, whatever else the identity holds.
+path "erasure-transit/export/*" {
+  capabilities = ["deny"]
+}
+path "erasure-transit/backup/*" {
+  capabilities = ["deny"]
+}
+
+# The chain-head anchor's history is evidence: no identity may delete, destroy or undelete a
+# version, or delete its metadata. A deny wins over any broader policy the identity also holds.
+path "erasure-kv/delete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/destroy/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/undelete/anchors/*" {
+  capabilities = ["deny"]
+}
+path "erasure-kv/metadata/anchors/*" {
+  capabilities = ["deny"]
 }

@@ -57,9 +57,9 @@ def test_factory_names_what_is_wrong() -> None:
 
 
 def test_settings_select_backend_mount_and_retention() -> None:
-    kv = keystore_config_from_settings(Settings(vault_snapshot_retention_days=7))
-    assert kv == KvKeyStoreConfig(mount="erasure-kv", snapshot_retention_days=7)
-    transit = keystore_config_from_settings(
-        Settings(keystore_kind="transit", vault_transit_mount="t")
+    kv = keystore_config_from_settings(
+        Settings(keystore_kind="kv", vault_snapshot_retention_days=7)
     )
+    assert kv == KvKeyStoreConfig(mount="erasure-kv", snapshot_retention_days=7)
+    transit = keystore_config_from_settings(Settings(vault_transit_mount="t"))  # the default
     assert transit == TransitKeyStoreConfig(mount="t", snapshot_retention_days=30)
