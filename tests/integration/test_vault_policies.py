@@ -40,7 +40,7 @@ from erasure.keys.keystore import (
 )
 from erasure.keys.pepper import PepperMissing, PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, connect, ensure_kv_v2
-from erasure.services import record_signer
+from erasure.services import signer_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
@@ -402,14 +402,16 @@ def test_the_ledger_signs_with_the_signer_identity_not_the_workers(
     worker = settings_for(server.bao, server.tokens[WORKER])
     separate = worker.model_copy(update={"vault_signer_token": SecretStr(server.tokens[SIGNER])})
     with caplog.at_level(logging.WARNING, logger="erasure.services"):
-        signer = record_signer(connect(separate), separate)
+        signer = TransitSigner(
+            signer_client(connect(separate), separate), TRANSIT, DEFAULT_KEY_NAME
+        )
     assert not caplog.records
     signature, _version = signer.sign(b"record hash")
     assert signature.startswith("vault:v")
     # Without a signer identity the worker's own token is used, with a warning, and the
     # worker policy refuses: nothing is signed by an identity that reads subject keys.
     with caplog.at_level(logging.WARNING, logger="erasure.services"):
-        fallback = record_signer(connect(worker), worker)
+        fallback = TransitSigner(signer_client(connect(worker), worker), TRANSIT, DEFAULT_KEY_NAME)
     assert "no separate signer identity is configured" in caplog.text
     assert "ERASURE_VAULT_SIGNER_TOKEN" in caplog.text
     with pytest.raises(VaultError) as refused:
