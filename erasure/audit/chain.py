@@ -30,7 +30,7 @@ class Anchor:
 
     seq: int
     record_hash: str
-    source: str  # how a problem names it, e.g. "the --anchor you gave"
+    source: str  # what "seq N ..." says of it, e.g. "is the head you gave (--anchor)"
     signature: str | None = None
     signing_key_version: int | None = None
 
@@ -207,26 +207,34 @@ class ChainWalk:
                 )
             elif record_hash != self._prev_hash:
                 self.flag(seq, None, "head", "the chain head's hash differs from the last record")
-        for anchor in self._anchors:
-            self._check_anchor(anchor)
+        self._check_anchors()
 
-    def _check_anchor(self, anchor: Anchor) -> None:
-        seen = self._anchor_seen.get(anchor.seq)
-        if seen is None:
+    def _check_anchors(self) -> None:
+        """The newest anchor whose record is gone (a cut or a wipe) and the first whose record
+        differs (a re-signed record), each with how many more there are."""
+        gone = [a for a in self._anchors if a.seq not in self._anchor_seen]
+        differ = [
+            a
+            for a in self._anchors
+            if a.seq in self._anchor_seen and self._anchor_seen[a.seq] != a.record_hash
+        ]
+        if gone:
+            newest = max(gone, key=lambda a: a.seq)
             self.flag(
-                anchor.seq,
+                newest.seq,
                 None,
                 "anchor",
-                f"the record {anchor.source} holds is no longer in the store: the chain was "
-                f"cut back or wiped after it{self._genuine(anchor)}",
+                f"seq {newest.seq} {newest.source}, but it is no longer in the store: the chain "
+                f"was cut back or wiped after it{self._genuine(newest)}{_more(gone)}",
             )
-        elif seen != anchor.record_hash:
+        if differ:
+            first = min(differ, key=lambda a: a.seq)
             self.flag(
-                anchor.seq,
+                first.seq,
                 None,
                 "anchor",
-                f"the record differs from {anchor.source}: it was replaced (re-signed) after "
-                f"the anchor{self._genuine(anchor)}",
+                f"seq {first.seq} {first.source}, but the record there now differs: it was "
+                f"replaced (re-signed) after{self._genuine(first)}{_more(differ)}",
             )
 
     def _genuine(self, anchor: Anchor) -> str:
@@ -237,8 +245,8 @@ class ChainWalk:
         if key is not None and verify_with_public_key(
             key, anchor.record_hash.encode("ascii"), anchor.signature
         ):
-            return " (the anchor's signature verifies: it was signed as that record)"
-        return " (and the anchor's signature does not verify)"
+            return " (that head's signature verifies)"
+        return " (that head's signature does not verify either)"
 
     def report(self) -> ChainReport:
         problems = sorted(self.problems, key=lambda p: p.seq)
@@ -253,6 +261,10 @@ class ChainWalk:
             problems_truncated=self._truncated,
             verified_at=datetime.now(UTC),
         )
+
+
+def _more(anchors: list[Anchor]) -> str:
+    return f" ({len(anchors) - 1} more anchor(s) like it)" if len(anchors) > 1 else ""
 
 
 def row_hash(row: RowMapping) -> str | None:

@@ -233,7 +233,7 @@ def _anchor(text: str) -> Anchor:
     seq, sep, record_hash = text.partition(":")
     if not sep or not re.fullmatch(r"[0-9]{1,18}", seq) or not re.fullmatch(_HEX64, record_hash):
         raise ErasureError("--anchor must be SEQ:HASH, e.g. 42:<64 hex record_hash>")
-    return Anchor(int(seq), record_hash.lower(), source=f"the --anchor {seq}:… you gave")
+    return Anchor(int(seq), record_hash.lower(), source="is the head you gave (--anchor)")
 
 
 def _read_keys(path: Path) -> dict[int, str]:

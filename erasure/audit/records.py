@@ -447,7 +447,10 @@ def _published(history: AnchorHistory) -> list[Anchor]:
         Anchor(
             seq=a.seq,
             record_hash=a.record_hash,
-            source=f"the {a.describe()} at {history.location}",
+            source=(
+                f"was published as the chain head at {history.location} (version {a.version}, "
+                f"{a.published_at:%Y-%m-%d %H:%M:%S} UTC)"
+            ),
             signature=a.signature,
             signing_key_version=a.signing_key_version,
         )

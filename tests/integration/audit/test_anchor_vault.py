@@ -138,4 +138,8 @@ def test_the_cli_verifies_against_the_published_heads(
         tamper.close()
     code, out, _ = run("audit", "verify")
     assert code == 1
-    assert out.startswith("chain BROKEN at seq 7: the record the anchor (version 7, published")
+    assert out.startswith(
+        f"chain BROKEN at seq 8: seq 8 was published as the chain head at {kv_mount}/"
+        f"{ANCHOR_PATH} (version 8, "
+    )
+    assert "no longer in the store" in out and "(1 more anchor(s) like it)" in out

@@ -197,7 +197,7 @@ def test_a_tail_cut_with_the_head_rewound_is_caught_by_an_anchor(
     three_requests(ledger)
     report = ledger.verify()
     # What the auditor noted last quarter.
-    anchor = Anchor(report.head_seq, report.head_hash, source="the head noted last quarter")
+    anchor = Anchor(report.head_seq, report.head_hash, source="is the head noted last quarter")
     drop(tamper, *RECORD_TRIGGERS, *HEAD_TRIGGERS)
     tamper.execute("DELETE FROM completion_records WHERE seq >= 9")
     eighth = tamper.execute("SELECT record_hash FROM completion_records WHERE seq = 8").fetchone()
