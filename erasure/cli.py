@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from pydantic import SecretStr
 
@@ -22,6 +23,24 @@ EXIT_ERROR = 2
 EXIT_DRIFT = 3  # the plan was made, but the catalog does not describe the warehouse
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+_QUOTED_VALUE = re.compile(
+    r"""(invalid choice|invalid \S+ value): (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error never repeats what was typed: an argument may be
+    an identifier given in the wrong place (`erasure plan --subject x jane@example.org`)."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            message = "unrecognized arguments (not repeated here); see --help"
+        else:
+            # argparse quotes a bad value with repr(): the value goes, the reason stays.
+            message = _QUOTED_VALUE.sub(r"\1", message)
+        super().error(message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,10 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command line; the audit, keys and store groups (and what they import) only when
     `argv` may name one: a command outside them starts that much faster."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="erasure", description="GDPR Art. 17 erasure: lineage closure, plan, proofs."
     )
-    sub = parser.add_subparsers(metavar="COMMAND")
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(metavar="COMMAND", parser_class=_Parser),
+    )
 
     demo = sub.add_parser("demo", help="build the demo estate and plan an erasure over it")
     demo.add_argument(
@@ -66,7 +88,9 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         metavar="TYPE=VALUE",
         help="identifier type and value; VALUE '-' reads it from stdin (kept out of ps/history)",
     )
-    plan.add_argument("--max-nodes", type=int, default=None, help="bound on the closure size")
+    plan.add_argument(
+        "--max-nodes", type=_positive, default=None, help="bound on the closure size (1 or more)"
+    )
     plan.add_argument(
         "--at",
         type=_instant,
@@ -108,8 +132,12 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         metavar="DATASET",
         help="root dataset name (repeatable)",
     )
-    closure.add_argument("--max-nodes", type=int, default=None)
-    closure.add_argument("--max-depth", type=int, default=None)
+    closure.add_argument(
+        "--max-nodes", type=_positive, default=None, help="bound on the closure size (1 or more)"
+    )
+    closure.add_argument(
+        "--max-depth", type=_count, default=None, help="edges from a root (0: the roots alone)"
+    )
     closure.add_argument(
         "--at",
         type=_instant,
@@ -151,7 +179,7 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     purge.add_argument(
         "--retention-days",
-        type=int,
+        type=_positive,
         default=None,
         help="default: ERASURE_LINEAGE_RETENTION_DAYS (400)",
     )
@@ -214,9 +242,19 @@ def _store_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Bounds, not arithmetic: a count past this is a typo (and int() of a 5,000-digit text is slow).
+_MAX_COUNT = 10**9
+
+
 def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    if not (text.isascii() and text.isdigit()) or int(text[:12]) > _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {_MAX_COUNT:,}")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text[:12]) <= _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {_MAX_COUNT:,}")
     return int(text)
 
 
@@ -225,7 +263,7 @@ def _instant(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
+            "must be an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
         ) from None
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 

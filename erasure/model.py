@@ -222,6 +222,13 @@ class SubjectSearch(BaseModel):
 REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
 REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 
+
+def shown_ref(ref: str) -> str:
+    """A request reference as a message may repeat it: a malformed one is not repeated (it
+    may be an identifier typed in the wrong place)."""
+    return ref if REQUEST_REF.match(ref) else "with that reference"
+
+
 SHARED_ROW_RULE = "2a"
 # Rows reached only through an identifier value held back from the expansion: one the subject
 # shares with other people, or a second value of a one-per-person type (erasure.locate).

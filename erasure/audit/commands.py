@@ -22,6 +22,7 @@ from erasure.audit.records import CompletionRecord, RecordError, RecordLedger, R
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import ErasureError
+from erasure.model import shown_ref
 from erasure.store.database import open_store
 
 EXIT_BROKEN = 1
@@ -105,7 +106,7 @@ def _show(args: argparse.Namespace) -> int:
     with _ledger(with_vault=False) as ledger:
         records = ledger.show(args.ref)
     if not records:
-        raise RecordError(f"there are no completion records for request {args.ref}")
+        raise RecordError(f"there are no completion records for request {shown_ref(args.ref)}")
     if args.json:
         _print_json([r.model_dump(mode="json") for r in records])
         return 0

@@ -26,6 +26,7 @@ from erasure.audit.signing import (
     signature_version,
     verify_with_public_key,
 )
+from erasure.model import shown_ref
 
 PACK_FORMAT = "erasure.evidence-pack/1"
 CANONICAL_FORM = (
@@ -82,7 +83,7 @@ def export_json(ledger: RecordLedger, ref: str) -> dict[str, Any]:
     """The self-contained evidence pack of request `ref`."""
     records = ledger.show(ref)
     if not records:
-        raise RecordError(f"there are no completion records for request {ref}")
+        raise RecordError(f"there are no completion records for request {shown_ref(ref)}")
     links = ledger.links(records[0].seq, records[-1].seq)
     head_seq, head_hash = ledger.head()
     versions = {r.signing_key_version for r in records}

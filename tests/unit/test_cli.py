@@ -240,4 +240,46 @@ def test_lineage_ingest_workers_must_be_a_count(
 ) -> None:
     with pytest.raises(SystemExit):
         main(["lineage", "ingest", "--workers", value, str(tmp_path / "events.jsonl")])
-    assert "is not a whole number of 0 or more" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--workers: must be a whole number from 0 to" in err
+    assert f"'{value}'" not in err  # what was typed is not repeated
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value", "expected"),
+    [
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "0", "from 1"),
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "-5", "from 1"),
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "2.5", "from 1"),
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "9" * 5000,
+         "from 1"),
+        (["lineage", "closure", "--catalog", "c.yaml", "--from", "t"], "--max-nodes", "0",
+         "from 1"),
+        (["lineage", "closure", "--catalog", "c.yaml", "--from", "t"], "--max-depth", "-1",
+         "from 0"),
+        (["lineage", "purge"], "--retention-days", "-30", "from 1"),
+        (["lineage", "purge"], "--retention-days", "0", "from 1"),
+    ],
+)  # fmt: skip
+def test_bounds_are_refused_by_the_command_line_with_the_allowed_range(
+    command: list[str], option: str, value: str, expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        main([*command, f"{option}={value}"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: must be a whole number {expected}" in err
+    assert "Traceback" not in err and f"'{value}'" not in err and f"={value}" not in err
+
+
+def test_a_stray_argument_is_not_repeated(capsys: pytest.CaptureFixture[str]) -> None:
+    """An identifier typed where no argument belongs never comes back on the terminal."""
+    stray = "jane.stray@example.org"
+    with pytest.raises(SystemExit):
+        main(["lineage", "sql", "-", stray])
+    with pytest.raises(SystemExit):
+        main(["audit", stray])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" in err and "invalid choice" in err
+    assert stray not in err
