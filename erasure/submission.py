@@ -26,6 +26,7 @@ from erasure.model import REQUEST_REF, SubjectRef
 _IDENTIFIER_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _MAX_IDENTIFIER = 512
 _MAX_NOTES = 4000
+GDPR_APPLIES_FROM = date(2018, 5, 25)  # Art. 99(2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -64,7 +65,7 @@ _ALLOWED: dict[str, str] = {
     "identifier_type": "an identifier type of the catalog, such as 'email' (letters, digits, "
     "'_', '.', '-')",
     "identifier": f"a non-empty text of at most {_MAX_IDENTIFIER} characters",
-    "received_on": "a date (YYYY-MM-DD), not in the future",
+    "received_on": "a date (YYYY-MM-DD) from 2018-05-25 (when the GDPR began to apply) up to today",
     "legal_ground": "one of " + ", ".join(g.value for g in LegalGround),
     "notes": f"a text of at most {_MAX_NOTES} characters, or nothing",
     "dry_run": "true or false",
@@ -119,8 +120,9 @@ class ErasureRequest(BaseModel):
     @field_validator("received_on")
     @classmethod
     def _check_received(cls, value: date) -> date:
-        # One day of slack: the DPO's "today" may be tomorrow in UTC.
-        if value > datetime.now(UTC).date() + timedelta(days=1):
+        # One day of slack: the DPO's "today" may be tomorrow in UTC. No Art. 17 request
+        # predates the GDPR: an older date is a typo that would make the request overdue.
+        if not GDPR_APPLIES_FROM <= value <= datetime.now(UTC).date() + timedelta(days=1):
             raise ValueError(f"must be {_ALLOWED['received_on']}")
         return value
 
