@@ -105,6 +105,7 @@ class ErasureRequest(BaseModel):
         raw = value.get_secret_value()
         if not raw.strip() or len(raw) > _MAX_IDENTIFIER:
             raise ValueError(f"must be {_ALLOWED['identifier']}")
+        _refuse_lone_surrogates(raw)
         return value
 
     @field_validator("notes")
@@ -115,6 +116,7 @@ class ErasureRequest(BaseModel):
         raw = value.get_secret_value()
         if len(raw) > _MAX_NOTES:
             raise ValueError(f"must be {_ALLOWED['notes']}")
+        _refuse_lone_surrogates(raw)
         return value if raw.strip() else None
 
     @field_validator("received_on")
@@ -137,6 +139,19 @@ class ErasureRequest(BaseModel):
     @property
     def subject(self) -> SubjectRef:
         return SubjectRef(type=self.identifier_type, value=self.identifier)
+
+
+def _refuse_lone_surrogates(text: str) -> None:
+    # A JSON escape such as \ud800 with no partner decodes to text no encoding can write: it
+    # could be neither hashed nor sealed. (Format and bidi characters are valid text: the
+    # normaliser drops them, as it does in stored values.)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "must be valid Unicode text: it holds a lone surrogate (an escape such as "
+            "\\ud800 without its pair); type or paste it again"
+        ) from None
 
 
 def _describe(exc: ValidationError) -> str:

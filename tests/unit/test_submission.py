@@ -50,6 +50,8 @@ def test_request_hides_identifier_and_notes() -> None:
         ("received_on", (date.today() + timedelta(days=5)).isoformat(), "up to today"),
         ("received_on", "1900-01-01", "from 2018-05-25 (when the GDPR began to apply)"),
         ("received_on", "2018-05-24", "from 2018-05-25"),
+        ("identifier", "zq.canary\ud800@example.org", "valid Unicode text: it holds a lone"),
+        ("notes", "called zq.canary \udfff today", "valid Unicode text: it holds a lone"),
         ("legal_ground", "art17_2", "one of art17_1_a"),
         ("dry_run", "perhaps", "true or false"),
     ],
