@@ -30,7 +30,14 @@ from erasure.lineage.sql.gaps import SqlGap
 from erasure.lineage.sql.known_tables import KnownTables
 from erasure.lineage.sql.names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
 from erasure.lineage.sql.projection_names import name_projections
-from erasure.lineage.sql.statements import Job, Statement, job_of, split_statements, too_deep
+from erasure.lineage.sql.statements import (
+    Job,
+    Statement,
+    job_of,
+    nests_too_deep,
+    split_statements,
+    too_deep,
+)
 from erasure.lineage.sql.table_resolution import TableName, TableNaming
 from erasure.lineage.sql.trace import trace_columns
 from erasure.model import (
@@ -200,6 +207,8 @@ def _analyse(
         return _Result(gaps=[statement.error])
     if statement.expression is None:
         return _Result()
+    if nests_too_deep(statement.expression):
+        return _Result(gaps=[too_deep(statement.number, statement.line)])
     number = statement.number
     target = output.text if output is not None else OUTPUT_TABLE
     try:

@@ -113,6 +113,23 @@ def too_deep(number: int, line: int) -> SqlGap:
     )
 
 
+# How deep a parsed statement's expression tree may nest before it is not analysed: a chain
+# of a few thousand `a + a + ...` parses, but tracing it is quadratic and then recursive
+# (seconds to minutes, then a RecursionError). Written queries nest a few dozen levels.
+MAX_EXPRESSION_DEPTH = 200
+
+
+def nests_too_deep(expression: exp.Expr, limit: int = MAX_EXPRESSION_DEPTH) -> bool:
+    """Whether the expression tree is deeper than `limit` (walked without recursion)."""
+    stack = [(expression, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+    return False
+
+
 def _parse_gap(number: int, line: int, error: SqlglotError, lines_before: int = 0) -> SqlGap:
     # sqlglot's messages quote the SQL around the error; the gap names the place instead.
     detail = "unterminated string, quoted name or comment"
