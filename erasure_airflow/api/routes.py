@@ -155,7 +155,8 @@ async def ingest_lineage(
 
     Every event is validated, stored once and projected into the lineage store in the same
     transaction (a batch in one). Malformed ones are quarantined with their reason: a single
-    malformed event is a 400, a malformed element of an array is counted in the answer.
+    malformed event is a 400, a malformed element of an array is counted in the answer (with
+    its index), and an array of malformed elements only is a 400 with the same answer.
     """
     body = await _event_body(request)
     lineage = backend.lineage()
@@ -174,9 +175,10 @@ async def ingest_lineage(
             {"index": index, **result} if "error" in result else result
             for index, result in enumerate(report.results)
         ]
-        return JSONResponse(
-            batch, status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        )
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        if report.received and report.quarantined == report.received:
+            code = status.HTTP_400_BAD_REQUEST  # nothing in it was an event: say so plainly
+        return JSONResponse(batch, status_code=code)
     (result,) = report.results
     if "error" in result:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(result["error"]))

@@ -13,6 +13,7 @@ which decides and explains as before.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -129,7 +130,13 @@ def decode_event_body(body: bytes) -> tuple[list[tuple[Decoded, str]], bool]:
     # so deep that decoding the batch itself is not safe.
     checked = within_depth(body, MAX_DEPTH + many)
     if not checked and not (many and within_depth(body, _BATCH_DEPTH)):
-        raise LineageError(too_deep())
+        pieces = _array_elements(body) if many else None
+        if pieces is None:
+            raise LineageError(too_deep())
+        try:
+            return [(_element(text, False), text) for text in pieces], True
+        except json.JSONDecodeError as exc:
+            raise LineageError(not_json(exc)) from None
     try:
         if many:
             try:
@@ -142,16 +149,56 @@ def decode_event_body(body: bytes) -> tuple[list[tuple[Decoded, str]], bool]:
                     text = bytes(raw).decode("utf-8")
                     elements.append((_element(text, checked), text))
                 return elements, True
-        whole = decode(body, depth_checked=True)
+        # JSON on the wire is UTF-8 (RFC 8259): the standard library would also read UTF-16.
+        text = body.decode("utf-8")
+        whole = decode(text, depth_checked=True)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LineageError(not_json(exc)) from None
     if isinstance(whole.value, list):
         items = [(Decoded(item, whole.native), "") for item in whole.value]
         return [(_DEEP if depth_exceeds(i.value, MAX_DEPTH) else i, t) for i, t in items], True
-    return [(whole, body.decode("utf-8"))], False
+    return [(whole, text)], False
 
 
 _BATCH_DEPTH = 4 * MAX_DEPTH  # still far from the recursion limit
+# What the top level of a JSON array is made of: a string (skipped whole), a bracket, a comma.
+_ARRAY_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},]')
+
+
+def _array_elements(body: bytes) -> list[str] | None:
+    """The texts of a JSON array's elements, split without decoding them (an element too
+    deep for any decoder is cut out by its brackets); None when the body is not one array
+    of balanced elements, or not UTF-8 (the whole body is then refused)."""
+    depth, start, pieces = 0, None, []
+    for token in _ARRAY_TOKENS.finditer(body):
+        mark = token.group()
+        if mark in (b"[", b"{"):
+            depth += 1
+            if depth == 1:
+                start = token.end()
+        elif mark in (b"]", b"}"):
+            depth -= 1
+            if depth < 0:
+                return None
+            if depth == 0:
+                if body[token.end() :].strip() or start is None:
+                    return None
+                pieces.append(body[start : token.start()])
+                break
+        elif mark == b"," and depth == 1:
+            pieces.append(body[start : token.start()])
+            start = token.end()
+    else:
+        return None
+    try:
+        texts = [piece.strip().decode("utf-8") for piece in pieces]
+    except UnicodeDecodeError:
+        return None
+    if texts == [""]:
+        return []
+    return None if "" in texts else texts
+
+
 _DEEP = Decoded(None, False, too_deep=True)
 
 
