@@ -29,6 +29,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 def refuse_unstorable(event: RunEvent, now: datetime | None = None) -> None:
     """LineageError naming the field when `event` cannot be stored as lineage."""
+    if not isinstance(event.content().get("eventTime"), str):  # pydantic reads a number too
+        raise LineageError(
+            "OpenLineage event: eventTime must be text in ISO 8601 with a zone offset, such "
+            "as 2026-11-01T02:00:00Z (the spec's date-time), not a number"
+        )
     _check_time(event.event_time, now or datetime.now(UTC))
     _check_name("job.namespace", event.job.namespace, LINEAGE_JOB_LENGTH)
     _check_name("job.name", event.job.name, LINEAGE_JOB_LENGTH)
