@@ -344,19 +344,19 @@ class Catalog(_Strict):
         for d in self.datasets:
             by_bare_name.setdefault(d.name, set()).add(d.namespace)
         for ds in self.datasets:
-            where = f"dataset {ds.name!r}"
+            where = f"dataset {_shown(ds.name)}"
             if (ds.namespace, ds.name) in seen:
                 raise ValueError(f"{where}: declared twice in namespace {ds.namespace!r}")
             seen.add((ds.namespace, ds.name))
             if ds.connection is not None and ds.connection not in self.connections:
                 raise ValueError(
-                    f"{where} field 'connection': {ds.connection!r} is not declared; "
+                    f"{where} field 'connection': {_shown(ds.connection)} is not declared; "
                     f"allowed: {sorted(self.connections)}"
                 )
             for id_type in ds.holds_subject:
                 if id_type not in self.identifiers:
                     raise ValueError(
-                        f"{where} field 'holds_subject': identifier type {id_type!r} is not "
+                        f"{where} field 'holds_subject': identifier type {_shown(id_type)} is not "
                         f"declared under 'identifiers'; allowed: {sorted(self.identifiers)}"
                     )
             for id_type, columns in ds.holds_subject.items():
@@ -388,7 +388,8 @@ class Catalog(_Strict):
                 bare = ref.dataset.rpartition("/")[2]
                 if bare not in names:
                     raise ValueError(
-                        f"{where} field 'references': dataset {ref.dataset!r} is not in the catalog"
+                        f"{where} field 'references': dataset {_shown(ref.dataset)} is not in the "
+                        "catalog"
                     )
                 if "/" not in ref.dataset and len(by_bare_name[bare]) > 1:
                     raise ValueError(
@@ -439,8 +440,7 @@ class Catalog(_Strict):
         ]
         if not found:
             # A malformed name is not echoed: it may be a subject's identifier typed there.
-            shown = repr(name) if _SHOWN_NAME.fullmatch(name) else "with that name"
-            raise CatalogError(f"dataset {shown} is not in the catalog")
+            raise CatalogError(f"dataset {_shown(name, 'with that name')} is not in the catalog")
         if len(found) > 1:
             raise CatalogError(
                 f"dataset name {bare!r} is in several namespaces "
@@ -507,7 +507,13 @@ def _dataset_name(value: str) -> str:
 
 # A dataset name an error may repeat: a plain table or path name, nothing that could be an
 # identifier typed in the wrong place (no '@', '+', spaces or control characters).
-_SHOWN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$:/-]{0,199}")
+_SHOWN_NAME = re.compile(r"[A-Za-z0-9_(][A-Za-z0-9_.$:/()-]{0,199}")
+
+
+def _shown(name: str, instead: str = "(a name that is not repeated)") -> str:
+    """A name for a message: quoted when it is a plain name, else `instead` (it may be a
+    value typed in the wrong place)."""
+    return repr(name) if _SHOWN_NAME.fullmatch(name) else instead
 
 
 # libyaml's parser when PyYAML was built with it: a 4 MB catalog loads in about a second
@@ -683,9 +689,9 @@ def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
             shown = isinstance(name, str) and _SHOWN_NAME.fullmatch(name)
             label = f"dataset {str(name).lower()!r}" if shown else f"dataset #{loc[1] + 1}"
             field = ".".join(str(p) for p in loc[2:]) or "(entry)"
-            where = f"{label} field {field!r}"
+            where = f"{label} field {_shown(field)}"
         elif loc:
-            where = f"field {'.'.join(str(p) for p in loc)!r}"
+            where = "field " + _shown(".".join(str(p) for p in loc))
         msg = problem.message
         if problem.kind == "extra_forbidden":
             msg = "unknown field; check the spelling against DESIGN section 2"
