@@ -329,7 +329,11 @@ def _emit_plan(plan: Plan, as_json: bool) -> None:
 def _lineage_sql(args: argparse.Namespace) -> int:
     from erasure.lineage import sql_lineage
 
-    script = sys.stdin.read() if args.file == "-" else _read(Path(args.file))
+    if args.file == "-":
+        raw = getattr(sys.stdin, "buffer", None)  # bytes, decoded here: a clear error
+        script = sys.stdin.read() if raw is None else _text(raw.read(), "standard input")
+    else:
+        script = _read(Path(args.file))
     schema = None
     if args.schema is not None:
         try:
@@ -604,9 +608,19 @@ def _suppression_check(args: argparse.Namespace) -> int:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise ErasureError(f"{path}: cannot read ({exc.strerror})") from None
+    return _text(data, str(path))
+
+
+def _text(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ErasureError(
+            f"{where}: not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8"
+        ) from None
 
 
 if __name__ == "__main__":
