@@ -17,7 +17,7 @@ from typing import Any, NoReturn, cast
 from pydantic import SecretStr
 
 from erasure.errors import ErasureError
-from erasure.model import DatasetRef, Plan, SubjectRef
+from erasure.model import DatasetRef, Plan, SubjectRef, shown_ref
 
 EXIT_ERROR = 2
 EXIT_DRIFT = 3  # the plan was made, but the catalog does not describe the warehouse
@@ -546,15 +546,22 @@ def _requests_confirm_deletion(args: argparse.Namespace) -> int:
     from erasure.config import Settings
     from erasure.services import Services
 
+    if shown_ref(args.request_ref) != args.request_ref:
+        raise ErasureError(
+            "the request reference is not one (3-64 letters, digits, '.', '_' or '-'; it is "
+            "not repeated here): give the reference shown on the desk"
+        )
     with Services.open(Settings()) as svc:
         plan = svc.plans.get(args.request_ref, 1)
         named = [
             i.dataset for i in plan.items if args.dataset in (i.dataset.name, i.dataset.qualified)
         ]
         if len(named) != 1:
+            plain = re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.$:/-]{0,199}", args.dataset)
+            shown = repr(args.dataset) if plain else "as given (a name not repeated here)"
             raise ErasureError(
-                f"request {args.request_ref}'s plan has {len(named) or 'no'} artefact(s) named "
-                f"{args.dataset!r}: give it as NAMESPACE/NAME from the plan"
+                f"request {shown_ref(args.request_ref)}'s plan has {len(named) or 'no'} "
+                f"artefact(s) named {shown}: give it as NAMESPACE/NAME from the plan"
             )
         evidence = workflow.confirm_deletion(svc, args.request_ref, named[0], args.by, args.note)
     deletion = evidence.deletion or {}

@@ -859,6 +859,12 @@ def cli_cases() -> list[Case]:
     )
     add(
         "words",
+        "confirm-deletion reference",
+        ["requests", "confirm-deletion", f"{c}@example.org", f"../{c}", "--by", c, "--note", c],
+        "the request reference is not one",
+    )
+    add(
+        "words",
         "audit reference",
         ["audit", "show", f"{c}@example.org"],
         "no completion records for request with that reference",
