@@ -233,6 +233,21 @@ def _subject(text: str) -> SubjectRef:
     return SubjectRef(type=id_type.strip(), value=SecretStr(value))
 
 
+def _checked_subject(catalog: Any, subject: SubjectRef) -> SubjectRef:
+    """The desk's checks of a typed identifier (`erasure.submission`, `identifier_types`):
+    not blank, at most 512 characters, valid text, and of the type given; never repeated."""
+    from erasure.identifier_types import refuse_misfit
+    from erasure.submission import identifier_problem
+
+    value = subject.value.get_secret_value()
+    try:
+        identifier_problem(value)
+    except ValueError as exc:
+        raise ErasureError(f"--subject: the identifier {exc}") from None
+    refuse_misfit(catalog.identifiers, subject.type, value)
+    return subject
+
+
 def _store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
@@ -281,7 +296,7 @@ def _plan(args: argparse.Namespace) -> int:
     from erasure.planner import make_plan
 
     catalog = load_catalog(args.catalog)
-    subject = _subject(args.subject)
+    subject = _checked_subject(catalog, _subject(args.subject))
     kwargs: dict[str, Any] = {} if args.max_nodes is None else {"max_nodes": args.max_nodes}
     lineage = _open_lineage(args)
     try:
@@ -586,6 +601,7 @@ def _suppression_check(args: argparse.Namespace) -> int:
     if path is None:
         raise ErasureError("give --catalog or set ERASURE_CATALOG_PATH")
     catalog = load_catalog(path)
+    subject = _checked_subject(catalog, subject)
     peppers = PepperStore(connect(settings), settings.vault_kv_mount).all_versions()
     with open_store(settings.store_url) as store:
         found = check_subject(

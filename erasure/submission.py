@@ -102,10 +102,7 @@ class ErasureRequest(BaseModel):
     @field_validator("identifier")
     @classmethod
     def _check_identifier(cls, value: SecretStr) -> SecretStr:
-        raw = value.get_secret_value()
-        if not raw.strip() or len(raw) > _MAX_IDENTIFIER:
-            raise ValueError(f"must be {_ALLOWED['identifier']}")
-        _refuse_lone_surrogates(raw)
+        identifier_problem(value.get_secret_value())
         return value
 
     @field_validator("notes")
@@ -139,6 +136,14 @@ class ErasureRequest(BaseModel):
     @property
     def subject(self) -> SubjectRef:
         return SubjectRef(type=self.identifier_type, value=self.identifier)
+
+
+def identifier_problem(raw: str) -> None:
+    """ValueError saying what a typed identifier must be (never what it is): not blank, at
+    most 512 characters, valid Unicode text. Its fit to its type is `identifier_types`'."""
+    if not raw.strip() or len(raw) > _MAX_IDENTIFIER:
+        raise ValueError(f"must be {_ALLOWED['identifier']}")
+    _refuse_lone_surrogates(raw)
 
 
 def _refuse_lone_surrogates(text: str) -> None:

@@ -283,3 +283,30 @@ def test_a_stray_argument_is_not_repeated(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err
     assert "unrecognized arguments" in err and "invalid choice" in err
     assert stray not in err
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("customer_id=C0001\x00zq", "a customer_id holds no spaces or control characters"),
+        ("customer_id=" + "zq" * 400, "--subject: the identifier must be a non-empty text of"),
+        ("customer_id=zq\udc80", "--subject: the identifier must be valid Unicode text"),
+        ("customer_id=zq.canary@example.org", "looks like an email address, not a customer_id"),
+        ("email=zq.canary@@example.org", "this cannot be an email"),
+    ],
+)
+def test_plan_checks_the_identifier_as_the_desk_does_without_repeating_it(
+    catalog: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    subject: str,
+    expected: str,
+) -> None:
+    """Typed on the command line or read from stdin, a malformed identifier stops the plan
+    before anything queries the warehouse (a NUL would fail a Postgres query, a lone
+    surrogate the keyed hash)."""
+    id_type, _, value = subject.partition("=")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(value + "\n"))
+    code, out, err = run(capsys, "plan", "--catalog", str(catalog), "--subject", f"{id_type}=-")
+    assert code == 2 and out == ""
+    assert expected in err and "zq" not in err
