@@ -159,7 +159,7 @@ def stored_events(
 
 def _parse_stored(row: Any) -> RunEvent:
     try:
-        decoded = event_json.decode(row.raw)
+        decoded = event_json.decode(row.raw, depth_checked=True)  # checked when it came in
         return parse_decoded(decoded.value, native=decoded.native)
     except (LineageError, json.JSONDecodeError) as exc:
         raise LineageError(
