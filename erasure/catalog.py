@@ -17,6 +17,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -266,7 +267,7 @@ class DatasetSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _lower(cls, value: str) -> str:
-        return value.lower()
+        return _dataset_name(value).lower()
 
     @field_validator("rebuild")
     @classmethod
@@ -343,19 +344,19 @@ class Catalog(_Strict):
         for d in self.datasets:
             by_bare_name.setdefault(d.name, set()).add(d.namespace)
         for ds in self.datasets:
-            where = f"dataset {ds.name!r}"
+            where = f"dataset {_shown(ds.name)}"
             if (ds.namespace, ds.name) in seen:
                 raise ValueError(f"{where}: declared twice in namespace {ds.namespace!r}")
             seen.add((ds.namespace, ds.name))
             if ds.connection is not None and ds.connection not in self.connections:
                 raise ValueError(
-                    f"{where} field 'connection': {ds.connection!r} is not declared; "
+                    f"{where} field 'connection': {_shown(ds.connection)} is not declared; "
                     f"allowed: {sorted(self.connections)}"
                 )
             for id_type in ds.holds_subject:
                 if id_type not in self.identifiers:
                     raise ValueError(
-                        f"{where} field 'holds_subject': identifier type {id_type!r} is not "
+                        f"{where} field 'holds_subject': identifier type {_shown(id_type)} is not "
                         f"declared under 'identifiers'; allowed: {sorted(self.identifiers)}"
                     )
             for id_type, columns in ds.holds_subject.items():
@@ -387,7 +388,8 @@ class Catalog(_Strict):
                 bare = ref.dataset.rpartition("/")[2]
                 if bare not in names:
                     raise ValueError(
-                        f"{where} field 'references': dataset {ref.dataset!r} is not in the catalog"
+                        f"{where} field 'references': dataset {_shown(ref.dataset)} is not in the "
+                        "catalog"
                     )
                 if "/" not in ref.dataset and len(by_bare_name[bare]) > 1:
                     raise ValueError(
@@ -437,7 +439,8 @@ class Catalog(_Strict):
             ds for ds in self._names().get(bare, []) if not namespace or ds.namespace == namespace
         ]
         if not found:
-            raise CatalogError(f"dataset {name!r} is not in the catalog")
+            # A malformed name is not echoed: it may be a subject's identifier typed there.
+            raise CatalogError(f"dataset {_shown(name, 'with that name')} is not in the catalog")
         if len(found) > 1:
             raise CatalogError(
                 f"dataset name {bare!r} is in several namespaces "
@@ -486,6 +489,33 @@ class Catalog(_Strict):
         return cached
 
 
+DATASET_NAME_LENGTH = 512  # the erasure store's column for namespace/name keeps 512
+
+
+def _dataset_name(value: str) -> str:
+    """A catalogued dataset name: printable, not blank, no `.`/`..` path segment."""
+    if not value.strip():
+        raise ValueError("must not be blank")
+    if len(value) > DATASET_NAME_LENGTH:
+        raise ValueError(f"must be at most {DATASET_NAME_LENGTH} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("must not hold control characters (NUL, tab, line breaks)")
+    if any(part in (".", "..") for part in re.split(r"[/\\]", value)):
+        raise ValueError("must not hold a '.' or '..' path segment; give the real path")
+    return value
+
+
+# A dataset name an error may repeat: a plain table or path name, nothing that could be an
+# identifier typed in the wrong place (no '@', '+', spaces or control characters).
+_SHOWN_NAME = re.compile(r"[A-Za-z0-9_(][A-Za-z0-9_.$:/()-]{0,199}")
+
+
+def _shown(name: str, instead: str = "(a name that is not repeated)") -> str:
+    """A name for a message: quoted when it is a plain name, else `instead` (it may be a
+    value typed in the wrong place)."""
+    return repr(name) if _SHOWN_NAME.fullmatch(name) else instead
+
+
 # libyaml's parser when PyYAML was built with it: a 4 MB catalog loads in about a second
 # instead of half a minute.
 _YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -495,17 +525,107 @@ def load_catalog(path: str | Path) -> Catalog:
     """Read and validate a catalog file; any problem raises CatalogError naming the spot."""
     path = Path(path)
     try:
-        raw = _parse(path.read_text())
-    except FileNotFoundError:
-        raise CatalogError(f"{path}: no such catalog file") from None
+        raw = _parse(_catalog_text(path))
     except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML: {exc}") from None
+        raise CatalogError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise CatalogError(
+            f"{path}: not valid YAML: lists or mappings nest too deeply to read; a catalog "
+            "nests a few levels"
+        ) from None
+    except _Unsafe as exc:
+        raise CatalogError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
         raise CatalogError(f"{path}: the catalog must be a mapping with 'version: 1' at the top")
     try:
         return Catalog.model_validate({**raw, "base_dir": path.resolve().parent})
     except ValidationError as exc:
         raise CatalogError(_describe(path, raw, exc)) from None
+    except RecursionError:
+        raise CatalogError(
+            f"{path}: invalid catalog: lists or mappings nest too deeply to validate"
+        ) from None
+
+
+# A catalog larger than this is not one a person maintains: refused before it is parsed.
+MAX_CATALOG_BYTES = 64 * 1024 * 1024
+# YAML anchors and aliases (`&defaults` ... `*defaults`) are fine, but each alias is the
+# whole anchored node again: nine aliases of nine aliases of ... (the "billion laughs")
+# expand a 1 KB file to a billion values when it is validated. The document as expanded may
+# hold at most this many values, and an alias may not hold itself.
+MAX_EXPANDED_NODES = 1_000_000
+
+
+class _Unsafe(Exception):
+    """A catalog file that is refused before it is parsed or validated."""
+
+
+def _catalog_text(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CATALOG_BYTES + 1)
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: no such catalog file") from None
+    except OSError as exc:
+        raise CatalogError(
+            f"{path}: cannot read the catalog file ({exc.strerror or type(exc).__name__})"
+        ) from None
+    if len(data) > MAX_CATALOG_BYTES:
+        raise CatalogError(
+            f"{path}: the catalog file is larger than {MAX_CATALOG_BYTES // (1024 * 1024)} MiB"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogError(
+            f"{path}: the catalog is not UTF-8 text (byte {exc.start} cannot be decoded); "
+            "save it as UTF-8"
+        ) from None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's reason and place, without the quoted text it may carry."""
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    problem = re.sub(r"'[^']{2,}'", "'…'", str(problem))
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return problem
+
+
+def _expansion_checked(value: Any) -> Any:
+    """`value` when its aliases expand to at most MAX_EXPANDED_NODES values and none holds
+    itself; else _Unsafe. Counted once per distinct object (an alias is the same object)."""
+    sizes: dict[int, int] = {}
+    open_ids: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, done = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        key = id(item)
+        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+        if done:
+            open_ids.discard(key)
+            total = 1 + sum(sizes.get(id(c), 1) for c in children)
+            if total > MAX_EXPANDED_NODES:
+                raise _Unsafe(
+                    f"the catalog's YAML aliases expand to more than {MAX_EXPANDED_NODES:,} "
+                    "values (an alias repeats its whole anchor): use fewer nested aliases"
+                )
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in open_ids:
+            raise _Unsafe(
+                "a YAML alias in the catalog refers to a node that contains it (a loop); "
+                "an alias may only repeat a finished node"
+            )
+        open_ids.add(key)
+        stack.append((item, True))
+        stack.extend((c, False) for c in children if isinstance(c, dict | list))
+    return value
 
 
 # A catalog this large is parsed once per content and kept as JSON: even libyaml's parser
@@ -516,13 +636,13 @@ CACHE_FROM_BYTES = 256 * 1024
 def _parse(text: str) -> Any:
     """The YAML document; large ones through a JSON cache keyed by their content hash."""
     if len(text) < CACHE_FROM_BYTES:
-        return yaml.load(text, Loader=_YamlLoader)
+        return _loaded(text)
     cache = _cache_dir() / f"catalog-{hashlib.sha256(text.encode()).hexdigest()}.json"
     try:
         return json.loads(cache.read_text())
     except (OSError, ValueError):
         pass
-    raw = yaml.load(text, Loader=_YamlLoader)
+    raw = _loaded(text)
     if _json_safe(raw):
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -532,6 +652,12 @@ def _parse(text: str) -> Any:
         except OSError:
             pass  # a read-only home: parse again next time
     return raw
+
+
+def _loaded(text: str) -> Any:
+    raw = yaml.load(text, Loader=_YamlLoader)
+    # An alias needs an anchor: a document with no '&' or '*' has none to expand.
+    return _expansion_checked(raw) if "&" in text and "*" in text else raw
 
 
 def _cache_dir() -> Path:
@@ -560,11 +686,12 @@ def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
         if len(loc) >= 2 and loc[0] == "datasets" and isinstance(loc[1], int):
             entry = (raw.get("datasets") or [None] * (loc[1] + 1))[loc[1]]
             name = entry.get("name") if isinstance(entry, dict) else None
-            label = f"dataset {str(name).lower()!r}" if name else f"dataset #{loc[1] + 1}"
+            shown = isinstance(name, str) and _SHOWN_NAME.fullmatch(name)
+            label = f"dataset {str(name).lower()!r}" if shown else f"dataset #{loc[1] + 1}"
             field = ".".join(str(p) for p in loc[2:]) or "(entry)"
-            where = f"{label} field {field!r}"
+            where = f"{label} field {_shown(field)}"
         elif loc:
-            where = f"field {'.'.join(str(p) for p in loc)!r}"
+            where = "field " + _shown(".".join(str(p) for p in loc))
         msg = problem.message
         if problem.kind == "extra_forbidden":
             msg = "unknown field; check the spelling against DESIGN section 2"

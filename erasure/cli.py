@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from pydantic import SecretStr
 
@@ -22,6 +23,24 @@ EXIT_ERROR = 2
 EXIT_DRIFT = 3  # the plan was made, but the catalog does not describe the warehouse
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+_QUOTED_VALUE = re.compile(
+    r"""(invalid choice|invalid \S+ value): (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error never repeats what was typed: an argument may be
+    an identifier given in the wrong place (`erasure plan --subject x jane@example.org`)."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            message = "unrecognized arguments (not repeated here); see --help"
+        else:
+            # argparse quotes a bad value with repr(): the value goes, the reason stays.
+            message = _QUOTED_VALUE.sub(r"\1", message)
+        super().error(message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,10 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The command line; the audit, keys and store groups (and what they import) only when
     `argv` may name one: a command outside them starts that much faster."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="erasure", description="GDPR Art. 17 erasure: lineage closure, plan, proofs."
     )
-    sub = parser.add_subparsers(metavar="COMMAND")
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(metavar="COMMAND", parser_class=_Parser),
+    )
 
     demo = sub.add_parser("demo", help="build the demo estate and plan an erasure over it")
     demo.add_argument(
@@ -66,7 +88,9 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         metavar="TYPE=VALUE",
         help="identifier type and value; VALUE '-' reads it from stdin (kept out of ps/history)",
     )
-    plan.add_argument("--max-nodes", type=int, default=None, help="bound on the closure size")
+    plan.add_argument(
+        "--max-nodes", type=_positive, default=None, help="bound on the closure size (1 or more)"
+    )
     plan.add_argument(
         "--at",
         type=_instant,
@@ -108,8 +132,12 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         metavar="DATASET",
         help="root dataset name (repeatable)",
     )
-    closure.add_argument("--max-nodes", type=int, default=None)
-    closure.add_argument("--max-depth", type=int, default=None)
+    closure.add_argument(
+        "--max-nodes", type=_positive, default=None, help="bound on the closure size (1 or more)"
+    )
+    closure.add_argument(
+        "--max-depth", type=_count, default=None, help="edges from a root (0: the roots alone)"
+    )
     closure.add_argument(
         "--at",
         type=_instant,
@@ -151,7 +179,7 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     purge.add_argument(
         "--retention-days",
-        type=int,
+        type=_positive,
         default=None,
         help="default: ERASURE_LINEAGE_RETENTION_DAYS (400)",
     )
@@ -205,6 +233,21 @@ def _subject(text: str) -> SubjectRef:
     return SubjectRef(type=id_type.strip(), value=SecretStr(value))
 
 
+def _checked_subject(catalog: Any, subject: SubjectRef) -> SubjectRef:
+    """The desk's checks of a typed identifier (`erasure.submission`, `identifier_types`):
+    not blank, at most 512 characters, valid text, and of the type given; never repeated."""
+    from erasure.identifier_types import refuse_misfit
+    from erasure.submission import identifier_problem
+
+    value = subject.value.get_secret_value()
+    try:
+        identifier_problem(value)
+    except ValueError as exc:
+        raise ErasureError(f"--subject: the identifier {exc}") from None
+    refuse_misfit(catalog.identifiers, subject.type, value)
+    return subject
+
+
 def _store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
@@ -214,9 +257,19 @@ def _store_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Bounds, not arithmetic: a count past this is a typo (and int() of a 5,000-digit text is slow).
+_MAX_COUNT = 10**9
+
+
 def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError("expected a whole number of 0 or more")
+    if not (text.isascii() and text.isdigit()) or int(text[:12]) > _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {_MAX_COUNT:,}")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text[:12]) <= _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {_MAX_COUNT:,}")
     return int(text)
 
 
@@ -225,7 +278,7 @@ def _instant(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            "expected an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
+            "must be an ISO 8601 time such as 2026-11-29T12:00:00+00:00"
         ) from None
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
@@ -243,7 +296,7 @@ def _plan(args: argparse.Namespace) -> int:
     from erasure.planner import make_plan
 
     catalog = load_catalog(args.catalog)
-    subject = _subject(args.subject)
+    subject = _checked_subject(catalog, _subject(args.subject))
     kwargs: dict[str, Any] = {} if args.max_nodes is None else {"max_nodes": args.max_nodes}
     lineage = _open_lineage(args)
     try:
@@ -291,7 +344,11 @@ def _emit_plan(plan: Plan, as_json: bool) -> None:
 def _lineage_sql(args: argparse.Namespace) -> int:
     from erasure.lineage import sql_lineage
 
-    script = sys.stdin.read() if args.file == "-" else _read(Path(args.file))
+    if args.file == "-":
+        raw = getattr(sys.stdin, "buffer", None)  # bytes, decoded here: a clear error
+        script = sys.stdin.read() if raw is None else _text(raw.read(), "standard input")
+    else:
+        script = _read(Path(args.file))
     schema = None
     if args.schema is not None:
         try:
@@ -504,13 +561,16 @@ def _requests_confirm_deletion(args: argparse.Namespace) -> int:
     from erasure.config import Settings
     from erasure.services import Services
 
+    # What was typed is not repeated: it may be an identifier put in the wrong place.
+    unknown = ErasureError(
+        "no erasure request with that reference is registered: check the reference "
+        "(`erasure audit list` lists the requests on record)"
+    )
+    if not REQUEST_REF.match(args.request_ref):
+        raise unknown
     with Services.open(Settings()) as svc:
-        if not REQUEST_REF.match(args.request_ref) or svc.requests.get(args.request_ref) is None:
-            # What was typed is not repeated: it may be an identifier put in the wrong place.
-            raise ErasureError(
-                "no erasure request with that reference is registered: check the reference "
-                "(`erasure audit list` lists the requests on record)"
-            )
+        if svc.requests.get(args.request_ref) is None:
+            raise unknown
         plan = svc.plans.get(args.request_ref, 1)
         named = [
             i.dataset for i in plan.items if args.dataset in (i.dataset.name, i.dataset.qualified)
@@ -543,6 +603,7 @@ def _suppression_check(args: argparse.Namespace) -> int:
     if path is None:
         raise ErasureError("give --catalog or set ERASURE_CATALOG_PATH")
     catalog = load_catalog(path)
+    subject = _checked_subject(catalog, subject)
     peppers = PepperStore(connect(settings), settings.vault_kv_mount).all_versions()
     with open_store(settings.store_url) as store:
         found = check_subject(
@@ -572,9 +633,19 @@ def _suppression_check(args: argparse.Namespace) -> int:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise ErasureError(f"{path}: cannot read ({exc.strerror})") from None
+    return _text(data, str(path))
+
+
+def _text(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ErasureError(
+            f"{where}: not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8"
+        ) from None
 
 
 if __name__ == "__main__":

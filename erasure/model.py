@@ -226,6 +226,8 @@ REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
 # A dataset whose name (or namespace) holds one of the subject's identifiers: the plan names
 # it by a keyed hash, and the DPO rules on it (erasure.redacted_names).
 NAMED_DATASET_RULE = "1a"
+
+
 SHARED_ROW_RULE = "2a"
 # Rows reached only through an identifier value held back from the expansion: one the subject
 # shares with other people, or a second value of a one-per-person type (erasure.locate).

@@ -26,6 +26,7 @@ from erasure.model import REQUEST_REF, SubjectRef
 _IDENTIFIER_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _MAX_IDENTIFIER = 512
 _MAX_NOTES = 4000
+GDPR_APPLIES_FROM = date(2018, 5, 25)  # Art. 99(2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -64,7 +65,7 @@ _ALLOWED: dict[str, str] = {
     "identifier_type": "an identifier type of the catalog, such as 'email' (letters, digits, "
     "'_', '.', '-')",
     "identifier": f"a non-empty text of at most {_MAX_IDENTIFIER} characters",
-    "received_on": "a date (YYYY-MM-DD), not in the future",
+    "received_on": "a date (YYYY-MM-DD) from 2018-05-25 (when the GDPR began to apply) up to today",
     "legal_ground": "one of " + ", ".join(g.value for g in LegalGround),
     "notes": f"a text of at most {_MAX_NOTES} characters, or nothing",
     "dry_run": "true or false",
@@ -101,9 +102,7 @@ class ErasureRequest(BaseModel):
     @field_validator("identifier")
     @classmethod
     def _check_identifier(cls, value: SecretStr) -> SecretStr:
-        raw = value.get_secret_value()
-        if not raw.strip() or len(raw) > _MAX_IDENTIFIER:
-            raise ValueError(f"must be {_ALLOWED['identifier']}")
+        identifier_problem(value.get_secret_value())
         return value
 
     @field_validator("notes")
@@ -114,13 +113,15 @@ class ErasureRequest(BaseModel):
         raw = value.get_secret_value()
         if len(raw) > _MAX_NOTES:
             raise ValueError(f"must be {_ALLOWED['notes']}")
+        _refuse_lone_surrogates(raw)
         return value if raw.strip() else None
 
     @field_validator("received_on")
     @classmethod
     def _check_received(cls, value: date) -> date:
-        # One day of slack: the DPO's "today" may be tomorrow in UTC.
-        if value > datetime.now(UTC).date() + timedelta(days=1):
+        # One day of slack: the DPO's "today" may be tomorrow in UTC. No Art. 17 request
+        # predates the GDPR: an older date is a typo that would make the request overdue.
+        if not GDPR_APPLIES_FROM <= value <= datetime.now(UTC).date() + timedelta(days=1):
             raise ValueError(f"must be {_ALLOWED['received_on']}")
         return value
 
@@ -135,6 +136,27 @@ class ErasureRequest(BaseModel):
     @property
     def subject(self) -> SubjectRef:
         return SubjectRef(type=self.identifier_type, value=self.identifier)
+
+
+def identifier_problem(raw: str) -> None:
+    """ValueError saying what a typed identifier must be (never what it is): not blank, at
+    most 512 characters, valid Unicode text. Its fit to its type is `identifier_types`'."""
+    if not raw.strip() or len(raw) > _MAX_IDENTIFIER:
+        raise ValueError(f"must be {_ALLOWED['identifier']}")
+    _refuse_lone_surrogates(raw)
+
+
+def _refuse_lone_surrogates(text: str) -> None:
+    # A JSON escape such as \ud800 with no partner decodes to text no encoding can write: it
+    # could be neither hashed nor sealed. (Format and bidi characters are valid text: the
+    # normaliser drops them, as it does in stored values.)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "must be valid Unicode text: it holds a lone surrogate (an escape such as "
+            "\\ud800 without its pair); type or paste it again"
+        ) from None
 
 
 def _describe(exc: ValidationError) -> str:

@@ -12,6 +12,7 @@ through the Postgres provider's hook; without one, an `airflow` connection canno
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,7 +94,17 @@ class Warehouse:
                     "check the driver and the URL form"
                 ) from None
             if engine.dialect.name == "sqlite":
-                _sqlite_semantics(engine, self._schemas_on(connection))
+                schemas = self._schemas_on(connection)
+                odd = sum(not _SQLITE_SCHEMA.fullmatch(schema) for schema in schemas)
+                if odd:
+                    # Each schema is a database file beside the warehouse's: a schema part
+                    # such as `../x` or `a/b` would name a file elsewhere, or none.
+                    raise CatalogError(
+                        f"connection {connection!r} is SQLite, and {odd} schema name(s) of its "
+                        "datasets are not plain names (letters, digits, '_', '$', '-'): "
+                        "name each dataset schema.table"
+                    )
+                _sqlite_semantics(engine, schemas)
             self._engines[connection] = engine
         return self._engines[connection]
 
@@ -223,6 +234,7 @@ def sqlite_schema_path(main_db: Path, schema: str) -> Path:
     return main_db.with_name(f"{main_db.stem}.{schema}{main_db.suffix or '.db'}")
 
 
+_SQLITE_SCHEMA = re.compile(r"[A-Za-z0-9_$-]{1,128}")
 SQLITE_BUSY_TIMEOUT_MS = 30_000  # how long a transaction waits for another's write lock
 
 

@@ -61,6 +61,7 @@ WORKER_GROUPS = {
     "tests/e2e/": "e2e-stack",
     "tests/integration/test_faults.py": "reliability-doc",
     "tests/integration/test_hostile_estates.py": "reliability-doc",
+    "tests/integration/test_bad_inputs.py": "reliability-doc",
 }
 
 

@@ -145,15 +145,20 @@ def declared_sources(catalog: Catalog, warehouse: Warehouse | None) -> list[Decl
     for sql_source in catalog.lineage.sql:
         for path in catalog.resolve(sql_source.path):
             target = _target_from_file(path)
+            namespace = _namespace_for(catalog, target)
+            script, unreadable = _sql_text(path)
+            if unreadable is not None:
+                sources.append(_unreadable_source(catalog, path, namespace, target, unreadable))
+                continue
             sources.append(
                 _sql_source(
                     catalog,
                     the_schema(),
                     f"sql:{path.resolve()}",
                     "sql",
-                    path.read_text(),
+                    script,
                     sql_source.dialect,
-                    _namespace_for(catalog, target),
+                    namespace,
                     target,
                     f"sql:{path.name}",
                 )
@@ -208,6 +213,50 @@ def _sql_source(
         return _canonical(catalog, edges), gaps
 
     return DeclaredSource(key=key, kind=kind, digest=digest, parse=parse)
+
+
+# A lineage SQL file larger than this is not a query someone wrote: it is not parsed.
+MAX_SQL_FILE_BYTES = 4 * 1024 * 1024
+
+
+def _sql_text(path: Path) -> tuple[str, str | None]:
+    """A lineage SQL file's text, or why it cannot be read (the file's datasets get a gap)."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_SQL_FILE_BYTES + 1)
+    except OSError as exc:
+        return "", f"cannot be read ({exc.strerror or type(exc).__name__})"
+    if len(data) > MAX_SQL_FILE_BYTES:
+        return "", f"is larger than {MAX_SQL_FILE_BYTES // (1024 * 1024)} MiB and was not parsed"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return "", (f"is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8")
+    if "\x00" in text:
+        return "", "holds a NUL character; it is not a SQL script"
+    return text, None
+
+
+def _unreadable_source(
+    catalog: Catalog, path: Path, namespace: str, target: str, reason: str
+) -> DeclaredSource:
+    """A lineage SQL file that cannot be read: its dataset's lineage is a gap naming the file,
+    and every other source and plan goes on."""
+    dataset = catalog.canonical(DatasetRef(namespace, target))
+    try:
+        stat = path.stat()
+        version = f"{stat.st_size}:{stat.st_mtime_ns}"
+    except OSError:
+        version = ""
+    digest = _digest({"unreadable": reason, "file": str(path.resolve()), "version": version})
+    gap = Gap(
+        kind=GapKind.UNPARSEABLE_SQL,
+        dataset=dataset,
+        detail=f"sql:{path.name}: the lineage SQL file {reason}",
+    )
+    return DeclaredSource(
+        key=f"sql:{path.resolve()}", kind="sql", digest=digest, parse=lambda: ([], [gap])
+    )
 
 
 def declared_table_lineage(

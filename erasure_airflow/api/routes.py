@@ -7,7 +7,6 @@ Each route is a thin call into `erasure`; who may call it is in `erasure_airflow
 
 from __future__ import annotations
 
-import gzip
 import logging
 import zlib
 from datetime import UTC, date, datetime
@@ -144,7 +143,7 @@ class BatchIngestResponse(BaseModel):
     stored: int
     duplicates: int
     quarantined: int  # malformed elements, kept with their reason; the others are stored
-    results: list[dict[str, object]]  # {"event_id", "stored"} or {"error"}
+    results: list[dict[str, object]]  # {"event_id", "stored"} or {"index", "error"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +179,8 @@ async def ingest_lineage(
 
     Every event is validated, stored once and projected into the lineage store in the same
     transaction (a batch in one). Malformed ones are quarantined with their reason: a single
-    malformed event is a 400, a malformed element of an array is counted in the answer.
+    malformed event is a 400, a malformed element of an array is counted in the answer (with
+    its index), and an array of malformed elements only is a 400 with the same answer.
     """
     body = await _event_body(request)
     lineage = backend.lineage()
@@ -194,9 +194,15 @@ async def ingest_lineage(
         # BatchIngestResponse's fields, as built by the store: validating and dumping a
         # result per event through the model cost more than storing the events.
         batch = {name: getattr(report, name) for name in BatchIngestResponse.model_fields}
-        return JSONResponse(
-            batch, status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        )
+        # A refused element is named by its place in the array; the others are stored.
+        batch["results"] = [
+            {"index": index, **result} if "error" in result else result
+            for index, result in enumerate(report.results)
+        ]
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        if report.received and report.quarantined == report.received:
+            code = status.HTTP_400_BAD_REQUEST  # nothing in it was an event: say so plainly
+        return JSONResponse(batch, status_code=code)
     (result,) = report.results
     if "error" in result:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(result["error"]))
@@ -211,25 +217,49 @@ async def _event_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, _too_large())
-    body = await request.body()
     encoding = request.headers.get("content-encoding", "").strip().lower()
-    if encoding in ("gzip", "deflate"):  # the OpenLineage HTTP transport's `compression`
-        try:
-            decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-            body = decompressor.decompress(body, MAX_EVENT_BYTES + 1)
-        except (zlib.error, gzip.BadGzipFile):
-            raise HTTPException(
-                status.HTTP_400_BAD_REQUEST, f"the body is not valid {encoding} data"
-            ) from None
-    elif encoding not in ("", "identity"):
+    if encoding not in ("", "identity", "gzip", "deflate"):
         raise HTTPException(
             status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             "this Content-Encoding is not supported: send the JSON as it is (identity), or "
             "compressed with gzip or deflate",
         )
+    # Read as it arrives, compressed or not: a chunked body (no Content-Length) or a gzip
+    # bomb is refused once it passes the cap, never held whole in memory first.
+    decompressor = None
+    if encoding in ("gzip", "deflate"):  # the OpenLineage HTTP transport's `compression`
+        decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+    body = bytearray()
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > MAX_EVENT_BYTES:
+            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, _too_large())
+        if decompressor is None:
+            body += chunk
+            continue
+        try:
+            body += decompressor.decompress(chunk, MAX_EVENT_BYTES + 1 - len(body))
+        except zlib.error:
+            raise HTTPException(
+                status.HTTP_400_BAD_REQUEST, f"the body is not valid {encoding} data"
+            ) from None
+        if len(body) > MAX_EVENT_BYTES or decompressor.unconsumed_tail:
+            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, _too_large())
+    if decompressor is not None:
+        try:
+            body += decompressor.flush()
+        except zlib.error:
+            raise HTTPException(
+                status.HTTP_400_BAD_REQUEST, f"the body is not valid {encoding} data"
+            ) from None
+        if not decompressor.eof:
+            raise HTTPException(
+                status.HTTP_400_BAD_REQUEST, f"the body is not valid {encoding} data: it ends early"
+            )
     if len(body) > MAX_EVENT_BYTES:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, _too_large())
-    return body
+    return bytes(body)
 
 
 def _too_large() -> str:

@@ -149,3 +149,71 @@ def test_a_holder_without_a_connection_needs_an_owner_who_erases_there(tmp_path:
     catalog = load_catalog(write(tmp_path, GOOD + crm.replace("OWNER", ", owner: crm-team")))
     held = catalog.dataset(DatasetRef("postgres://crm-db:5432", "crm.public.customers"))
     assert held is not None and (held.connection, held.owner) == (None, "crm-team")
+
+
+def _laughs(levels: int) -> str:
+    """The "billion laughs": each anchor is nine aliases of the one before."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for n in range(1, levels):
+        lines.append(f"l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("version: 1\n" + _laughs(9), "aliases expand to more than 1,000,000 values"),
+        ("version: 1\n" + _laughs(30), "aliases expand to more than 1,000,000 values"),
+        ("version: 1\nloop: &a [1, *a]\n", "refers to a node that contains it"),
+        ("version: 1\nx: " + "[" * 20000 + "]" * 20000 + "\n", "not valid YAML"),
+        (b"version: 1\n\xff\xfe: x\n", "is not UTF-8 text (byte 11"),
+        ("version: 1\nx: *undefined_canary_alias\n", "found undefined alias (line 2"),
+    ],
+    ids=["billion-laughs", "a-quintillion", "alias-loop", "deep", "not-utf8", "undefined-alias"],
+)
+def test_a_hostile_catalog_file_is_refused_at_once_with_the_reason(
+    tmp_path: Path, text: str | bytes, expected: str
+) -> None:
+    path = tmp_path / "catalog.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(CatalogError) as refused:
+        load_catalog(path)
+    assert expected in str(refused.value)
+    assert "canary" not in str(refused.value)
+
+
+def test_modest_anchors_and_aliases_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.yaml"
+    anchored = GOOD.replace("kind: table\n    holds", "kind: &table table\n    holds").replace(
+        "name: marts.ltv\n    kind: table", "name: marts.ltv\n    kind: *table"
+    )
+    assert "*table" in anchored
+    path.write_text(anchored)
+    assert {d.kind for d in load_catalog(path).datasets} == {DatasetKind.TABLE}
+
+
+def test_a_directory_is_not_a_catalog(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="cannot read the catalog file"):
+        load_catalog(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("../../etc/passwd", "must not hold a '.' or '..' path segment"),
+        ("s3://bucket/./../x@", "must not hold a '.' or '..' path segment"),
+        ("crm.\u0000customers", "must not hold control characters"),
+        ("crm.customers\n", "must not hold control characters"),
+        ("   ", "must not be blank"),
+        ("x" * 600, "must be at most 512 characters"),
+    ],
+)
+def test_a_malformed_dataset_name_is_refused_without_repeating_it(
+    tmp_path: Path, name: str, expected: str
+) -> None:
+    path = tmp_path / "catalog.yaml"
+    escaped = name.replace("\u0000", "\\0").replace("\n", "\\n")
+    path.write_text(GOOD.replace("name: CRM.Customers", f'name: "{escaped}"', 1))
+    with pytest.raises(CatalogError) as refused:
+        load_catalog(path)
+    assert f"dataset #1 field 'name': {expected}" in str(refused.value)

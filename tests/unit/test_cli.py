@@ -241,5 +241,72 @@ def test_lineage_ingest_workers_must_be_a_count(
     with pytest.raises(SystemExit):
         main(["lineage", "ingest", "--workers", value, str(tmp_path / "events.jsonl")])
     err = capsys.readouterr().err
-    assert "--workers: expected a whole number of 0 or more" in err
+    assert "--workers: must be a whole number from 0 to" in err
     assert f"'{value}'" not in err  # what was typed is not repeated
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value", "expected"),
+    [
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "0", "from 1"),
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "-5", "from 1"),
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "2.5", "from 1"),
+        (["plan", "--catalog", "c.yaml", "--subject", "email=-"], "--max-nodes", "9" * 5000,
+         "from 1"),
+        (["lineage", "closure", "--catalog", "c.yaml", "--from", "t"], "--max-nodes", "0",
+         "from 1"),
+        (["lineage", "closure", "--catalog", "c.yaml", "--from", "t"], "--max-depth", "-1",
+         "from 0"),
+        (["lineage", "purge"], "--retention-days", "-30", "from 1"),
+        (["lineage", "purge"], "--retention-days", "0", "from 1"),
+    ],
+)  # fmt: skip
+def test_bounds_are_refused_by_the_command_line_with_the_allowed_range(
+    command: list[str], option: str, value: str, expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        main([*command, f"{option}={value}"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: must be a whole number {expected}" in err
+    assert "Traceback" not in err and f"'{value}'" not in err and f"={value}" not in err
+
+
+def test_a_stray_argument_is_not_repeated(capsys: pytest.CaptureFixture[str]) -> None:
+    """An identifier typed where no argument belongs never comes back on the terminal."""
+    stray = "jane.stray@example.org"
+    with pytest.raises(SystemExit):
+        main(["lineage", "sql", "-", stray])
+    with pytest.raises(SystemExit):
+        main(["audit", stray])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" in err and "invalid choice" in err
+    assert stray not in err
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("customer_id=C0001\x00zq", "a customer_id holds no spaces or control characters"),
+        ("customer_id=" + "zq" * 400, "--subject: the identifier must be a non-empty text of"),
+        ("customer_id=zq\udc80", "--subject: the identifier must be valid Unicode text"),
+        ("customer_id=zq.canary@example.org", "looks like an email address, not a customer_id"),
+        ("email=zq.canary@@example.org", "this cannot be an email"),
+    ],
+)
+def test_plan_checks_the_identifier_as_the_desk_does_without_repeating_it(
+    catalog: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    subject: str,
+    expected: str,
+) -> None:
+    """Typed on the command line or read from stdin, a malformed identifier stops the plan
+    before anything queries the warehouse (a NUL would fail a Postgres query, a lone
+    surrogate the keyed hash)."""
+    id_type, _, value = subject.partition("=")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(value + "\n"))
+    code, out, err = run(capsys, "plan", "--catalog", str(catalog), "--subject", f"{id_type}=-")
+    assert code == 2 and out == ""
+    assert expected in err and "zq" not in err

@@ -52,6 +52,8 @@ def _array_items(text: str) -> Iterator[tuple[int, Any]]:
             item, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise _BadJson(exc.lineno, exc.msg) from exc
+        except RecursionError:
+            raise _BadJson(line, event_json.too_deep()) from None
         count += 1
         yield line, item
 
@@ -84,9 +86,11 @@ def _file_items(text: str) -> Iterator[tuple[int, Any]]:
     if body.startswith("["):
         return _array_items(text)
     try:
+        if not event_json.within_depth(text):
+            raise LineageError(event_json.too_deep())
         single = json.loads(text)  # one (possibly pretty-printed) event
-    except json.JSONDecodeError:
-        return _json_lines(text)  # the usual case: one event per line
+    except (json.JSONDecodeError, LineageError):
+        return _json_lines(text)  # the usual case: one event per line (each line judged)
     return iter([(text.count("\n", 0, len(text) - len(body)) + 1, single)])
 
 
@@ -148,6 +152,10 @@ def decoded_element(
     where: str, decoded: event_json.Decoded, text: str, *, located: bool = True
 ) -> EventElement:
     """An element from its decoded value and text; the text is kept only if it is the value's."""
+    if decoded.too_deep:
+        reason = event_json.too_deep()
+        error = LineageError(f"{where}: {reason}" if located else reason)
+        return EventElement(where, None, text, error=error, located=located)
     value = minimised(decoded.value)
     if value is not decoded.value:
         text = ""  # the text holds facets that are not kept
@@ -206,6 +214,8 @@ def _lines_shaped(head: str) -> bool:
             json.loads(first)
         except json.JSONDecodeError:
             return False
+        except RecursionError:
+            return True  # a line of its own, refused as too deep when it is read
     elif first.strip():
         return False  # one line, no newline within the first 4 KiB: read it whole
     return True
@@ -235,6 +245,8 @@ def decoded_line(number: int, line: str) -> tuple[int, _Decoded | _BadLine]:
         return number, _Decoded(event_json.decode(line), line)
     except json.JSONDecodeError as exc:
         return number, _BadLine(exc.msg, line)
+    except LineageError as exc:  # nested too deep
+        return number, _BadLine(str(exc), line)
 
 
 def decoded_elements(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[EventElement]:
@@ -247,6 +259,9 @@ def decoded_elements(path: Path, items: Iterator[tuple[int, Any]]) -> Iterator[E
                 yield EventElement(where, None, data.text, error=error)
             elif isinstance(data, _Decoded):
                 yield decoded_element(where, data.decoded, data.text)
+            elif event_json.depth_exceeds(data, event_json.MAX_DEPTH):
+                error = LineageError(f"{where}: {event_json.too_deep()}")
+                yield EventElement(where, None, "", error=error)
             else:  # an element of a JSON array file
                 yield decoded_element(where, event_json.Decoded(data, False), "")
     except _BadJson as exc:

@@ -16,6 +16,7 @@ completed name.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,14 @@ from erasure.lineage.sql.gaps import SqlGap
 from erasure.lineage.sql.known_tables import KnownTables
 from erasure.lineage.sql.names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
 from erasure.lineage.sql.projection_names import name_projections
-from erasure.lineage.sql.statements import Job, Statement, job_of, split_statements
+from erasure.lineage.sql.statements import (
+    Job,
+    Statement,
+    job_of,
+    nests_too_deep,
+    split_statements,
+    too_deep,
+)
 from erasure.lineage.sql.table_resolution import TableName, TableNaming
 from erasure.lineage.sql.trace import trace_columns
 from erasure.model import (
@@ -118,13 +126,18 @@ def sql_lineage(
     edges: set[SqlColumnEdge] = set()
     gaps: dict[SqlGap, None] = {}  # insertion-ordered set: gaps read in statement order
     for statement in split_statements(script, sql_dialect):
-        result = _analyse(statement, sql_dialect, known, output, naming)
+        try:
+            result = _analyse(statement, sql_dialect, known, output, naming)
+            after = naming.after(statement.expression)
+        except RecursionError:  # the parser got through; tracing it goes deeper still
+            gaps[too_deep(statement.number, statement.line)] = None
+            continue
         edges.update(result.edges)
         gaps.update(dict.fromkeys(result.gaps))
         if result.defines is not None:
             table, columns = result.defines
             known.define(table, columns)  # later statements read what this one wrote
-        naming, changed = naming.after(statement.expression)
+        naming, changed = after
         if changed is not None:
             gaps[changed.placed(f"statement {statement.number} (line {statement.line})")] = None
     return SqlLineage(sorted(edges), list(gaps))
@@ -166,9 +179,14 @@ def _dialect(name: str | None) -> Dialect:
         return Dialect.get_or_raise(name)
     except ValueError as error:
         raise LineageError(
-            f"unknown SQL dialect {name!r}; use a sqlglot dialect name such as "
+            f"unknown SQL dialect {_shown(name)}; use a sqlglot dialect name such as "
             "postgres, snowflake, bigquery, duckdb or sqlite"
         ) from error
+
+
+def _shown(name: str | None) -> str:
+    # A word is repeated; anything else may be a value typed in the wrong place.
+    return repr(name) if name and re.fullmatch(r"\w{1,40}", name, re.ASCII) else "(as given)"
 
 
 @dataclass
@@ -189,6 +207,8 @@ def _analyse(
         return _Result(gaps=[statement.error])
     if statement.expression is None:
         return _Result()
+    if nests_too_deep(statement.expression):
+        return _Result(gaps=[too_deep(statement.number, statement.line)])
     number = statement.number
     target = output.text if output is not None else OUTPUT_TABLE
     try:

@@ -80,6 +80,8 @@ def _parse_tokens(
         parsed = [e for e in dialect.parser().parse(tokens, sql) if e is not None]
     except ParseError as error:
         return Statement(number, line, None, _parse_gap(number, line, error, lines_before))
+    except RecursionError:
+        return Statement(number, line, None, too_deep(number, line))
     return Statement(number, line, parsed[0] if parsed else None, tokens=tuple(tokens), source=sql)
 
 
@@ -99,6 +101,33 @@ def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[Statemen
             continue
         if tokens:
             yield _parse_tokens(number, tokens, piece, dialect, lines_before - piece.count("\n"))
+
+
+def too_deep(number: int, line: int) -> SqlGap:
+    """The gap of a statement that nests deeper than the parser or the analysis can follow."""
+    return SqlGap(
+        f"statement {number} (line {line}) nests too deeply for the SQL parser to follow "
+        "(dozens of parentheses, subqueries or operators inside each other) and was not "
+        "analysed; split it into CTEs or views",
+        GapKind.UNPARSEABLE_SQL,
+    )
+
+
+# How deep a parsed statement's expression tree may nest before it is not analysed: a chain
+# of a few thousand `a + a + ...` parses, but tracing it is quadratic and then recursive
+# (seconds to minutes, then a RecursionError). Written queries nest a few dozen levels.
+MAX_EXPRESSION_DEPTH = 200
+
+
+def nests_too_deep(expression: exp.Expr, limit: int = MAX_EXPRESSION_DEPTH) -> bool:
+    """Whether the expression tree is deeper than `limit` (walked without recursion)."""
+    stack = [(expression, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+    return False
 
 
 def _parse_gap(number: int, line: int, error: SqlglotError, lines_before: int = 0) -> SqlGap:

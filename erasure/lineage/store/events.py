@@ -22,6 +22,7 @@ from erasure.lineage.openlineage import (
     event_text,
     parse_decoded,
 )
+from erasure.lineage.store.admission import refuse_unstorable
 from erasure.lineage.store.bulk import IN_CHUNK, chunks, copy_cursor, copy_rows
 from erasure.store.schema import LINEAGE_JOB_LENGTH, LINEAGE_RUN_ID_LENGTH, lineage_events
 
@@ -47,6 +48,8 @@ def event_row(
 ) -> dict[str, Any]:
     """The `lineage_events` row of an event (its id, if known, as `identity`; an observed
     event's with its text); LineageError when it cannot be stored as is."""
+    if isinstance(event, RunEvent):  # an observed event was checked where it was read
+        refuse_unstorable(event, received_at)
     job, run_id = run_key(event)
     if len(job) > LINEAGE_JOB_LENGTH:
         raise LineageError(
@@ -80,10 +83,14 @@ def event_row(
 def quarantine_row(origin: str, reason: str, body: str) -> dict[str, Any]:
     return {
         "received_at": datetime.now(UTC),
-        "origin": origin[:1024],
-        "reason": reason,
+        "origin": origin[:1024].replace("\x00", "\\x00"),
+        "reason": reason.replace("\x00", "\\x00"),
         # A lone surrogate escape decodes to text no database encoding takes: keep it escaped.
-        "body": body[:MAX_QUARANTINED_BODY].encode("utf-8", "backslashreplace").decode("utf-8"),
+        # Nor does Postgres take NUL in text (a body that is not JSON may hold one).
+        "body": body[:MAX_QUARANTINED_BODY]
+        .encode("utf-8", "backslashreplace")
+        .decode("utf-8")
+        .replace("\x00", "\\x00"),
     }
 
 
@@ -152,7 +159,7 @@ def stored_events(
 
 def _parse_stored(row: Any) -> RunEvent:
     try:
-        decoded = event_json.decode(row.raw)
+        decoded = event_json.decode(row.raw, depth_checked=True)  # checked when it came in
         return parse_decoded(decoded.value, native=decoded.native)
     except (LineageError, json.JSONDecodeError) as exc:
         raise LineageError(

@@ -35,7 +35,6 @@ from erasure.lineage.openlineage import (
 from erasure.lineage.store.events import canonical_json, event_row
 from erasure.lineage.store.intake import Incoming, incoming
 
-_CHECKED_AT = datetime(1970, 1, 1, tzinfo=UTC)  # event_row's checks need a time
 MAX_DEFAULT_WORKERS = 4
 
 
@@ -120,6 +119,7 @@ def judge_lines(path: str, lines: list[tuple[int, str]]) -> list[Incoming]:
     projection reads), or why it is refused, exactly as `LineageStore.ingest` would. Each
     item's text is "" when it is its line's."""
     out = []
+    checked_at = datetime.now(UTC)  # eventTime may be at most a day ahead of it
     elements = decoded_elements(Path(path), (decoded_line(n, line) for n, line in lines))
     for element, (_, line) in zip(elements, lines, strict=True):
         item = incoming(element, path)
@@ -127,7 +127,7 @@ def judge_lines(path: str, lines: list[tuple[int, str]]) -> list[Incoming]:
             item.validate()
         if isinstance(item.event, RunEvent):
             try:
-                event_row(item.event, _CHECKED_AT, item.text, identity=item.identity)
+                event_row(item.event, checked_at, item.text, identity=item.identity)
             except LineageError as exc:
                 item.error, item.text = str(exc), canonical_json(item.event.raw)
                 item.event = None

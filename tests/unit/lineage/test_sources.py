@@ -253,3 +253,38 @@ def test_the_lineage_of_one_select_is_given_on_catalog_identities(
     assert (edge.source.dataset, edge.source.column) == (CUSTOMERS, "email")
     assert (edge.target.dataset, edge.target.column) == (OBSERVED, "email_hash")
     assert (edge.type, edge.origin) == (EdgeType.DIRECT, EdgeOrigin.DECLARED)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"SELECT \xff\xfe id FROM marts.ltv", "is not UTF-8 text (byte 7"),
+        (("SELECT " + "(" * 3000 + "id" + ")" * 3000 + " AS id FROM marts.ltv").encode(),
+         "nests too deeply for the SQL parser"),
+        (("SELECT " + " + ".join(["l.id"] * 3000) + " AS id FROM marts.ltv AS l").encode(),
+         "nests too deeply for the SQL parser"),
+        (b"SELECT id\x00 FROM marts.ltv", "holds a NUL character"),
+    ],
+    ids=["not-utf8", "deep-parentheses", "deep-operators", "nul"],
+)  # fmt: skip
+@pytest.mark.parametrize("kept", ["memory", "store"])
+def test_an_unreadable_lineage_sql_file_is_a_gap_on_its_dataset_only(
+    estate: tuple[Catalog, Warehouse], tmp_path: Path, content: bytes, reason: str, kept: str
+) -> None:
+    """A bad file under `lineage.sql` costs its own dataset's lineage (a gap naming the
+    file, so that dataset escalates), never every plan."""
+    catalog, warehouse = estate
+    (tmp_path / "sql" / "reports.segments.sql").write_bytes(content)
+    if kept == "store":
+        with open_store(f"sqlite:///{tmp_path}/erasure.db") as store:
+            lineage = build_lineage(catalog, warehouse, store=LineageStore(store))
+            graph_edges = edges(lineage.graph, LTV)
+    else:
+        lineage = build_lineage(catalog, warehouse)
+        graph_edges = edges(lineage.graph, LTV)
+    [gap] = [g for g in lineage.gaps if g.kind is GapKind.UNPARSEABLE_SQL]
+    assert gap.dataset == SEGMENTS
+    assert gap.detail.startswith("sql:reports.segments.sql: ") and reason in gap.detail
+    # The rest of the lineage is as it was: the rebuild SQL still declares marts.ltv.
+    assert ("crm.customers.email", "marts.ltv.email", EdgeType.DIRECT,
+            EdgeSubtype.IDENTITY) in graph_edges  # fmt: skip

@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -678,3 +678,92 @@ def test_unpublished_runs_are_read_once_per_job_shape_latest_first(store: Store)
     runs = {(r.run_id, r.state) for r in LineageStore(store).unpublished_runs()}
     # A FAIL after its COMPLETE withdrew the run's edges: it is read as unpublished too.
     assert runs == {("f-2", "FAIL"), ("a-1", "ABORT"), ("w-1", "FAIL")}
+
+
+# ---------------------------------------------------------------------------------------------
+# A bad event costs only itself
+
+
+def _bad_neighbours() -> list[tuple[str, Any, str]]:
+    """(what, element, the reason's fragment): each refused alone, its batch kept."""
+    future = event("01937a10-0000-7000-8000-0000000b0001", at="9999-12-31T00:00:00Z")
+    tomorrow = (datetime.now(UTC) + timedelta(days=2)).isoformat()
+    return [
+        ("over-long column", event("01937a10-0000-7000-8000-0000000b0002",
+                                   columns={"c" * 600: ["amount"]}),
+         "outputs[0].facets.columnLineage: a column name is longer than 512 characters"),
+        ("over-long input column", event("01937a10-0000-7000-8000-0000000b0003",
+                                         columns={"ltv": ["a" * 600]}),
+         "an input column name is longer than 512 characters"),
+        ("NUL in a dataset name", event("01937a10-0000-7000-8000-0000000b0004",
+                                        output="marts.\u0000x"),
+         "outputs[0].name holds a control character"),
+        ("over-long dataset name", event("01937a10-0000-7000-8000-0000000b0005",
+                                         output="m" * 2000),
+         "outputs[0].name is longer than 1024 characters"),
+        ("eventTime 9999-12-31", future, "eventTime is more than a day ahead"),
+        ("eventTime two days ahead", event("01937a10-0000-7000-8000-0000000b0006", at=tomorrow),
+         "eventTime is more than a day ahead"),
+        ("eventTime before 1970", event("01937a10-0000-7000-8000-0000000b0007",
+                                        at="1969-12-31T23:59:59Z"),
+         "eventTime is before 1970-01-01"),
+        ("nested 100 deep", {**event("01937a10-0000-7000-8000-0000000b0008"),
+                             "x": json.loads("[" * 100 + "]" * 100)},
+         "nests arrays and objects more than 64 levels deep"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", _bad_neighbours(), ids=lambda c: c[0])
+def test_a_bad_event_in_a_batch_is_refused_alone_with_its_index(
+    store: Store, case: tuple[str, Any, str]
+) -> None:
+    _, bad, reason = case
+    good = [event(f"01937a10-0000-7000-8000-0000000a000{n}", output=f"marts.m{n}")
+            for n in range(2)]  # fmt: skip
+    body = json.dumps([good[0], bad, good[1]]).encode()
+    report = LineageStore(store).ingest_body(body, origin="http")
+    assert (report.received, report.stored, report.quarantined) == (3, 2, 1)
+    assert "error" in report.results[1] and reason in report.results[1]["error"]
+    assert [r.get("stored") for r in (report.results[0], report.results[2])] == [True, True]
+    outputs = {e.target.dataset.name for e in LineageStore(store).graph().edges()}
+    assert {"marts.m0", "marts.m1"} <= outputs
+    [quarantined] = LineageStore(store).quarantined()
+    assert reason in quarantined.reason
+
+
+def test_a_body_nested_thousands_deep_is_refused_naming_the_limit(store: Store) -> None:
+    with pytest.raises(LineageError, match="more than 64 levels deep"):
+        LineageStore(store).ingest_body(b'{"a":' * 3000 + b"1" + b"}" * 3000, origin="http")
+    # An array is a batch: cut into its elements without decoding them, each judged alone.
+    good = json.dumps(event("01937a10-0000-7000-8000-0000000d0001", output="marts.d1"))
+    body = ("[" + good + ", " + "[" * 3000 + "]" * 3000 + ', {"a": "]"}]').encode()
+    report = LineageStore(store).ingest_body(body, origin="http")
+    assert (report.received, report.stored, report.quarantined) == (3, 1, 2)
+    assert "more than 64 levels deep" in report.results[1]["error"]
+    assert "must be a JSON object" not in report.results[1]["error"]
+    assert LineageStore(store).counts()["events"] == 1
+
+
+def test_a_body_holding_nul_is_quarantined_on_any_database(store: Store) -> None:
+    with pytest.raises(LineageError, match="not valid JSON"):
+        LineageStore(store).ingest_body(b'{"eventType": "\x00START"}', origin="http")
+    [quarantined] = LineageStore(store).quarantined()
+    assert "\x00" not in quarantined.body and "START" in quarantined.body
+
+
+def test_an_event_file_with_bad_lines_keeps_its_good_ones(store: Store, tmp_path: Path) -> None:
+    lines = [
+        json.dumps(event("01937a10-0000-7000-8000-0000000c0001", output="marts.f1")),
+        "[" * 5000 + "]" * 5000,
+        json.dumps(event("01937a10-0000-7000-8000-0000000c0002", at="9999-01-01T00:00:00Z")),
+        json.dumps(event("01937a10-0000-7000-8000-0000000c0003", output="marts.f3")),
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    for workers in (0, 1):
+        with open_store(f"sqlite:///{tmp_path}/w{workers}.db") as fresh:
+            report = LineageStore(fresh).ingest_file(path, workers=workers)
+            assert (report.stored, report.quarantined) == (2, 2)
+            errors = [r["error"] for r in report.results if "error" in r]
+            assert f"{path}:2: " in errors[0] and "more than 64 levels deep" in errors[0]
+            assert "eventTime is more than a day ahead" in errors[1]
