@@ -62,6 +62,8 @@ WORKER_GROUPS = {
     "tests/integration/test_faults.py": "reliability-doc",
     "tests/integration/test_hostile_estates.py": "reliability-doc",
     "tests/integration/test_bad_inputs.py": "reliability-doc",
+    "tests/integration/audit/test_tamper_matrix.py": "reliability-doc",
+    "tests/integration/test_vault_policies.py": "reliability-doc",
 }
 
 
