@@ -50,7 +50,8 @@ CATALOG = REPO / "erasure" / "sample" / "estate" / "catalog.yaml"
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
 USERS = {"auditor": "viewer", "clerk": "user", "dpo": "op"}
-RUN = uuid.uuid4().hex[:8]
+# The same in every pytest-xdist worker of one run (parametrize ids carry it), new each run.
+RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)[:8]
 LINEAGE_KEY = "ol-" + "h" * 29
 CANARY = f"mallory.canary.{RUN}@example.org"
 REF = f"HARD-{RUN}-1"  # registered: the extend and resume routes find it

@@ -23,6 +23,7 @@ import contextlib
 import gzip
 import io
 import json
+import os
 import string
 import threading
 import time
@@ -55,7 +56,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "reliability.md"
 # Letters and digits only, lower case: it fits in an identifier, a name, a literal, a header.
-CANARY = f"cnry{uuid.uuid4().hex[:12]}"
+# The same in every pytest-xdist worker of one run (parametrize ids carry it), new each run.
+CANARY = f"cnry{os.environ.get('PYTEST_XDIST_TESTRUNUID', uuid.uuid4().hex)[:12]}"
 BOUND_SECONDS = 10.0  # per case; the slowest (a 10 MB identifier, a gzip bomb) take < 1 s
 LINEAGE_KEY = "ol-" + "b" * 29
 BODY_CAP = 1024 * 1024  # the ingest cap, lowered from 64 MiB so a case past it is cheap
