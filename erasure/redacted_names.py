@@ -20,6 +20,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import phonenumbers
 
@@ -69,26 +70,35 @@ class SubjectNames:
             (identity, fold_case(identity.value), _phone_digits(catalog, identity))
             for identity in sorted(identities, key=lambda i: (i.type, i.value))
         ]
-        self._cache: dict[str, list[str]] = {}
+        self._cache: dict[tuple[str, int], list[str]] = {}
 
     def may_hold(self, text: str) -> bool:
         """False when `text` cannot name the subject (a quick test over a whole plan)."""
-        return bool(self._candidates(text))
+        return bool(self._candidates(text) or self._candidates(unquote(text)))
 
-    def types(self, text: str) -> list[str]:
-        """The identifier types of the subject `text` names, sorted."""
-        found = self._cache.get(text)
+    def types(self, text: str, *, min_length: int = 0) -> list[str]:
+        """The identifier types of the subject `text` names (percent-encoded too), sorted;
+        only by identities of `min_length` characters or more."""
+        found = self._cache.get((text, min_length))
         if found is None:
-            candidates = self._candidates(text)
-            found = named_types(self._catalog, text, candidates) if candidates else []
-            self._cache[text] = found
+            found = sorted(
+                {
+                    t
+                    for reading in {text, unquote(text)}
+                    if (candidates := self._candidates(reading, min_length))
+                    for t in named_types(self._catalog, reading, candidates)
+                }
+            )
+            self._cache[(text, min_length)] = found
         return found
 
-    def _candidates(self, text: str) -> list[Identity]:
+    def _candidates(self, text: str, min_length: int = 0) -> list[Identity]:
         folded: str | None = None
         digits: str | None = None
         out = []
         for identity, needle, phone in self._needles:
+            if len(identity.value) < min_length:
+                continue
             if phone is not None:
                 digits = _digits(text) if digits is None else digits
                 hit = phone in digits
@@ -98,6 +108,21 @@ class SubjectNames:
             if hit:
                 out.append(identity)
         return out
+
+
+def _without_port(namespace: str) -> str:
+    """A namespace without its URL scheme and port (`postgres://host:5432/db` is
+    `host/db`): a port is not named after a person."""
+    parts = urlsplit(namespace)
+    if not (parts.scheme and parts.netloc):
+        return namespace
+    return _PORT.sub("", parts.netloc) + parts.path
+
+
+_PORT = re.compile(r":[0-9]*$")
+# In a namespace (hosts, buckets, paths) only an identity this long counts: a short id is a
+# host's digit or a year there far more often than a person.
+_NAMESPACE_MIN = 4
 
 
 def _phone_digits(catalog: Catalog, identity: Identity) -> str | None:
@@ -130,8 +155,18 @@ def redact_subject_names(
         return plan
     renamed: dict[str, str] = {}  # original text -> its redacted form
     datasets: dict[DatasetRef, tuple[DatasetRef, list[str]]] = {}
+    # The catalog's names are the operator's, and the actions find their datasets by them: a
+    # catalogued dataset (a located root above all) and a catalogued namespace keep theirs.
+    catalogued = {ds.namespace for ds in catalog.datasets}
     for ref in _refs(plan):
-        name_types, space_types = names.types(ref.name), names.types(ref.namespace)
+        if catalog.dataset(ref) is not None:
+            continue
+        name_types = names.types(ref.name)
+        space_types = (
+            []
+            if ref.namespace in catalogued
+            else names.types(_without_port(ref.namespace), min_length=_NAMESPACE_MIN)
+        )
         if not name_types and not space_types:
             continue
         namespace = redacted_name(key, ref.namespace) if space_types else ref.namespace
@@ -150,6 +185,16 @@ def redact_subject_names(
         )
     )
     words: dict[str, tuple[str, list[str]]] = {}  # other names found in reasons and details
+    # The catalog's own names inside a word ("identity:src.people.id") are not the person's.
+    operators = re.compile(
+        "|".join(
+            re.escape(n)
+            for n in sorted(
+                {n for ds in catalog.datasets for n in (ds.name, ds.namespace)}, key=len
+            )[::-1]
+        )
+        or "(?!)"
+    )
 
     def scrub(text: str, free_text: bool) -> str:
         if not names.types(text):
@@ -158,7 +203,9 @@ def redact_subject_names(
             text = known.sub(lambda match: renamed[match.group(0)], text)
         if not free_text:
             return text
-        return "".join(_scrub_word(part, names, key, words) for part in _WORDS.split(text))
+        return "".join(
+            _scrub_word(part, names, key, words, operators) for part in _WORDS.split(text)
+        )
 
     document = plan.model_dump(mode="json")
     for part in ("items", "gaps", "cycles", "roots"):
@@ -179,8 +226,11 @@ def redact_subject_names(
     return Plan.model_validate(document)
 
 
-def _scrub_word(part: str, names: SubjectNames, key: bytes, found: dict[str, Any]) -> str:
-    """A word of free text, its name replaced when the name names the subject."""
+def _scrub_word(
+    part: str, names: SubjectNames, key: bytes, found: dict[str, Any], operators: re.Pattern[str]
+) -> str:
+    """A word of free text, its name replaced when the name (without the catalog's own
+    names in it) names the subject."""
     start, end = 0, len(part)
     while start < end and part[start] in _OPENING:
         start += 1
@@ -189,7 +239,12 @@ def _scrub_word(part: str, names: SubjectNames, key: bytes, found: dict[str, Any
     core = part[start:end]
     if not core or not _NAME_MARKS.search(core) or _is_number(core):
         return part
-    types = names.types(core)
+    residue = operators.sub(" ", core)
+    types = (
+        names.types(_without_port(residue), min_length=_NAMESPACE_MIN)
+        if "://" in residue
+        else names.types(residue)
+    )
     if not types:
         return part
     tag = redacted_name(key, core)

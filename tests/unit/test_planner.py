@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,10 +11,11 @@ from pydantic import SecretStr
 
 from erasure.catalog import Catalog
 from erasure.lineage import parse_event
-from erasure.model import Action, CycleKind, GapKind, Plan, SubjectRef
+from erasure.model import Action, CycleKind, GapKind, Identity, Plan, SubjectRef
 from erasure.planner import make_plan
 from erasure.prompts import escalation_prompt
 from erasure.pseudonym import Pepper
+from erasure.redacted_names import redact_subject_names
 from erasure.warehouse import Warehouse
 from tests.unit.estate import make_estate
 
@@ -336,3 +338,40 @@ def test_names_of_other_people_and_numbers_in_reasons_are_left_as_they_are(
     assert all(g.kind is not GapKind.NAMES_SUBJECT for g in plan.gaps)
     # customer id P1 is one of Ann's identities: counts in reasons are not names.
     assert "holds 1 row(s) of the subject" in " ".join(i.reason for i in plan.items)
+
+
+def test_catalogued_names_are_the_operators_and_keep_their_actions(
+    estate: tuple[Catalog, Warehouse],
+) -> None:
+    """A short id that happens to be a word of a catalogued name or namespace (`src.people`,
+    namespace `w`) is not the person: the roots keep their names and their actions."""
+    catalog, warehouse = estate
+    plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW)
+    coincidences = [Identity("customer_id", "people"), Identity("customer_id", "w")]
+    assert redact_subject_names(plan, catalog, coincidences, b"k" * 32) == plan
+
+
+def test_a_port_or_a_host_digit_is_not_a_person_but_an_encoded_address_is(
+    estate: tuple[Catalog, Warehouse],
+) -> None:
+    catalog, warehouse = estate
+    events = _export_events()
+    encoded = json.loads(
+        json.dumps([e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in events])
+        .replace("2026/Ann@Example.com", "2026/Ann%40Example.com")
+        .replace('"s3://dsar-exports"', '"postgres://lake-1.internal:5432"')
+    )
+    plan = make_plan(
+        catalog,
+        SUBJECT,
+        warehouse=warehouse,
+        now=NOW,
+        events=[parse_event(e) for e in encoded],
+        pepper=Pepper(1, b"k" * 32),
+    )
+    shown = {i.dataset.namespace: i.dataset.name for i in plan.items}
+    # The namespace is kept (its port and host digit name nobody), the encoded name is not.
+    assert re.fullmatch(r"redacted:[0-9a-f]{16}", shown["postgres://lake-1.internal:5432"])
+    assert "ann%40example.com" not in plan.model_dump_json().lower()
+    ids = [Identity("customer_id", "5432"), Identity("customer_id", "1")]
+    assert redact_subject_names(plan, catalog, ids, b"k" * 32) == plan
