@@ -218,9 +218,9 @@ def _valid_phone(digits: str, catalog: Catalog) -> bool:
 # slashes, brackets.
 _DIGIT_RUNS = re.compile(r"[0-9+][0-9\s.\-\u2010-\u2015\u2212\ufe63\uff0d/()]*[0-9]")
 # An address with what RFC 5322 allows around its parts: quotes, comments, folding white space.
-_ADDRESS = re.compile(
-    r'[^\s<>,;\[\]]*"[^"]*"[^\s<>,;\[\]]*@[^\s<>,;\[\]]+|[^\s<>,;\[\]]+@[^\s<>,;\[\]]+'
-)
+# What separates one address from the text around it: white space and the brackets and
+# separators RFC 5322 puts around addresses (a quoted local part holds no white space here).
+_ADDRESS_SPLIT = re.compile(r"[\s<>,;\[\]]+")
 _AROUND_AT = re.compile(r"\s*@\s*")
 # Brackets, quotation marks (guillemets, curly quotes) and sentence ends around an address.
 _ADDRESS_EDGES = "()\u00ab\u00bb\u2039\u203a\u201c\u201d\u2018\u2019'.!?"
@@ -228,7 +228,9 @@ _ADDRESS_EDGES = "()\u00ab\u00bb\u2039\u203a\u201c\u201d\u2018\u2019'.!?"
 
 def _addresses(text: str) -> Iterator[str]:
     """Every address in `text`, normalised; what does not read as one is skipped."""
-    for candidate in _ADDRESS.findall(_AROUND_AT.sub("@", text)):
+    for candidate in _ADDRESS_SPLIT.split(_AROUND_AT.sub("@", text)):
+        if "@" not in candidate:
+            continue
         for reading in {candidate, candidate.strip(_ADDRESS_EDGES)}:
             try:
                 yield normalise("email", reading)

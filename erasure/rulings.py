@@ -192,6 +192,9 @@ class Ruling(BaseModel):
         )
 
 
+MAX_JUSTIFICATION = 4000  # characters: a reason, kept in signed records for years
+
+
 class DpoAnswer(BaseModel):
     """The DPO's answer to one prompt, as the adapter read it from the UI: the option, who
     answered and when, and the free text she gave."""
@@ -242,6 +245,11 @@ def ruling_problems(ruling: Ruling) -> list[str]:
     option = ruling.option
     if not ruling.justification.strip():
         problems.append("justification: must not be empty; say why the DPO decided this")
+    elif len(ruling.justification) > MAX_JUSTIFICATION:
+        problems.append(
+            f"justification: at most {MAX_JUSTIFICATION:,} characters; say why in short, the "
+            "evidence is recorded beside it"
+        )
     if not ruling.author_id.strip() or not ruling.author_name.strip():
         problems.append("author_id and author_name: name the DPO who decided")
     if option is RulingOption.RETAIN_EXEMPTION and ruling.exemption is None:

@@ -44,7 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     (_airflow_home / "plugins").mkdir()
     os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(_airflow_home / "plugins")
     _checkout_on_path(_airflow_home / "checkout-metadata")
-    os.environ["AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES"] = "identifier,notes"
+    os.environ["AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES"] = (
+        "identifier,notes,justification,reason,note"
+    )
     os.environ.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)  # the home's own SQLite file
 
 

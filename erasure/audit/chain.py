@@ -19,6 +19,7 @@ from erasure.audit.canonical import GENESIS_HASH, canonical_json, hash_document,
 from erasure.audit.signing import SignatureFormatError, signature_version, verify_with_public_key
 
 MAX_PROBLEMS = 100  # a report lists at most this many; the first one is what matters
+UNANCHORED = "unanchored"  # the problem of a report compared with no head outside the store
 
 KeyLookup = Callable[[int], Ed25519PublicKey | None]  # key version -> public key, if known
 
@@ -40,7 +41,8 @@ class ChainProblem(BaseModel):
 
     seq: int
     request_ref: str | None
-    # missing | hash_mismatch | broken_link | bad_signature | unknown_key | head | anchor
+    # missing | hash_mismatch | broken_link | bad_signature | unknown_key | head | anchor |
+    # unanchored
     problem: str
     detail: str
 
@@ -79,7 +81,19 @@ class ChainReport(BaseModel):
             )
         more = len(self.problems) - 1
         tail = f" (+{more} more problem(s))" if more else ""
+        if self.first_problem.problem == UNANCHORED:
+            return f"chain NOT VERIFIED: {self.first_problem.detail}{tail}"
         return f"chain BROKEN at {self.first_problem.describe()}{tail}"
+
+    def unanchored(self, detail: str) -> ChainReport:
+        """This report, failed because the chain was compared with no head kept outside the
+        store (what alone catches a cut or a wiped store)."""
+        problem = ChainProblem(seq=0, request_ref=None, problem=UNANCHORED, detail=detail)
+        if not self.ok:  # what is broken comes first
+            return self.model_copy(update={"problems": [*self.problems, problem]})
+        return self.model_copy(
+            update={"ok": False, "first_problem": problem, "problems": [problem]}
+        )
 
     def anchoring(self) -> str:
         """What the chain was compared with outside the store, for people."""

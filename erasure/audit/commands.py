@@ -75,6 +75,12 @@ def add_audit_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         action="append",
         help="a head noted earlier (repeatable): fail if that record is gone or changed",
     )
+    verify.add_argument(
+        "--no-anchor",
+        action="store_true",
+        help="check the chain alone, without any published or noted head (a wiped store "
+        "then verifies: say so in your report)",
+    )
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(handler=_verify)
 
@@ -172,6 +178,13 @@ def _verify(args: argparse.Namespace) -> int:
     anchors = [_anchor(text) for text in args.anchor or ()]
     with _ledger(with_vault=keys is None) as ledger:
         report = ledger.verify(public_keys=keys, anchors=anchors)
+    if report.anchor_location is None and not anchors and not args.no_anchor:
+        # A wiped store verifies on its own: without a head to compare, nothing is proven.
+        report = report.unanchored(
+            "it was compared with no published head (no Vault access) and no --anchor: give "
+            "--anchor SEQ:HASH from an earlier audit, run with Vault access, or say "
+            "--no-anchor to check the chain alone"
+        )
     if args.json:
         _print_json(report.model_dump(mode="json"))
     else:

@@ -21,6 +21,12 @@ from erasure.sample.seed import CRM_EXPORT, build_demo
 ARCHIVE = "archive.customer_events"
 
 
+def anchor_path_for(where: Path | str) -> str:
+    """The published chain head of the store at `where`: one store, one head, so demos (and
+    tests) sharing an OpenBao keep theirs apart."""
+    return f"anchors/demo-{hashlib.sha256(str(where).encode()).hexdigest()[:16]}"
+
+
 def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:
     """Settings for the demo in `base_dir` against the running embedded OpenBao."""
     base = Settings.model_construct(
@@ -30,8 +36,7 @@ def demo_settings(base_dir: Path, bao: EmbeddedOpenBao) -> Settings:
         crm_export=base_dir / CRM_EXPORT,
         # dag.test has no auth manager to tell the answering user's roles.
         require_dpo_role=False,
-        # One store, one published chain head: demos sharing an OpenBao keep theirs apart.
-        vault_anchor_path=f"anchors/demo-{hashlib.sha256(str(base_dir).encode()).hexdigest()[:16]}",
+        vault_anchor_path=anchor_path_for(base_dir),
     )
     return Settings(**bao.settings(base).model_dump())
 

@@ -20,14 +20,14 @@ from pydantic import BaseModel
 from erasure.audit.chain import ChainReport
 from erasure.audit.export import export_json, render_html
 from erasure.audit.outcome import RequestOutcome, by_request, outcome_of
-from erasure.audit.records import CompletionRecord, RecordError, RecordStatus
+from erasure.audit.records import CompletionRecord, RecordStatus
 from erasure.deadlines import DUE_SOON_DAYS, Deadline, deadline_of
 from erasure.errors import LineageError
 from erasure.model import REQUEST_REF, Cycle, Gap, Plan
 from erasure.registry.action_log import ActionRecord, ActionStatus
 from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
 from erasure_airflow.api.auth import LineageWriterDep, ReaderDep, backend_of
-from erasure_airflow.api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api.backend import ErasureBackend
 
 log = logging.getLogger(__name__)
 
@@ -435,15 +435,9 @@ def record_summary(record: CompletionRecord) -> RecordSummary:
 
 
 def verify_chain(backend: ErasureBackend) -> ChainReport:
-    """The chain report; without Vault an empty chain still verifies, any other is 503."""
-    try:
-        ledger = backend.ledger(signed=True)
-    except Unavailable as vault_down:
-        try:
-            return backend.ledger().verify()
-        except RecordError:  # records to check, and no public keys to check them with
-            raise vault_down from None
-    return ledger.verify()
+    """The chain report, compared with the heads published in Vault; without Vault, 503 (an
+    empty chain proves nothing: a wiped store is one)."""
+    return backend.ledger(signed=True).verify()
 
 
 def _records_of(backend: ErasureBackend, ref: str) -> list[CompletionRecord]:

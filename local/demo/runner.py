@@ -38,7 +38,7 @@ def airflow_environment(home: Path) -> dict[str, str]:
         # Empty: the plugin comes from the installed erasure_airflow package, by entry point.
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
         # The trigger's audit-log row masks these keys from the start (DESIGN section 6).
-        "AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES": "identifier,notes",
+        "AIRFLOW__CORE__SENSITIVE_VAR_CONN_NAMES": "identifier,notes,justification,reason,note",
     }
 
 
@@ -52,6 +52,10 @@ def erasure_environment(settings: Any) -> dict[str, str]:
         "ERASURE_AIRFLOW_ACCESS": settings.airflow_access,
         "ERASURE_CRM_EXPORT": str(settings.crm_export or ""),
         "ERASURE_REQUIRE_DPO_ROLE": str(settings.require_dpo_role).lower(),
+        "ERASURE_VAULT_KV_MOUNT": settings.vault_kv_mount,
+        "ERASURE_VAULT_TRANSIT_MOUNT": settings.vault_transit_mount,
+        "ERASURE_VAULT_ANCHOR_PATH": settings.vault_anchor_path,
+        "ERASURE_KEYSTORE_KIND": settings.keystore_kind,
     }
     return env
 

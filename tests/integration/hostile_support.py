@@ -40,7 +40,7 @@ from erasure.model import Action, PlanItem
 from erasure.provision import initialise
 from erasure.pseudonym import normalise, subject_hash
 from erasure.rulings import DpoAnswer, RulingOption, options_for
-from erasure.sample.embedded import ARCHIVE, demo_settings
+from erasure.sample.embedded import ARCHIVE, anchor_path_for, demo_settings
 from erasure.sample.rematerialise import rematerialise
 from erasure.sample.seed import build_demo
 from erasure.services import Services
@@ -219,6 +219,7 @@ class Estates:
             update={
                 "catalog_path": where / "estate" / "catalog.yaml",
                 "crm_export": where / "estate" / "crm_export.csv",
+                "vault_anchor_path": anchor_path_for(where),  # a copied store, its own head
             }
         )
         if backend == "SQLite":
@@ -243,7 +244,9 @@ class Estates:
         with estate.reader() as svc:  # keys an earlier scenario shredded are sealed again
             missing = self.keys[lane_name] - set(svc.keystore.list_key_names())
             for key in missing:
-                svc.keystore.create(key.rpartition("/")[2], ARCHIVE)
+                svc.keystore.create(key_hash(key), ARCHIVE)
+            if svc.ledger.head()[0]:  # the copy's records: published as after a restore
+                svc.ledger.anchor_head()
         return estate
 
     def _pristine(self, backend: str, lane: int) -> Settings:
@@ -491,6 +494,12 @@ def subject_keys(svc: Services, people: People) -> set[str]:
     return names
 
 
+def key_hash(name: str) -> str:
+    """The subject hash a key store names a key by: `subjects/<hash>` in KV, `subject-<hash>`
+    in transit."""
+    return name.rpartition("/")[2].removeprefix("subject-")
+
+
 def others_snapshot(estate: Estate, people: People) -> dict[str, list[str]]:
     """Every other person's rows in the systems of record and the immutable stores, and every
     other person's key: what no erasure of this subject may change."""
@@ -499,7 +508,7 @@ def others_snapshot(estate: Estate, people: People) -> dict[str, list[str]]:
     with estate.reader() as svc:
         mine = subject_keys(svc, people)
         snap["vault keys"] = sorted(
-            k for k in svc.keystore.list_key_names() if k.rpartition("/")[2] not in mine
+            k for k in svc.keystore.list_key_names() if key_hash(k) not in mine
         )
         with svc.warehouse.engine("warehouse").connect() as conn:
             customers = rows(conn, "SELECT * FROM crm.customers")

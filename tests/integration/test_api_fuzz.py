@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from erasure.intake import ensure_submissions_key
-from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
+from erasure.keys.vault import EmbeddedOpenBao, ensure_kv_v2, ensure_transit
 from erasure_airflow.api.backend import ErasureBackend
 from erasure_airflow.api.csrf import SAFE_METHODS
+from tests.integration.test_desk import STANDIN as DESK_STANDIN
 
 schemathesis = pytest.importorskip("schemathesis")
 hypothesis = pytest.importorskip("hypothesis")
@@ -43,21 +44,8 @@ MAX_EXAMPLES = 6  # per route, caller and mode: the file runs in about a minute 
 SHORTEST_CHECKED = 8  # shorter strings turn up in any answer by chance ("true", "2026")
 CALLERS = ["nobody", "viewer", "dpo", "lineage_key", "cross_site_cookie"]
 
-STANDIN = """
-    from airflow.sdk import dag, task
-
-
-    @dag(dag_id="gdpr_erasure", schedule=None)
-    def gdpr_erasure():
-        @task
-        def register():
-            return "registered"
-
-        register()
-
-
-    gdpr_erasure()
-"""
+# The desk's stand-in: every module syncs `gdpr_erasure` into the one session metadata DB.
+STANDIN = DESK_STANDIN
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +103,7 @@ def airflow(env: dict[str, str], openbao: EmbeddedOpenBao, tmp_path_factory: Any
     mount = env["ERASURE_VAULT_TRANSIT_MOUNT"]
     ensure_transit(openbao.client(), mount)
     ensure_submissions_key(openbao.client(), mount)
+    ensure_kv_v2(openbao.client(), env["ERASURE_VAULT_KV_MOUNT"])  # the published heads
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(settings, "PLUGINS_FOLDER", str(PLUGINS))
         reload_plugins()

@@ -36,7 +36,7 @@ from erasure.model import Action, DatasetRef
 from erasure.pseudonym import normalise, subject_hash
 from erasure.registry.action_log import ActionLog, ActionStatus
 from erasure.registry.requests import CLOSED_STATUSES, RequestBook, RequestStatus
-from erasure.sample.embedded import ARCHIVE, open_demo
+from erasure.sample.embedded import ARCHIVE, anchor_path_for, open_demo
 from erasure.sample.rematerialise import rematerialise
 from erasure.sample.seed import CRM_EXPORT, DEMO_SUBJECT
 from erasure.services import Services
@@ -733,7 +733,11 @@ class Estates:
         estate = where / "estate"
         shutil.copytree(Path(str(source.catalog_path)).parent, estate)
         settings = source.model_copy(
-            update={"catalog_path": estate / "catalog.yaml", "crm_export": estate / CRM_EXPORT}
+            update={
+                "catalog_path": estate / "catalog.yaml",
+                "crm_export": estate / CRM_EXPORT,
+                "vault_anchor_path": anchor_path_for(where),  # a fresh store, a head of its own
+            }
         )
         if backend == "SQLite":
             store = where / "store" / "erasure.db"

@@ -74,13 +74,24 @@ def test_show_of_an_unknown_request_is_an_error_on_stderr(run: Run, recorded: Re
     assert code == 2 and out == "" and "jane.doe" not in err
 
 
-def test_verify_with_public_keys_only(run: Run, recorded: RecordLedger, keys_file: Path) -> None:
+def test_verify_with_public_keys_only_compares_nothing_and_says_so(
+    run: Run, recorded: RecordLedger, keys_file: Path
+) -> None:
+    """Offline, no published head is read: a wiped store would verify too, so nothing
+    passes unless the auditor gives a head or says she checks the chain alone."""
     code, out, _ = run("audit", "verify", "--public-keys", str(keys_file))
+    assert code == 1
+    assert out.startswith("chain NOT VERIFIED: it was compared with no published head")
+    code, out, _ = run("audit", "verify", "--public-keys", str(keys_file), "--no-anchor")
     assert code == 0
     assert out.startswith("chain OK: 9 record(s), head seq 9 sha256:")
-    code, out, _ = run("audit", "verify", "--public-keys", str(keys_file), "--json")
+    assert out.strip().endswith(
+        "NOT compared with the heads published outside the store (no Vault access)"
+    )
+    code, out, _ = run("audit", "verify", "--public-keys", str(keys_file), "--no-anchor", "--json")
     report = json.loads(out)
     assert report["ok"] is True and report["first_problem"] is None
+    assert report["anchor_location"] is None
 
 
 def test_verify_exits_1_naming_the_first_bad_record(
@@ -95,6 +106,7 @@ def test_verify_exits_1_naming_the_first_bad_record(
     )
     code, out, _ = run("audit", "verify", "--public-keys", str(keys_file), "--json")
     assert code == 1 and json.loads(out)["first_problem"]["seq"] == 3
+    assert json.loads(out)["problems"][-1]["problem"] == "unanchored"  # said after the break
 
 
 def test_verify_with_an_anchor(run: Run, recorded: RecordLedger, keys_file: Path) -> None:
