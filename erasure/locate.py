@@ -634,6 +634,7 @@ def parked_location(location: Location) -> tuple[list[Identity], dict[str, list[
 # At most this many rows per dataset are read for personal data, and this many values kept.
 _TERM_ROWS = 100
 _MAX_TERMS = 500
+_MIN_TERM = 4  # characters: a shorter value is a house number or a code, not the person
 
 
 @dataclass
@@ -658,13 +659,17 @@ def personal_data(warehouse: Warehouse, location: Location) -> PersonalData:
             continue
         with warehouse.connect(hit.dataset) as conn:
             table = _table(warehouse, hit.dataset)
-            selected = [_column(table, hit.dataset, c) for c in columns]
+            # A pii column gone from the table holds nothing to read (drift names it).
+            columns = [c for c in columns if c in table.c]
+            if not columns:
+                continue
+            selected = [table.c[c] for c in columns]
             rows = conn.execute(sa.select(*selected).where(hit.predicate).limit(_TERM_ROWS)).all()
         for row in rows:
             for name, value in zip(columns, row, strict=True):
-                if isinstance(value, str) and value.strip():
-                    kept = names if "name" in name.lower() else values
-                    kept.add(" ".join(value.split()))
+                text = " ".join(value.split()) if isinstance(value, str) else ""
+                if len(text) >= _MIN_TERM:  # "3", "UK": refusing them refuses "Art. 17(3)"
+                    (names if "name" in name.lower() else values).add(text)
     return PersonalData(values=sorted(values)[:_MAX_TERMS], names=sorted(names)[:_MAX_TERMS])
 
 
