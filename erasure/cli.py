@@ -34,6 +34,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse, except that a usage error never repeats what was typed: an argument may be
     an identifier given in the wrong place (`erasure plan --subject x jane@example.org`)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviated options: argparse repeats an ambiguous one whole, value included.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments:"):
             message = "unrecognized arguments (not repeated here); see --help"

@@ -81,8 +81,8 @@ def refusal_of(headers: dict[str, str], public_url: str = "") -> tuple[int, str]
     if it may go on to the route; `public_url` is the address people open Airflow at."""
     if not is_json(headers.get("content-type", "")):
         return 415, NOT_JSON
-    scheme, _, _ = headers.get("authorization", "").strip().partition(" ")
-    if scheme.lower() == "bearer":
+    scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
         return None  # an explicit credential: no browser sends one by itself
     if "cookie" not in headers:
         return None  # no credential at all: the route's login check answers 401

@@ -242,8 +242,19 @@ def test_every_state_changing_route_is_covered_here(client: Any) -> None:
         ({"Origin": "http://testserver:8443"}, "sent from another site"),  # another port
         ({"Sec-Fetch-Site": "cross-site"}, "sent from another site"),
         ({"Sec-Fetch-Site": "same-site"}, "sent from another site"),  # a sibling subdomain
+        # An empty Bearer is no credential: the cookie would answer for it.
+        ({**ELSEWHERE, "Authorization": "Bearer "}, "sent from another site"),
     ],
-    ids=["no-origin", "other-site", "null", "lookalike", "other-port", "cross-site", "same-site"],
+    ids=[
+        "no-origin",
+        "other-site",
+        "null",
+        "lookalike",
+        "other-port",
+        "cross-site",
+        "same-site",
+        "empty-bearer",
+    ],
 )
 def test_a_cookie_request_not_from_this_origin_is_refused_and_nothing_happens(
     client: Any,

@@ -310,3 +310,15 @@ def test_plan_checks_the_identifier_as_the_desk_does_without_repeating_it(
     code, out, err = run(capsys, "plan", "--catalog", str(catalog), "--subject", f"{id_type}=-")
     assert code == 2 and out == ""
     assert expected in err and "zq" not in err
+
+
+def test_an_abbreviated_option_is_not_expanded_or_repeated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """argparse repeats an ambiguous abbreviation whole, value and all: none are taken."""
+    typed = "--s=email=jane.abbrev@example.org"
+    with pytest.raises(SystemExit) as exited:
+        main(["plan", "--catalog", "c.yaml", "--subject", "email=-", typed])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "jane.abbrev" not in err and "unrecognized arguments (not repeated here)" in err
