@@ -82,8 +82,13 @@ from erasure.prompts import Asked, escalation_prompt
 from erasure.reconcile import Limbo, RunState, find_limbo
 from erasure.registry.action_log import ActionStatus
 from erasure.registry.interventions import RUN
-from erasure.registry.requests import RegisteredRequest, Registration, RequestStatus
-from erasure.reprove import KeyProbe, Reproof, reprove_completed
+from erasure.registry.requests import (
+    CLOSED_STATUSES,
+    RegisteredRequest,
+    Registration,
+    RequestStatus,
+)
+from erasure.reprove import KeyProbe, Missing, Reproof, reprove_completed
 from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
 from erasure.services import Services
 from erasure.submission import ErasureRequest
@@ -783,21 +788,36 @@ def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None
 
 
 def reprove(svc: Services) -> Reproof:
-    """Every completed request proved again: its tombstones still in the suppression list,
-    every key it destroyed still absent (erasure.reprove; `.require()` raises on a gap)."""
+    """Every completed request proved again: the records verify (against the published
+    heads), every request registered as completed has its completed record, its tombstones
+    are still in the suppression list and every key it destroyed, its own request key
+    included, is still absent (erasure.reprove; `.require()` raises on a gap)."""
+    chain = svc.ledger.verify()
+    completed = svc.ledger.list(kind=RecordKind.COMPLETED)
+    on_record = {r.request_ref for r in completed}
+    found: list[Missing] = []
+    if not chain.ok:  # what the bodies below say cannot be trusted
+        found.append(Missing(request_ref="(all)", what=f"the records: {chain.summary()}"))
+    for registered in svc.requests.list():
+        if registered.status in CLOSED_STATUSES and registered.request_ref not in on_record:
+            found.append(
+                Missing(
+                    request_ref=registered.request_ref,
+                    what="registered as completed, but no completed record is on the chain",
+                )
+            )
 
     def request_key(ref: str) -> str | None:
-        record = svc.requests.get(ref)
-        if record is None or record.secrets_destroyed_at is None:
+        registered = svc.requests.get(ref)
+        if registered is None:
+            found.append(Missing(request_ref=ref, what="completed on record, but not registered"))
             return None
-        return svc.keystore.key_id(svc.secrets.key_hash(ref, record.pepper_version))
+        return svc.keystore.key_id(svc.secrets.key_hash(ref, registered.pepper_version))
 
-    return reprove_completed(
-        svc.ledger.list(kind=RecordKind.COMPLETED),
-        svc.suppression.contains,
-        KeyProbe(svc.vault).exists,
-        request_key,
+    proof = reprove_completed(
+        completed, svc.suppression.contains, KeyProbe(svc.vault).exists, request_key
     )
+    return proof.model_copy(update={"missing": [*found, *proof.missing]})
 
 
 def extend(svc: Services, ref: str, months: int, reason: str, by: str) -> date:

@@ -83,3 +83,28 @@ def test_the_daily_dag_fails_when_a_proof_no_longer_holds(svc: Services, airflow
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_a_cut_ledger_fails_the_proof_instead_of_leaving_nothing_to_prove(
+    svc: Services,
+) -> None:
+    """The store's owner deletes the completed record (and rewinds the head): the request is
+    still registered as completed, and the published head says the record existed."""
+    [completed] = svc.ledger.list(kind=RecordKind.COMPLETED)
+    with svc.store.engine.begin() as conn:
+        for trigger in ("completion_records_no_delete", "completion_chain_head_forward_only"):
+            conn.execute(sa.text(f"DROP TRIGGER {trigger}"))
+        conn.execute(sa.text("DELETE FROM completion_records WHERE seq = :s"), {"s": completed.seq})
+        conn.execute(
+            sa.text(
+                "UPDATE completion_chain_head SET seq = :s, record_hash = "
+                "(SELECT record_hash FROM completion_records WHERE seq = :s)"
+            ),
+            {"s": completed.seq - 1},
+        )
+    proof = workflow.reprove(svc)
+    whats = {(m.request_ref, m.what.split(":")[0]) for m in proof.missing}
+    assert ("(all)", "the records") in whats  # the chain no longer matches its heads
+    assert (REF, "registered as completed, but no completed record is on the chain") in whats
+    with pytest.raises(ReproofError):
+        proof.require()
