@@ -249,17 +249,31 @@ class RecordLedger:
         seq, _ = self.head()
         if seq == 0:
             return False
-        c = completion_records.c
         with self._store.engine.connect() as conn:
-            row = conn.execute(
-                sa.select(c.record_hash, c.signature, c.signing_key_version).where(c.seq == seq)
-            ).one_or_none()
+            row = (
+                conn.execute(sa.select(completion_records).where(completion_records.c.seq == seq))
+                .mappings()
+                .one_or_none()
+            )
         if row is None:
             raise RecordError(
                 f"the chain head says seq {seq} but that record is not in the store: run "
                 "`erasure audit verify`; nothing was published"
             )
-        return self._publish(seq, str(row.record_hash), str(row.signature), row.signing_key_version)
+        # Only a record this ledger's key signed, as stored, is published: a head published
+        # cannot be taken back, and one forged into the store would stand above the truth.
+        walk = ChainWalk(self._public_key_source(None).get)
+        walk.record(row)  # its hash and signature (the link is the chain's, checked by verify)
+        if any(
+            p.problem in ("hash_mismatch", "bad_signature", "unknown_key") for p in walk.problems
+        ):
+            raise RecordError(
+                f"the head record seq {seq} does not verify as signed by this ledger's key: "
+                "run `erasure audit verify`; nothing was published"
+            )
+        return self._publish(
+            seq, str(row["record_hash"]), str(row["signature"]), row["signing_key_version"]
+        )
 
     def anchor_history(self) -> AnchorHistory | None:
         """Every head published outside the store, oldest first (None: no board configured)."""

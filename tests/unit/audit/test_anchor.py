@@ -182,3 +182,16 @@ def test_verify_without_a_board_says_it_did_not_compare(
 def test_anchor_head_needs_a_board(store: Store, signer: LocalSigner) -> None:
     with pytest.raises(RecordError, match="no anchor board is configured"):
         RecordLedger(store, signer).anchor_head()
+
+
+def test_a_head_not_signed_by_the_ledgers_key_is_never_published(
+    anchored: RecordLedger, store: Store, board: MemoryAnchorBoard
+) -> None:
+    """A record forged into the store under another key (seq 9) is not published: a head
+    published cannot be taken back, and would stand above every true append."""
+    RecordLedger(store, LocalSigner()).append(
+        "REQ-2026-000X", OTHER_SUBJECT, "received", received_body("REQ-2026-000X")
+    )
+    with pytest.raises(RecordError, match="does not verify as signed by this ledger's key"):
+        anchored.anchor_head()
+    assert board.history().newest is not None and board.history().newest.seq == 8
