@@ -101,7 +101,7 @@ async def submit_request(request: Request, caller: DpoDep, backend: BackendDep) 
         )
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # deep nesting too
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST, "the body is not valid JSON (UTF-8 JSON object)"
         ) from None

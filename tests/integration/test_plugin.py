@@ -783,6 +783,12 @@ def test_only_a_json_object_is_a_submission(client: Any, tokens: dict[str, str])
     assert broken.status_code == 400 and CANARY not in broken.text
     listed = client.post("/erasure/api/v1/requests", json=[CANARY], headers=bearer(tokens["dpo"]))
     assert listed.status_code == 400 and CANARY not in listed.text
+    deep = client.post(
+        "/erasure/api/v1/requests",
+        content="[" * 20_000 + "]" * 20_000,  # deeper than the JSON decoder recurses
+        headers={**bearer(tokens["dpo"]), "Content-Type": "application/json"},
+    )
+    assert deep.status_code == 400 and "not valid JSON" in deep.text
 
 
 def test_a_submission_without_its_dag_keeps_nothing_sealed(
