@@ -64,6 +64,11 @@ def without_literals(query: str, dialect: str | None = None) -> str | None:
         tokens = reader.tokenize(query)
     except (SqlglotError, RecursionError, ValueError):
         return None
+    if reader == _GENERIC and any(_strings_in(d, query) != _strings(tokens) for d in _READINGS):
+        # No dialect named (the facet's `dialect` is optional): `"ann@example.com"` is a
+        # name in standard SQL and a string in MySQL, `$$ann$$` a string in Postgres only.
+        # Read another way it holds other values: keep nothing.
+        return None
     if not _has_values(tokens):
         return query  # nothing to strip: the text as the producer wrote it
     try:
@@ -87,6 +92,25 @@ def without_literals(query: str, dialect: str | None = None) -> str | None:
     if _has_values(left):
         return None  # a value the generator spelt back as a literal: keep nothing
     return result
+
+
+_GENERIC = Dialect.get_or_raise(None)
+# Dialects that quote values where standard SQL does not: "..." (MySQL, Spark), $$...$$
+# (Postgres), r'...' and triple quotes (BigQuery).
+_READINGS = tuple(Dialect.get_or_raise(name) for name in ("mysql", "postgres", "bigquery"))
+
+
+def _strings(tokens: list[Token]) -> int:
+    return sum(token.token_type in _LITERAL_TOKENS for token in tokens)
+
+
+def _strings_in(dialect: Dialect, query: str) -> int:
+    """The literals of `query` as `dialect` reads it (-1 when it cannot: then the readings
+    differ, and nothing is kept)."""
+    try:
+        return _strings(dialect.tokenize(query))
+    except (SqlglotError, RecursionError, ValueError):
+        return -1
 
 
 def _has_values(tokens: list[Token]) -> bool:

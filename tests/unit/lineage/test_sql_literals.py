@@ -92,3 +92,22 @@ def test_lineage_read_from_the_stored_statement_is_the_statements(
     original = sql_lineage(script, dialect=dialect).as_json()
     assert original["edges"]
     assert sql_lineage(stored, dialect=dialect).as_json() == original
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        'SELECT * FROM t WHERE email = "ann@example.com"',  # a string in MySQL, Spark
+        "SELECT * FROM t WHERE email = $$ann@example.com$$",  # a string in Postgres
+        "SELECT * FROM t WHERE email = r'ann@example.com'",  # a raw string in BigQuery
+    ],
+)
+def test_without_a_dialect_a_statement_read_otherwise_holding_values_is_not_kept(
+    query: str,
+) -> None:
+    """The `sql` facet's `dialect` is optional: what some dialect reads as a value is not kept
+    when none is named; named, it is stripped as that dialect reads it."""
+    assert without_literals(query) is None
+    assert without_literals('SELECT * FROM t WHERE email = "ann@example.com"', "mysql") == (
+        "SELECT * FROM t WHERE email = ?"
+    )
