@@ -175,8 +175,9 @@ def login_url(request: Request) -> str:
     return get_auth_manager().get_url_login(next_url=f"{page}?{query}" if query else page)
 
 
-# What a `next` may carry: references, route words, dates, statuses, `REQ-2026-*` filters.
-_SAFE_IN_NEXT = re.compile(r"[A-Za-z0-9._*:-]{0,64}")
+# What a `next` may carry: references, route words, dates, statuses, `REQ-2026-*` filters;
+# no run of seven digits or more (a phone number or an account number, not a date's).
+_SAFE_IN_NEXT = re.compile(r"(?![^/]*[0-9]{7})[A-Za-z0-9._*:-]{0,64}")
 
 
 def _caller(user: BaseUser) -> Caller:

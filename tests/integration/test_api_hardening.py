@@ -569,8 +569,17 @@ def test_an_unsupported_content_encoding_is_not_repeated(client: Any) -> None:
         (f"/erasure/records?ref={CANARY}&status=failed", "/erasure/records?status=failed"),
         (f"/erasure/desk?{CANARY}=1", "/erasure/desk"),
         ("/erasure/records?ref=REQ-2026-01*&since=2026-12-01", None),  # kept as it is
+        ("/erasure/api/v1/requests/07700900123", "/"),  # a phone typed as a reference
+        ("/erasure/records?ref=4915112345678", "/erasure/records"),
     ],
-    ids=["identifier-in-path", "identifier-in-query", "identifier-as-key", "filter"],
+    ids=[
+        "identifier-in-path",
+        "identifier-in-query",
+        "identifier-as-key",
+        "filter",
+        "phone-in-path",
+        "phone-in-query",
+    ],
 )
 def test_the_login_redirect_does_not_carry_an_identifier_into_the_login_url(
     client: Any, asked: str, returns_to: str | None
