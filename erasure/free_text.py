@@ -202,15 +202,22 @@ _PHONE_DIGITS = 9  # fewer digits than this are not taken for a phone number in 
 
 
 def _valid_phone(digits: str, catalog: Catalog) -> bool:
-    """Whether `digits` is a valid number internationally or in a catalog phone type's
-    region."""
-    regions = {None, *(s.default_region for s in catalog.identifiers.values() if s.default_region)}
-    for region, text in [(None, "+" + digits), *((r, digits) for r in regions if r)]:
-        try:
-            if phonenumbers.is_valid_number(phonenumbers.parse(text, region)):
-                return True
-        except phonenumbers.NumberParseException:
-            continue
+    """Whether `digits` is a valid number of a catalog phone type's region, written
+    nationally or with its country code (a date and a counter run together are not)."""
+    regions = {
+        spec.default_region
+        for spec in catalog.identifiers.values()
+        if spec.normalise == "e164" and spec.default_region
+    }
+    for region in regions:
+        code = str(phonenumbers.country_code_for_region(region))
+        readings = [digits] + (["+" + digits] if digits.startswith(code) else [])
+        for text in readings:
+            try:
+                if phonenumbers.is_valid_number(phonenumbers.parse(text, region)):
+                    return True
+            except phonenumbers.NumberParseException:
+                continue
     return False
 
 

@@ -742,9 +742,9 @@ REF_CUSTOMER = f"C{RUN.upper()}"
         (REF_CUSTOMER, "customer_id", REF_CUSTOMER, "request_ref contains the subject's"),
         (f"DSR-{REF_CUSTOMER}", "customer_id", REF_CUSTOMER, "request_ref contains the subject's"),
         ("DSR-442079460958", "email", CANARY, "reads as a phone number"),
-        ("DSR-4915112345678", "email", CANARY, "reads as a phone number"),
+        ("DSR-07911123456", "email", CANARY, "reads as a phone number"),
     ],
-    ids=["the-customer-number", "a-ref-holding-it", "a-uk-phone", "a-german-mobile"],
+    ids=["the-customer-number", "a-ref-holding-it", "a-uk-phone", "a-national-uk-mobile"],
 )
 def test_a_reference_that_names_anyone_is_refused_before_airflow_sees_it(
     client: Any,
