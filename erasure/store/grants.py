@@ -35,7 +35,9 @@ LINEAGE_PREFIX = "lineage_"
 SUBMISSIONS = "submissions"
 INTERVENTIONS = "interventions"
 SUPPRESSION = "suppression_list"
-APPEND_ONLY = frozenset({"completion_records", SUPPRESSION})
+# What the worker only appends to: the records and tombstones (guarded by triggers too), the
+# DPO's rulings and the interventions (hands-on run states): evidence nobody edits.
+APPEND_ONLY = frozenset({"completion_records", SUPPRESSION, "rulings", INTERVENTIONS})
 DML = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 
