@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     vault_signer_role_id: str | None = None
     vault_signer_secret_id: SecretStr | None = None
     # A registered key-store kind: `transit` (default: non-exportable keys that never leave
-    # Vault, so destroying one proves the data unreadable), `kv` (data keys read in the clear
+    # Vault, so destroying one makes every data key it wrapped unreadable), `kv` (data keys read in the clear
     # by the worker: a shred proves the key gone from Vault, not that no copy exists), or one a
     # plug-in adds (KEYSTORES above).
     keystore_kind: str = "transit"

@@ -19,7 +19,7 @@ import hvac
 import hvac.exceptions
 from pydantic import BaseModel, ConfigDict
 
-from erasure.audit.anchor import ANCHOR_MAX_VERSIONS, VaultAnchorBoard
+from erasure.audit.anchor import VaultAnchorBoard
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import ConfigError
@@ -45,8 +45,7 @@ class Bootstrap(BaseModel):
     signing_key: str
     submissions_key: str
     pepper_version: int
-    anchor: str
-    anchor_max_versions: int
+    anchor: str  # where the ledger publishes the chain heads
     created: list[str]
 
 
@@ -73,8 +72,6 @@ def initialise(client: hvac.Client, settings: Settings) -> Bootstrap:
     if not had_pepper:
         created.append(f"pepper {peppers.location} version {pepper.version}")
     board = VaultAnchorBoard(client, kv, settings.vault_anchor_path)
-    if board.keep_every_version():
-        created.append(f"anchor history {board.location} (max_versions {ANCHOR_MAX_VERSIONS})")
     return Bootstrap(
         address=address_of(client),
         kv_mount=kv,
@@ -83,7 +80,6 @@ def initialise(client: hvac.Client, settings: Settings) -> Bootstrap:
         submissions_key=f"transit:{transit}/keys/{SUBMISSIONS_KEY}",
         pepper_version=pepper.version,
         anchor=board.location,
-        anchor_max_versions=ANCHOR_MAX_VERSIONS,
         created=created,
     )
 
@@ -125,11 +121,11 @@ def _init(args: argparse.Namespace) -> int:
     for item in result.created:
         print(f"  created {item}")
     if not result.created:
-        print("  nothing to create: mounts, keys, pepper and anchor history were already there")
+        print("  nothing to create: mounts, keys and pepper were already there")
     print(f"  signing key {result.signing_key}")
     print(f"  submissions key {result.submissions_key}")
     print(f"  pepper {result.kv_mount}/pepper at version {result.pepper_version}")
-    print(f"  chain-head anchor {result.anchor} keeps {result.anchor_max_versions} versions")
+    print(f"  chain heads are published at {result.anchor}")
     return 0
 
 

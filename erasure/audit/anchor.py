@@ -2,21 +2,21 @@
 
 The store's owner can drop the append-only triggers, cut the tail and rewind the head, or wipe
 the store: the chain then still verifies on its own. So after every append the ledger
-publishes the new head (seq, record_hash, and that record's signature) as a new version of a
-Vault KV v2 secret, `<kv mount>/anchors/chain-head`. Every component's policy denies delete,
-destroy and undelete there and the secret keeps every version, so the history of heads is out
-of the store owner's reach; `erasure audit verify` compares the chain with every retained
-version (`erasure.audit.chain`): a wiped store, a cut tail, a re-signed record or a rewound
-anchor is a problem, without the auditor having kept anything.
+publishes the new head (seq, record_hash, and that record's signature) as a KV v2 secret of
+its own, `<kv mount>/anchors/chain-head/<seq>`, written once. Every component's policy denies
+delete, destroy and undelete there, and the signer may create a head but not write one again,
+so the published heads are out of the store owner's reach; `erasure audit verify` compares
+the chain with every one of them (`erasure.audit.chain`): a wiped store, a cut tail or a
+re-signed record is a problem, without the auditor having kept anything.
 
-Publishing is idempotent and never moves back: a board already at or past a head leaves it.
+Publishing is idempotent: a head published already, as the same record, is left as it is.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import hvac
 import hvac.exceptions
@@ -26,11 +26,6 @@ from erasure.errors import ErasureError, VaultError
 from erasure.keys.vault import address_of, is_not_found, vault_errors
 
 ANCHOR_PATH = "anchors/chain-head"
-# Versions of the anchor Vault keeps: one per completion-record append. KV v2 has no
-# "unlimited" (0 means the mount's default, 10, and older heads would be pruned silently), so a
-# number no deployment reaches in years; the operator policy accepts only this value.
-ANCHOR_MAX_VERSIONS = 1_000_000
-_PUBLISH_ATTEMPTS = 5  # compare-and-set retries when two appenders publish at once
 _HEX64 = r"^[0-9a-f]{64}$"
 
 
@@ -39,7 +34,8 @@ class AnchorError(ErasureError):
 
 
 class ChainAnchor(BaseModel):
-    """One published chain head; `version` is its number on the board, once read back."""
+    """One published chain head; `version`: how many times it was written, once read back
+    (1, or it was tampered with)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -50,17 +46,13 @@ class ChainAnchor(BaseModel):
     published_at: datetime
     version: int | None = Field(default=None, exclude=True)
 
-    def describe(self) -> str:
-        where = f"version {self.version}, " if self.version is not None else ""
-        return f"anchor ({where}published {self.published_at:%Y-%m-%d %H:%M:%S} UTC)"
-
 
 class AnchorHistory(BaseModel):
-    """Every version a board holds, oldest first, and the versions that are not readable."""
+    """Every head a board holds, in seq order, and what is wrong with any of them."""
 
     location: str
     anchors: list[ChainAnchor]
-    # One line per version that was deleted, destroyed or pruned: each one is tampering.
+    # One line per head deleted, destroyed or written again: each one is tampering.
     missing: list[str] = Field(default_factory=list)
 
     @property
@@ -75,17 +67,24 @@ class AnchorBoard(Protocol):
     def location(self) -> str: ...
 
     def publish(self, anchor: ChainAnchor) -> bool:
-        """Publish `anchor` unless the board already holds that seq or a later one; whether
-        it was written."""
+        """Publish `anchor` unless its seq is published already as the same record (False);
+        AnchorError if it is published as another."""
         ...
 
     def history(self) -> AnchorHistory:
-        """Every published version, oldest first."""
+        """Every published head, in seq order."""
         ...
 
 
 class VaultAnchorBoard:
-    """A KV v2 secret whose versions are the published heads."""
+    """One KV v2 secret per published head, `<path>/<seq, 12 digits>`, each written once.
+
+    A secret per head, not a version per head: KV v2 rewrites a secret's whole version list on
+    every write (at 10,000 versions a write took 16 ms here and growing), and keeps no more
+    than its max_versions. Written with check-and-set 0 (create only) under a policy that
+    grants `create` and not `update`, a published head cannot be rewritten: a second version
+    of one is tampering, and so is one deleted or destroyed.
+    """
 
     def __init__(self, client: hvac.Client, mount: str, path: str = ANCHOR_PATH) -> None:
         self._client = client
@@ -97,117 +96,86 @@ class VaultAnchorBoard:
     def location(self) -> str:
         return f"{self._mount}/{self._path}"
 
-    def keep_every_version(self) -> bool:
-        """Make Vault keep every version (`erasure keys init`, as the operator); whether this
-        call changed the setting."""
-        meta = self._metadata()
-        if meta is not None and int(meta.get("max_versions") or 0) == ANCHOR_MAX_VERSIONS:
-            return False
-        with vault_errors(address_of(self._client), f"keep every version of {self.location}"):
-            # Sent as text: the operator policy's allowed_parameters compare it as a string.
-            self._kv.update_metadata(
-                path=self._path,
-                mount_point=self._mount,
-                max_versions=str(ANCHOR_MAX_VERSIONS),
-                delete_version_after="0s",
-            )
-        return True
-
     def publish(self, anchor: ChainAnchor) -> bool:
-        for _ in range(_PUBLISH_ATTEMPTS):
-            current, newest = self._newest()
-            if newest is not None and newest.seq >= anchor.seq:
-                return False
-            if current == 0:
-                self._first_use()
-            action = f"publish the anchor at {self.location}"
-            try:
-                with vault_errors(address_of(self._client), action):
-                    self._kv.create_or_update_secret(
-                        path=self._path,
-                        mount_point=self._mount,
-                        secret=anchor.model_dump(mode="json"),
-                        cas=current,
-                    )
-                return True
-            except VaultError as exc:
-                if not _cas_mismatch(exc.__cause__):
-                    raise
+        key = self._key(anchor.seq)
+        try:
+            with vault_errors(address_of(self._client), f"publish the head at {self.location}"):
+                self._kv.create_or_update_secret(
+                    path=key, mount_point=self._mount, secret=anchor.model_dump(mode="json"), cas=0
+                )
+            return True
+        except VaultError as exc:
+            if not _cas_mismatch(exc.__cause__) and not isinstance(
+                exc.__cause__, hvac.exceptions.Forbidden
+            ):
+                raise
+        # Published already (a retry, or the next append catching up): the same head, or not.
+        published = self._read(anchor.seq)
+        if published is not None and published.record_hash == anchor.record_hash:
+            return False
         raise AnchorError(
-            f"the anchor at {self.location} kept moving under {_PUBLISH_ATTEMPTS} attempts to "
-            f"publish seq {anchor.seq}: the next append or `erasure audit anchor` publishes it"
+            f"seq {anchor.seq} was published at {self.location} as another record: the chain "
+            "was cut and re-signed after it was published, or the head is not this chain's; "
+            "run `erasure audit verify`; nothing was published"
         )
 
     def history(self) -> AnchorHistory:
-        meta = self._metadata()
-        if meta is None:
-            return AnchorHistory(location=self.location, anchors=[])
-        versions: dict[str, Any] = meta.get("versions") or {}
-        current = int(meta.get("current_version") or 0)
         anchors: list[ChainAnchor] = []
         missing: list[str] = []
-        for number in range(1, current + 1):
-            info = versions.get(str(number))
-            if info is None:
-                missing.append(f"anchor version {number} was pruned (KV max_versions lowered)")
-            elif info.get("destroyed"):
-                missing.append(f"anchor version {number} was destroyed")
-            elif info.get("deletion_time"):
-                missing.append(f"anchor version {number} was deleted")
-            else:
-                anchor = self._read(number)
-                if anchor is None:
-                    missing.append(f"anchor version {number} is not a chain head")
-                else:
-                    anchors.append(anchor)
+        for seq in self._published_seqs():
+            status, anchor = self._read_status(seq)
+            if anchor is not None:
+                anchors.append(anchor)
+            if status:
+                missing.append(f"the head published for seq {seq} {status}")
         return AnchorHistory(location=self.location, anchors=anchors, missing=missing)
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _first_use(self) -> None:
-        """Keep every version from the first: `erasure keys init` does it in production (the
-        signer may not), a development server's root token does it here."""
-        try:
-            self.keep_every_version()
-        except VaultError as exc:
-            if not isinstance(exc.__cause__, hvac.exceptions.Forbidden):
-                raise
+    def _key(self, seq: int) -> str:
+        return f"{self._path}/{seq:012d}"
 
-    def _metadata(self) -> dict[str, Any] | None:
-        with vault_errors(address_of(self._client), f"read metadata of {self.location}"):
+    def _published_seqs(self) -> list[int]:
+        with vault_errors(address_of(self._client), f"list the heads at {self.location}"):
             try:
-                meta = self._kv.read_secret_metadata(path=self._path, mount_point=self._mount)
+                listed = self._kv.list_secrets(path=self._path, mount_point=self._mount)
             except hvac.exceptions.InvalidPath as exc:
                 if not is_not_found(exc):
                     raise
-                return None
-        data: dict[str, Any] = meta["data"]
-        return data
+                return []
+        keys = listed["data"]["keys"]
+        return sorted(int(k) for k in keys if isinstance(k, str) and k.isdigit())
 
-    def _newest(self) -> tuple[int, ChainAnchor | None]:
-        """The current version number (0 if none) and its anchor."""
-        meta = self._metadata()
-        current = 0 if meta is None else int(meta.get("current_version") or 0)
-        return current, (self._read(current) if current else None)
+    def _read(self, seq: int) -> ChainAnchor | None:
+        return self._read_status(seq)[1]
 
-    def _read(self, number: int) -> ChainAnchor | None:
-        with vault_errors(address_of(self._client), f"read {self.location} version {number}"):
+    def _read_status(self, seq: int) -> tuple[str, ChainAnchor | None]:
+        """The head published for `seq`, and what is wrong with it ("" when nothing is)."""
+        where = f"read the head of seq {seq} at {self.location}"
+        with vault_errors(address_of(self._client), where):
             try:
                 answer = self._kv.read_secret_version(
-                    path=self._path,
-                    mount_point=self._mount,
-                    version=number,
-                    raise_on_deleted_version=True,
+                    path=self._key(seq), mount_point=self._mount, raise_on_deleted_version=False
                 )
             except hvac.exceptions.InvalidPath as exc:
                 if not is_not_found(exc):
                     raise
-                return None
+                return "was deleted or destroyed", None
+        data = answer.get("data") or {}
+        meta = data.get("metadata") or {}
+        if meta.get("destroyed"):
+            return "was destroyed", None
+        if meta.get("deletion_time"):
+            return "was deleted", None
         try:
-            anchor = ChainAnchor.model_validate(answer["data"]["data"])
-        except (ValidationError, KeyError, TypeError):
-            return None
-        return anchor.model_copy(update={"version": number})
+            anchor = ChainAnchor.model_validate(data.get("data"))
+        except (ValidationError, TypeError):
+            return "is not a chain head", None
+        version = int(meta.get("version") or 1)
+        if anchor.seq != seq:
+            return f"names seq {anchor.seq}", None
+        status = f"was written {version} times (a published head is written once)"
+        return (status if version > 1 else ""), anchor.model_copy(update={"version": version})
 
 
 def anchor_of(seq: int, record_hash: str, signature: str, key_version: int) -> ChainAnchor:

@@ -462,8 +462,8 @@ def _published(history: AnchorHistory) -> list[Anchor]:
             seq=a.seq,
             record_hash=a.record_hash,
             source=(
-                f"was published as the chain head at {history.location} (version {a.version}, "
-                f"{a.published_at:%Y-%m-%d %H:%M:%S} UTC)"
+                f"was published as the chain head at {history.location} "
+                f"({a.published_at:%Y-%m-%d %H:%M:%S} UTC)"
             ),
             signature=a.signature,
             signing_key_version=a.signing_key_version,
@@ -473,18 +473,9 @@ def _published(history: AnchorHistory) -> list[Anchor]:
 
 
 def _check_history(walk: ChainWalk, history: AnchorHistory) -> None:
-    """Versions gone from the board, and heads that moved back, are tampering."""
+    """A published head deleted, destroyed or written again is tampering."""
     for line in history.missing:
-        walk.flag(0, None, "anchor", f"{line} at {history.location}: anchors are never removed")
-    for before, after in zip(history.anchors, history.anchors[1:], strict=False):
-        if after.seq < before.seq:
-            walk.flag(
-                after.seq,
-                None,
-                "anchor",
-                f"the {after.describe()} rewinds the head from seq {before.seq} to {after.seq}: "
-                "the chain was cut and re-anchored",
-            )
+        walk.flag(0, None, "anchor", f"{line} at {history.location}: heads are never removed")
 
 
 def _record(row: RowMapping) -> CompletionRecord:

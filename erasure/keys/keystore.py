@@ -6,7 +6,8 @@ with the key-store family (erasure.config.KEYSTORES) that picks by kind:
 - `transit` (default): one non-exportable transit key per subject, `subject-<hash>`, that
   wraps data keys inside Vault; the key never leaves it (exportable=false,
   allow_plaintext_backup=false). Shred = allow deletion, then delete the key: no copy of it
-  exists anywhere else, so its destruction proves the data unreadable.
+  exists anywhere else, so every data key it wrapped is unreadable from then on (a data key
+  a worker held in memory while encrypting is the one thing Vault cannot vouch for).
 - `kv`: a random 256-bit data key per subject in KV v2 at `subjects/<hash>`, read in the
   clear by the worker. Shred = delete the metadata and every version (a soft delete is not a
   shred). It proves the key gone from Vault, not that no copy of it survives elsewhere.

@@ -27,7 +27,7 @@ import pytest
 from pydantic import SecretStr
 
 from erasure import cli
-from erasure.audit.anchor import ANCHOR_MAX_VERSIONS, ANCHOR_PATH
+from erasure.audit.anchor import ANCHOR_PATH
 from erasure.audit.signing import DEFAULT_KEY_NAME, TransitSigner
 from erasure.config import Settings
 from erasure.errors import VaultError
@@ -117,9 +117,9 @@ def server() -> Iterator[Server]:
         assert code == 0
         code, second = erasure_cli(bao, tokens["erasure-operator"], "keys", "init")
         assert code == 0
-        # The signer's first publication of the chain head (the anchor's writer is the ledger).
+        # A head published first (the ledger's signer publishes one per append).
         root.secrets.kv.v2.create_or_update_secret(
-            path=ANCHOR_PATH, secret={"seq": "0", "record_hash": "0" * 64}, mount_point=KV
+            path=PUBLISHED, secret={"seq": "0", "record_hash": "0" * 64}, mount_point=KV
         )
         yield Server(bao, root, clients, tokens, first, second, str(refused.value))
 
@@ -240,56 +240,60 @@ def export_subject_key(c: hvac.Client, root: hvac.Client) -> None:
     )
 
 
+PUBLISHED = f"{ANCHOR_PATH}/{0:012d}"  # the head root publishes first (the server fixture)
+
+
 def write_anchor(c: hvac.Client, root: hvac.Client) -> None:
     head = {"seq": "1", "record_hash": secrets.token_hex(32)}
-    c.secrets.kv.v2.create_or_update_secret(path=ANCHOR_PATH, secret=head, mount_point=KV)
+    seq = int(secrets.token_hex(4), 16)  # a head not published yet
+    c.secrets.kv.v2.create_or_update_secret(
+        path=f"{ANCHOR_PATH}/{seq:012d}", secret=head, mount_point=KV, cas=0
+    )
+
+
+def rewrite_anchor(c: hvac.Client, root: hvac.Client) -> None:
+    head = {"seq": "0", "record_hash": secrets.token_hex(32)}
+    c.secrets.kv.v2.create_or_update_secret(path=PUBLISHED, secret=head, mount_point=KV)
 
 
 def read_anchor(c: hvac.Client, root: hvac.Client) -> None:
     read = c.secrets.kv.v2.read_secret_version(
-        path=ANCHOR_PATH, mount_point=KV, raise_on_deleted_version=True
+        path=PUBLISHED, mount_point=KV, raise_on_deleted_version=True
     )
     assert len(read["data"]["data"]["record_hash"]) == 64
 
 
-def read_anchor_history(c: hvac.Client, root: hvac.Client) -> None:
-    metadata = c.secrets.kv.v2.read_secret_metadata(path=ANCHOR_PATH, mount_point=KV)["data"]
-    assert metadata["max_versions"] == ANCHOR_MAX_VERSIONS and metadata["versions"]
+def list_anchors(c: hvac.Client, root: hvac.Client) -> None:
+    listed = c.secrets.kv.v2.list_secrets(path=ANCHOR_PATH, mount_point=KV)["data"]["keys"]
+    assert f"{0:012d}" in listed
 
 
-def keep_anchor_history(c: hvac.Client, root: hvac.Client) -> None:
-    c.secrets.kv.v2.update_metadata(
-        path=ANCHOR_PATH, max_versions=str(ANCHOR_MAX_VERSIONS), mount_point=KV
-    )
+def read_anchor_metadata(c: hvac.Client, root: hvac.Client) -> None:
+    c.secrets.kv.v2.read_secret_metadata(path=PUBLISHED, mount_point=KV)
 
 
 def shorten_anchor_history(c: hvac.Client, root: hvac.Client) -> None:
-    c.secrets.kv.v2.update_metadata(path=ANCHOR_PATH, max_versions=1, mount_point=KV)
+    c.secrets.kv.v2.update_metadata(path=PUBLISHED, max_versions=1, mount_point=KV)
 
 
 def expire_anchor_versions(c: hvac.Client, root: hvac.Client) -> None:
-    c.secrets.kv.v2.update_metadata(
-        path=ANCHOR_PATH,
-        max_versions=str(ANCHOR_MAX_VERSIONS),
-        delete_version_after="1s",
-        mount_point=KV,
-    )
+    c.secrets.kv.v2.update_metadata(path=PUBLISHED, delete_version_after="1s", mount_point=KV)
 
 
 def delete_anchor_version(c: hvac.Client, root: hvac.Client) -> None:
-    c.secrets.kv.v2.delete_secret_versions(path=ANCHOR_PATH, versions=[1], mount_point=KV)
+    c.secrets.kv.v2.delete_secret_versions(path=PUBLISHED, versions=[1], mount_point=KV)
 
 
 def destroy_anchor_version(c: hvac.Client, root: hvac.Client) -> None:
-    c.secrets.kv.v2.destroy_secret_versions(path=ANCHOR_PATH, versions=[1], mount_point=KV)
+    c.secrets.kv.v2.destroy_secret_versions(path=PUBLISHED, versions=[1], mount_point=KV)
 
 
 def undelete_anchor_version(c: hvac.Client, root: hvac.Client) -> None:
-    c.secrets.kv.v2.undelete_secret_versions(path=ANCHOR_PATH, versions=[1], mount_point=KV)
+    c.secrets.kv.v2.undelete_secret_versions(path=PUBLISHED, versions=[1], mount_point=KV)
 
 
 def delete_anchor_metadata(c: hvac.Client, root: hvac.Client) -> None:
-    c.secrets.kv.v2.delete_metadata_and_all_versions(path=ANCHOR_PATH, mount_point=KV)
+    c.secrets.kv.v2.delete_metadata_and_all_versions(path=PUBLISHED, mount_point=KV)
 
 
 WORKER, WORKER_KV, SIGNER, CRM, API, OPERATOR, AUDITOR = IDENTITIES
@@ -316,9 +320,10 @@ MATRIX: dict[Call, frozenset[str]] = {
     rotate_signing_key: frozenset({OPERATOR}),
     create_other_transit_key: frozenset(),
     write_anchor: frozenset({SIGNER}),
+    rewrite_anchor: frozenset(),  # a published head is written once, by nobody again
     read_anchor: frozenset({SIGNER, AUDITOR, API}),
-    read_anchor_history: frozenset({SIGNER, AUDITOR, OPERATOR, API}),
-    keep_anchor_history: frozenset({OPERATOR}),
+    list_anchors: frozenset({SIGNER, AUDITOR, API}),
+    read_anchor_metadata: frozenset(),
     shorten_anchor_history: frozenset(),
     expire_anchor_versions: frozenset(),
     delete_anchor_version: frozenset(),
@@ -366,17 +371,11 @@ def test_only_the_operator_creates_the_pepper(server: Server) -> None:
     assert "created mount erasure-transit (transit)" in server.init_output
     assert f"created key transit:{TRANSIT}/keys/{SUBMISSIONS_KEY}" in server.init_output
     assert "nothing to create" in server.second_init_output
-    assert f"created anchor history {KV}/{ANCHOR_PATH}" in server.init_output
-
-
-def test_keys_init_keeps_every_version_of_the_chain_head_anchor(server: Server) -> None:
-    metadata = server.root.secrets.kv.v2.read_secret_metadata(path=ANCHOR_PATH, mount_point=KV)
-    assert metadata["data"]["max_versions"] == ANCHOR_MAX_VERSIONS
-    assert metadata["data"]["delete_version_after"] in ("0s", "0")  # versions never expire
-    assert f"keeps {ANCHOR_MAX_VERSIONS} versions" in server.second_init_output
+    assert f"chain heads are published at {KV}/{ANCHOR_PATH}" in server.second_init_output
 
 
 ANCHOR_ERASERS = (
+    rewrite_anchor,
     delete_anchor_version,
     destroy_anchor_version,
     undelete_anchor_version,
@@ -399,8 +398,9 @@ def test_the_anchor_denies_win_over_a_broad_policy(server: Server, call: Call) -
     client = connect(settings_for(server.bao, token["auth"]["client_token"]))
     with pytest.raises(hvac.exceptions.Forbidden):
         call(client, root)
-    versions = root.secrets.kv.v2.read_secret_metadata(path=ANCHOR_PATH, mount_point=KV)
-    assert all(not v["destroyed"] for v in versions["data"]["versions"].values())
+    metadata = root.secrets.kv.v2.read_secret_metadata(path=PUBLISHED, mount_point=KV)["data"]
+    assert metadata["current_version"] == 1
+    assert all(not v["destroyed"] for v in metadata["versions"].values())
 
 
 def test_the_ledger_signs_with_the_signer_identity_not_the_workers(
@@ -465,12 +465,14 @@ def test_every_policy_denies_erasing_the_anchor_history(server: Server, policy: 
     """Each shipped policy, alone, refuses every way of erasing the anchor's history."""
     token = server.root.auth.token.create(policies=[policy], ttl="1h")["auth"]["client_token"]
     client = connect(settings_for(server.bao, token))
-    for path in (f"{kind}/{ANCHOR_PATH}" for kind in ("delete", "destroy", "undelete")):
+    for path in (f"{kind}/{PUBLISHED}" for kind in ("delete", "destroy", "undelete")):
         assert client.sys.get_capabilities(paths=[f"{KV}/{path}"])["data"][f"{KV}/{path}"] == [
             "deny"
         ], (policy, path)
-    metadata = client.sys.get_capabilities(paths=[f"{KV}/metadata/{ANCHOR_PATH}"])
-    assert "delete" not in metadata["data"][f"{KV}/metadata/{ANCHOR_PATH}"], policy
+    metadata = client.sys.get_capabilities(paths=[f"{KV}/metadata/{PUBLISHED}"])
+    assert "delete" not in metadata["data"][f"{KV}/metadata/{PUBLISHED}"], policy
+    data = client.sys.get_capabilities(paths=[f"{KV}/data/{PUBLISHED}"])
+    assert "update" not in data["data"][f"{KV}/data/{PUBLISHED}"], policy  # never rewritten
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ path "erasure-transit/encrypt/submissions" {
 path "erasure-transit/keys/completion-records" {
   capabilities = ["read"]
 }
-path "erasure-kv/data/anchors/chain-head" {
+path "erasure-kv/data/anchors/chain-head/*" {
   capabilities = ["read"]
 }
-path "erasure-kv/metadata/anchors/chain-head" {
-  capabilities = ["read"]
+path "erasure-kv/metadata/anchors/chain-head/" {
+  capabilities = ["list"]
 }
 
 # Transit keys never leave Vault: no export, no backup, whatever else the identity holds.

@@ -1,12 +1,12 @@
-# erasure-auditor: an auditor's own Vault identity. Reads the published chain head (every
-# version, to compare with the store's chain) and the public keys that check the records'
+# erasure-auditor: an auditor's own Vault identity. Reads the published chain heads (every
+# one, to compare with the store's chain) and the public keys that check the records'
 # signatures. Nothing else: no key material, no pepper, no submission.
 
-path "erasure-kv/data/anchors/chain-head" {
+path "erasure-kv/data/anchors/chain-head/*" {
   capabilities = ["read"]
 }
-path "erasure-kv/metadata/anchors/chain-head" {
-  capabilities = ["read"]
+path "erasure-kv/metadata/anchors/chain-head/" {
+  capabilities = ["list"]
 }
 path "erasure-transit/keys/completion-records" {
   capabilities = ["read"]

@@ -50,17 +50,6 @@ path "erasure-transit/keys/submissions/rotate" {
   capabilities = ["update"]
 }
 
-# The chain-head anchor's metadata: `keys init` keeps every version (max_versions 1000000,
-# versions never expire). Only that value is accepted, so the operator cannot shorten the
-# history either; the signer writes the versions, the auditor reads them.
-path "erasure-kv/metadata/anchors/chain-head" {
-  capabilities = ["create", "read", "update"]
-  allowed_parameters = {
-    "max_versions" = ["1000000"]
-    "delete_version_after" = ["0s"]
-  }
-}
-
 # The names of per-subject keys (keyed hashes, never identifiers), listed only: `keys init`
 # refuses to create a pepper while keys named under a lost one exist (it would orphan them).
 path "erasure-kv/metadata/subjects" {
@@ -80,6 +69,9 @@ path "erasure-transit/backup/*" {
 
 # The chain-head anchor's history is evidence: no identity may delete, destroy or undelete a
 # version, or delete its metadata. A deny wins over any broader policy the identity also holds.
+path "erasure-kv/data/anchors/*" {
+  capabilities = ["deny"]
+}
 path "erasure-kv/delete/anchors/*" {
   capabilities = ["deny"]
 }

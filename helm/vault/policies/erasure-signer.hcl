@@ -1,7 +1,7 @@
 # erasure-signer: the only identity that signs completion records, used by the ledger's
-# append path alone (ERASURE_VAULT_SIGNER_* settings). It also publishes the chain head to
-# the anchor erasure-kv/anchors/chain-head after each append, where the store's owner cannot
-# rewrite it. It reads no subject key, no pepper and no submission.
+# append path alone (ERASURE_VAULT_SIGNER_* settings). It also publishes the chain head after
+# each append, one secret per head under erasure-kv/anchors/chain-head/, where the store's
+# owner cannot rewrite it. It reads no subject key, no pepper and no submission.
 
 path "erasure-transit/sign/completion-records" {
   capabilities = ["update"]
@@ -10,13 +10,13 @@ path "erasure-transit/keys/completion-records" {
   capabilities = ["read"]
 }
 
-# The chain-head anchor: write new versions, read them. Every version is kept (max_versions
-# is set by `erasure keys init`, which only the operator may change).
-path "erasure-kv/data/anchors/chain-head" {
-  capabilities = ["create", "update", "read"]
+# The published heads: create one per append and read them, never write one again (no
+# `update`: a head published stays as it was published), list them.
+path "erasure-kv/data/anchors/chain-head/*" {
+  capabilities = ["create", "read"]
 }
-path "erasure-kv/metadata/anchors/chain-head" {
-  capabilities = ["read"]
+path "erasure-kv/metadata/anchors/chain-head/" {
+  capabilities = ["list"]
 }
 
 # Transit keys never leave Vault: no export, no backup, whatever else the identity holds.

@@ -51,6 +51,9 @@ path "erasure-transit/backup/*" {
 
 # The chain-head anchor's history is evidence: no identity may delete, destroy or undelete a
 # version, or delete its metadata. A deny wins over any broader policy the identity also holds.
+path "erasure-kv/data/anchors/*" {
+  capabilities = ["deny"]
+}
 path "erasure-kv/delete/anchors/*" {
   capabilities = ["deny"]
 }

@@ -6,20 +6,19 @@ found. (Which identities may write or delete there: tests/integration/test_vault
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import hvac
 import pytest
 
-from erasure.audit.anchor import ANCHOR_MAX_VERSIONS, ANCHOR_PATH, VaultAnchorBoard, anchor_of
+from erasure.audit.anchor import ANCHOR_PATH, AnchorError, VaultAnchorBoard
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import TransitSigner
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.store import open_store
 from tests.unit.audit.cli import runner
-from tests.unit.audit.support import record_request
+from tests.unit.audit.support import OTHER_SUBJECT, received_body, record_request
 from tests.unit.audit.test_anchor import cut_to
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
@@ -41,12 +40,17 @@ def ledger(
         yield ledger
 
 
-def test_each_append_is_a_kept_version(
+def key(seq: int) -> str:
+    return f"{ANCHOR_PATH}/{seq:012d}"
+
+
+def test_each_append_publishes_one_secret_written_once(
     ledger: RecordLedger, vault: hvac.Client, kv_mount: str
 ) -> None:
-    meta = vault.secrets.kv.v2.read_secret_metadata(path=ANCHOR_PATH, mount_point=kv_mount)
-    assert meta["data"]["max_versions"] == ANCHOR_MAX_VERSIONS
-    assert meta["data"]["current_version"] == 8
+    listed = vault.secrets.kv.v2.list_secrets(path=ANCHOR_PATH, mount_point=kv_mount)
+    assert listed["data"]["keys"] == [f"{seq:012d}" for seq in range(1, 9)]
+    meta = vault.secrets.kv.v2.read_secret_metadata(path=key(8), mount_point=kv_mount)
+    assert meta["data"]["current_version"] == 1
     report = ledger.verify()
     assert report.ok, report.summary()
     assert report.summary().endswith(
@@ -54,64 +58,57 @@ def test_each_append_is_a_kept_version(
     )
 
 
-def test_a_cut_and_re_anchored_chain_is_caught(
-    ledger: RecordLedger, db_path: Path, vault: hvac.Client, kv_mount: str
+def test_a_cut_and_re_signed_chain_is_caught(
+    ledger: RecordLedger,
+    db_path: Path,
+    transit_signer: TransitSigner,
+    anchor_board: VaultAnchorBoard,
 ) -> None:
     tamper = sqlite3.connect(db_path, isolation_level=None)
     try:
         cut_to(tamper, 4)
     finally:
         tamper.close()
-    fourth = ledger.list()[-1]
-    # An identity that may write the anchor re-publishes seq 4; the history keeps seq 8.
-    rewound = anchor_of(4, fourth.record_hash, fourth.signature, fourth.signing_key_version)
-    vault.secrets.kv.v2.create_or_update_secret(
-        path=ANCHOR_PATH, mount_point=kv_mount, secret=rewound.model_dump(mode="json")
-    )
+    with open_store(f"sqlite:///{db_path}") as store:
+        forger = RecordLedger(store, transit_signer, anchor_board)
+        with pytest.raises(AnchorError, match=r"seq 5 was published at .* as another record"):
+            forger.append("REQ-2026-000F", OTHER_SUBJECT, "received", received_body())
     report = ledger.verify()
     assert not report.ok
     details = " | ".join(p.detail for p in report.problems)
-    assert "rewinds the head from seq 8 to 4" in details
-    assert "no longer in the store" in details
+    assert "the record there now differs" in details and "no longer in the store" in details
 
 
-@pytest.mark.parametrize("how", ["delete", "destroy", "prune"])
-def test_a_removed_version_is_caught(
+@pytest.mark.parametrize("how", ["delete", "destroy", "rewrite", "prune"])
+def test_a_removed_or_rewritten_head_is_caught(
     ledger: RecordLedger, vault: hvac.Client, kv_mount: str, how: str
 ) -> None:
     kv = vault.secrets.kv.v2
+    head = ledger.anchor_history().anchors[-1].model_dump(mode="json")  # type: ignore[union-attr]
     if how == "delete":
-        kv.delete_secret_versions(path=ANCHOR_PATH, versions=[8], mount_point=kv_mount)
-        expected = "anchor version 8 was deleted"
+        kv.delete_secret_versions(path=key(8), versions=[1], mount_point=kv_mount)
+        expected = "the head published for seq 8 was deleted"
     elif how == "destroy":
-        kv.destroy_secret_versions(path=ANCHOR_PATH, versions=[3], mount_point=kv_mount)
-        expected = "anchor version 3 was destroyed"
+        kv.destroy_secret_versions(path=key(3), versions=[1], mount_point=kv_mount)
+        expected = "the head published for seq 3 was deleted or destroyed"
+    elif how == "rewrite":
+        kv.create_or_update_secret(path=key(8), secret=head, mount_point=kv_mount)
+        expected = "the head published for seq 8 was written 2 times"
     else:
-        history = ledger.anchor_history()
-        assert history is not None and history.newest is not None
-        kv.update_metadata(path=ANCHOR_PATH, max_versions=2, mount_point=kv_mount)
-        kv.create_or_update_secret(  # the next write prunes down to two versions
-            path=ANCHOR_PATH, mount_point=kv_mount, secret=history.newest.model_dump(mode="json")
-        )
-        expected = "anchor version 1 was pruned"
+        kv.update_metadata(path=key(8), max_versions=1, mount_point=kv_mount)
+        kv.create_or_update_secret(path=key(8), secret=head, mount_point=kv_mount)
+        expected = "the head published for seq 8 was written 2 times"
     report = ledger.verify()
     assert not report.ok
     assert expected in report.summary()
 
 
-def test_concurrent_publishers_never_move_the_head_back(
-    transit_signer: TransitSigner, vault: hvac.Client, kv_mount: str
+def test_publishing_a_head_again_is_a_no_op(
+    ledger: RecordLedger, anchor_board: VaultAnchorBoard, vault: hvac.Client, kv_mount: str
 ) -> None:
-    board = VaultAnchorBoard(vault, kv_mount)
-    record = transit_signer.sign(b"0" * 64)[0]
-    anchors = [anchor_of(seq, f"{seq:064x}", record, 1) for seq in range(1, 21)]
-    threads = [threading.Thread(target=board.publish, args=(a,)) for a in anchors]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    seqs = [a.seq for a in board.history().anchors]
-    assert seqs == sorted(seqs) and seqs[-1] == 20
+    assert ledger.anchor_head() is False  # seq 8, the same record: left as it is
+    meta = vault.secrets.kv.v2.read_secret_metadata(path=key(8), mount_point=kv_mount)
+    assert meta["data"]["current_version"] == 1
 
 
 def test_the_cli_verifies_against_the_published_heads(
@@ -140,6 +137,6 @@ def test_the_cli_verifies_against_the_published_heads(
     assert code == 1
     assert out.startswith(
         f"chain BROKEN at seq 8: seq 8 was published as the chain head at {kv_mount}/"
-        f"{ANCHOR_PATH} (version 8, "
+        f"{ANCHOR_PATH} ("
     )
     assert "no longer in the store" in out and "(1 more anchor(s) like it)" in out

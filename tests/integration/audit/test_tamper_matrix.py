@@ -19,7 +19,7 @@ from pathlib import Path
 import hvac
 import pytest
 
-from erasure.audit.anchor import ANCHOR_PATH, VaultAnchorBoard, anchor_of
+from erasure.audit.anchor import ANCHOR_PATH, AnchorError, VaultAnchorBoard, anchor_of
 from erasure.audit.canonical import canonical_json, hash_document, sha256_hex
 from erasure.audit.records import RecordLedger
 from erasure.audit.signing import TransitSigner
@@ -118,36 +118,42 @@ def append_with_another_key(w: World) -> None:
         )
 
 
-def re_sign_the_tail_and_re_anchor(w: World) -> None:
+def re_sign_the_tail(w: World) -> None:
     cut_to(w.raw(), 4)
     with open_store(f"sqlite:///{w.db}") as store:
         forger = RecordLedger(store, w.signer, w.board)
-        forger.append("REQ-2026-000F", OTHER_SUBJECT, "received", received_body("REQ-2026-000F"))
-        fifth = forger.list()[-1]
-    rewound = anchor_of(5, fifth.record_hash, fifth.signature, fifth.signing_key_version)
-    w.vault.secrets.kv.v2.create_or_update_secret(
-        path=ANCHOR_PATH, mount_point=w.kv, secret=rewound.model_dump(mode="json")
+        with pytest.raises(AnchorError):  # its head cannot be published over seq 5's
+            forger.append(
+                "REQ-2026-000F", OTHER_SUBJECT, "received", received_body("REQ-2026-000F")
+            )
+
+
+def head_key(w: World, seq: int) -> str:
+    return f"{ANCHOR_PATH}/{seq:012d}"
+
+
+def delete_the_newest_head(w: World) -> None:
+    w.vault.secrets.kv.v2.delete_secret_versions(
+        path=head_key(w, 8), versions=[1], mount_point=w.kv
     )
 
 
-def delete_the_newest_anchor(w: World) -> None:
-    w.vault.secrets.kv.v2.delete_secret_versions(path=ANCHOR_PATH, versions=[8], mount_point=w.kv)
+def destroy_a_head(w: World) -> None:
+    w.vault.secrets.kv.v2.destroy_secret_versions(
+        path=head_key(w, 2), versions=[1], mount_point=w.kv
+    )
 
 
-def destroy_an_anchor(w: World) -> None:
-    w.vault.secrets.kv.v2.destroy_secret_versions(path=ANCHOR_PATH, versions=[2], mount_point=w.kv)
-
-
-def cut_and_prune_the_anchors(w: World) -> None:
-    cut_to(w.raw(), 4)
-    kv = w.vault.secrets.kv.v2
-    kv.update_metadata(path=ANCHOR_PATH, max_versions=1, mount_point=w.kv)
-    fourth = w.ledger.list()[-1]
-    kv.create_or_update_secret(
-        path=ANCHOR_PATH,
+def cut_and_rewrite_the_heads(w: World) -> None:
+    """Cut to seq 4, re-sign seq 5, and write its head over the published one."""
+    re_sign_the_tail(w)
+    with open_store(f"sqlite:///{w.db}") as store:
+        fifth = RecordLedger(store).list()[-1]
+    w.vault.secrets.kv.v2.create_or_update_secret(
+        path=head_key(w, 5),
         mount_point=w.kv,
         secret=anchor_of(
-            4, fourth.record_hash, fourth.signature, fourth.signing_key_version
+            5, fifth.record_hash, fifth.signature, fifth.signing_key_version
         ).model_dump(mode="json"),
     )
 
@@ -164,10 +170,10 @@ ATTACKS: list[tuple[str, str, Attack]] = [
     ("wipe the store", STORE_OWNER, wipe_the_store),
     ("replace the store with an empty one", STORE_OWNER, replace_the_store),
     ("append a record signed by another key", STORE_OWNER, append_with_another_key),
-    ("cut, re-sign the tail and publish a rewound head", SIGNER, re_sign_the_tail_and_re_anchor),
-    ("delete the newest published head", VAULT_ROOT, delete_the_newest_anchor),
-    ("destroy a published head", VAULT_ROOT, destroy_an_anchor),
-    ("cut the tail and prune the published heads", VAULT_ROOT, cut_and_prune_the_anchors),
+    ("cut and re-sign the tail", SIGNER, re_sign_the_tail),
+    ("delete the newest published head", VAULT_ROOT, delete_the_newest_head),
+    ("destroy a published head", VAULT_ROOT, destroy_a_head),
+    ("cut, re-sign and write a head over the published one", VAULT_ROOT, cut_and_rewrite_the_heads),
 ]
 
 
@@ -229,8 +235,9 @@ Each attack below was played on a chain of two requests' lives (8 records, each 
 published in a real OpenBao as the ledger does), then `verify` ran as an auditor runs it,
 having kept nothing. **{caught} of {total} attacks were caught.** The store's owner can drop
 the database's guards; a holder of the signer's credentials can also sign and publish heads,
-but no shipped Vault policy lets anyone remove a published head (`tests/integration/
-test_vault_policies.py`), so the last three need Vault's root.
+but it cannot write a published head again, and no shipped Vault policy lets anyone
+remove or rewrite one (`tests/integration/test_vault_policies.py`): the last three need
+Vault's root.
 
 | attack | the attacker holds | caught | first problem |
 |---|---|---|---|

@@ -11,7 +11,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from erasure.audit.anchor import AnchorHistory, ChainAnchor
+from erasure.audit.anchor import AnchorError, AnchorHistory, ChainAnchor
 from erasure.audit.records import RecordKind, RecordLedger, RecordStatus
 from erasure.catalog import Catalog
 from erasure.errors import VaultError
@@ -67,38 +67,48 @@ class LocalSigner:
 
 
 class MemoryAnchorBoard:
-    """A versioned board in memory, answering like the Vault KV one (`VaultAnchorBoard`);
-    `remove(n)` does what no component's policy allows, to show verify notices."""
+    """Published heads in memory, one per seq, answering like `VaultAnchorBoard`; `force`
+    and `remove` do what no component's policy allows, to show verify notices."""
 
     location = "memory/anchors/chain-head"
 
     def __init__(self) -> None:
-        self.versions: list[ChainAnchor | None] = []
+        self.heads: dict[int, list[ChainAnchor | None]] = {}  # seq -> every write of it
         self.failing = False
 
     def publish(self, anchor: ChainAnchor) -> bool:
         if self.failing:
-            raise VaultError("Vault at memory is unreachable while trying to publish the anchor")
-        newest = self.history().newest
-        if newest is not None and newest.seq >= anchor.seq:
-            return False
-        self.versions.append(anchor)
+            raise VaultError("Vault at memory is unreachable while trying to publish the head")
+        written = self.heads.get(anchor.seq)
+        if written:
+            if written[-1] is not None and written[-1].record_hash == anchor.record_hash:
+                return False
+            raise AnchorError(
+                f"seq {anchor.seq} was published at {self.location} as another record"
+            )
+        self.heads[anchor.seq] = [anchor]
         return True
 
     def force(self, anchor: ChainAnchor) -> None:
-        """Publish whatever `anchor` says (an attacker holding the signer's credentials)."""
-        self.versions.append(anchor)
+        """Write a head whatever is there (Vault's root: no shipped policy allows it)."""
+        self.heads.setdefault(anchor.seq, []).append(anchor)
 
-    def remove(self, number: int) -> None:
-        self.versions[number - 1] = None
+    def remove(self, seq: int) -> None:
+        self.heads[seq].append(None)
 
     def history(self) -> AnchorHistory:
         anchors, missing = [], []
-        for number, anchor in enumerate(self.versions, start=1):
-            if anchor is None:
-                missing.append(f"anchor version {number} was destroyed")
-            else:
-                anchors.append(anchor.model_copy(update={"version": number}))
+        for seq in sorted(self.heads):
+            writes = self.heads[seq]
+            if writes[-1] is None:
+                missing.append(f"the head published for seq {seq} was destroyed")
+                continue
+            anchors.append(writes[-1].model_copy(update={"version": len(writes)}))
+            if len(writes) > 1:
+                missing.append(
+                    f"the head published for seq {seq} was written {len(writes)} times "
+                    "(a published head is written once)"
+                )
         return AnchorHistory(location=self.location, anchors=anchors, missing=missing)
 
 

@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from erasure.audit.anchor import anchor_of
+from erasure.audit.anchor import AnchorError, anchor_of
 from erasure.audit.records import RecordError, RecordLedger
 from erasure.errors import VaultError
 from erasure.store import Store
@@ -81,7 +81,7 @@ def test_a_cut_tail_with_the_head_rewound_is_caught(
     assert (report.first_problem.seq, report.first_problem.problem) == (8, "anchor")
     assert report.summary() == (
         "chain BROKEN at seq 8: seq 8 was published as the chain head at "
-        "memory/anchors/chain-head (version 8, "
+        "memory/anchors/chain-head ("
         f"{board.history().anchors[7].published_at:%Y-%m-%d %H:%M:%S} UTC), but it is no "
         "longer in the store: the chain was cut back or wiped after it (that head's "
         "signature verifies) (3 more anchor(s) like it)"
@@ -95,37 +95,45 @@ def test_a_wiped_store_is_caught(anchored: RecordLedger, tamper: sqlite3.Connect
     assert report.first_problem is not None and report.first_problem.problem == "anchor"
 
 
-def test_a_re_signed_tail_is_caught_even_when_re_anchored(
+def test_a_re_signed_tail_cannot_be_published_and_is_caught(
     anchored: RecordLedger,
     store: Store,
     signer: LocalSigner,
     board: MemoryAnchorBoard,
     tamper: sqlite3.Connection,
 ) -> None:
-    """The attacker owns the store and holds the signer: cuts REQ-B, signs another tail and
-    publishes heads for it. The published history keeps the heads it replaced."""
+    """The attacker owns the store and holds the signer: cuts REQ-B and signs another tail.
+    Its head cannot be published over the one published for that seq, and verify names the
+    record that differs from it, and every head the cut removed."""
     cut_to(tamper, 4)
     forger = RecordLedger(store, signer, board)
-    forger.append("REQ-2026-000F", OTHER_SUBJECT, "received", received_body("REQ-2026-000F"))
-    assert [a.seq for a in board.history().anchors][-1] == 8  # the board refuses to go back
-    record = forger.list()[-1]
-    board.force(anchor_of(5, record.record_hash, record.signature, record.signing_key_version))
+    with pytest.raises(AnchorError, match=r"seq 5 was published at .* as another record"):
+        forger.append("REQ-2026-000F", OTHER_SUBJECT, "received", received_body("REQ-2026-000F"))
     report = anchored.verify()
     assert not report.ok
     problems = {(p.seq, p.problem) for p in report.problems}
-    assert (5, "anchor") in problems  # seq 5 is not the record first anchored there
-    rewinds = [p for p in report.problems if "rewinds the head from seq 8 to 5" in p.detail]
-    assert len(rewinds) == 1
+    assert (5, "anchor") in problems  # seq 5 is not the record published for it
+    assert (8, "anchor") in problems  # and 6..8 are gone
 
 
-def test_a_removed_anchor_version_is_caught(
+def test_a_published_head_written_again_is_caught(
     anchored: RecordLedger, board: MemoryAnchorBoard
 ) -> None:
+    """Vault's root writes seq 8 again (no shipped policy lets anyone): a head is written
+    once, so a second write is tampering whatever it says."""
+    real = board.history().anchors[-1]
+    board.force(real)
+    report = anchored.verify()
+    assert not report.ok
+    assert "the head published for seq 8 was written 2 times" in report.summary()
+
+
+def test_a_removed_head_is_caught(anchored: RecordLedger, board: MemoryAnchorBoard) -> None:
     board.remove(8)
     report = anchored.verify()
     assert not report.ok
     assert report.summary().startswith(
-        "chain BROKEN at the published anchors: anchor version 8 was destroyed"
+        "chain BROKEN at the published anchors: the head published for seq 8 was destroyed"
     )
 
 
