@@ -124,9 +124,9 @@ class Settings(BaseSettings):
     vault_signer_role_id: str | None = None
     vault_signer_secret_id: SecretStr | None = None
     # A registered key-store kind: `transit` (default: non-exportable keys that never leave
-    # Vault, so destroying one makes every data key it wrapped unreadable), `kv` (data keys read in the clear
-    # by the worker: a shred proves the key gone from Vault, not that no copy exists), or one a
-    # plug-in adds (KEYSTORES above).
+    # Vault, so destroying one makes every data key it wrapped unreadable), `kv` (data keys
+    # read in the clear by the worker: a shred proves the key gone from Vault, not that no
+    # copy exists), or one a plug-in adds (KEYSTORES above).
     keystore_kind: str = "transit"
     # How long Vault snapshots/backups are kept: a shredded key may live on in one until then.
     vault_snapshot_retention_days: int = Field(default=30, ge=0)
