@@ -67,7 +67,7 @@ class ChainReport(BaseModel):
     verified_at: datetime
     # The heads published outside the store (erasure.audit.anchor), when they were compared.
     anchor_location: str | None = None
-    anchor_versions: int = 0
+    anchor_heads: int = 0
     anchored_seq: int | None = None
 
     def summary(self) -> str:
@@ -104,7 +104,7 @@ class ChainReport(BaseModel):
         behind = self.head_seq - self.anchored_seq
         lag = f"; seq {self.anchored_seq + 1}..{self.head_seq} not yet anchored" if behind else ""
         return (
-            f"matches the {self.anchor_versions} head(s) published at {self.anchor_location} "
+            f"matches the {self.anchor_heads} head(s) published at {self.anchor_location} "
             f"(newest seq {self.anchored_seq}){lag}"
         )
 

@@ -380,7 +380,7 @@ class RecordLedger:
         return report.model_copy(
             update={
                 "anchor_location": history.location,
-                "anchor_versions": len(history.anchors),
+                "anchor_heads": len(history.anchors),
                 "anchored_seq": None if newest is None else newest.seq,
             }
         )

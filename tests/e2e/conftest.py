@@ -138,7 +138,15 @@ class AirflowApi:
         return dict(response.json())
 
     def run(self, run_id: str) -> dict[str, Any]:
+        found = self.find_run(run_id)
+        assert found is not None, f"no run {run_id}"
+        return found
+
+    def find_run(self, run_id: str) -> dict[str, Any] | None:
+        """The erasure run `run_id`, or None when Airflow has no such run."""
         response = self._send("GET", f"/api/v2/dags/{ERASURE_DAG}/dagRuns/{run_id}")
+        if response.status_code == 404:
+            return None
         response.raise_for_status()
         return dict(response.json())
 

@@ -59,7 +59,7 @@ def test_every_append_publishes_the_head(anchored: RecordLedger, board: MemoryAn
     assert (history.anchors[-1].seq, history.anchors[-1].record_hash) == (head_seq, head_hash)
     report = anchored.verify()
     assert report.ok, report.summary()
-    assert (report.anchor_versions, report.anchored_seq) == (8, 8)
+    assert (report.anchor_heads, report.anchored_seq) == (8, 8)
     assert report.summary().endswith(
         "matches the 8 head(s) published at memory/anchors/chain-head (newest seq 8)"
     )
