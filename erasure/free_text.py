@@ -23,7 +23,6 @@ What counts as naming the subject, read the way a person could write it:
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -33,7 +32,7 @@ from erasure.catalog import Catalog
 from erasure.errors import ErasureError, SubjectError
 from erasure.matching import deobfuscated, skeleton
 from erasure.model import Identity
-from erasure.pseudonym import canonical_text, fold_case, normalise
+from erasure.pseudonym import ascii_digits, canonical_text, fold_case, normalise
 
 # What the refusal calls a match on personal data from the located rows.
 PERSONAL_DATA = "personal data (a name or address from their rows)"
@@ -84,7 +83,7 @@ def refuse_identifying_reference(
             "run ids, log paths and desk rows for years. Use the desk's own numbering (e.g. "
             "DSR-2026-0042)"
         )
-    for digits in re.findall(r"[0-9]+", _ascii_digits(canonical_text(ref))):
+    for digits in re.findall(r"[0-9]+", ascii_digits(canonical_text(ref))):
         if len(digits) >= _PHONE_DIGITS and _valid_phone(digits, catalog):
             raise NamesSubject(
                 f"request_ref holds a run of {len(digits)} digits that reads as a phone "
@@ -181,7 +180,7 @@ class _Reading:
 def _names_phone(reading: _Reading, e164: str, region: str | None) -> bool:
     """A phone number written in the text in any format or script's digits, or its digits
     within one run of digits and separators."""
-    text = _ascii_digits(canonical_text(reading.original))
+    text = ascii_digits(canonical_text(reading.original))
     for match in phonenumbers.PhoneNumberMatcher(
         text, region, leniency=phonenumbers.Leniency.POSSIBLE
     ):
@@ -243,10 +242,3 @@ def _addresses(text: str) -> Iterator[str]:
                 yield normalise("email", reading)
             except SubjectError:
                 continue
-
-
-def _ascii_digits(text: str) -> str:
-    """Every script's decimal digits as ASCII ones (Arabic-Indic, Devanagari, ...)."""
-    return "".join(
-        str(unicodedata.decimal(ch)) if not ch.isascii() and ch.isdecimal() else ch for ch in text
-    )

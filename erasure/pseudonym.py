@@ -248,7 +248,7 @@ def _e164(value: str, *, default_region: str | None) -> str:
     # extension written after it from the parser.
     text = _ANNOTATION.sub("", canonical_text(value)).strip()
     if not text.isascii():
-        text = _ascii_digits(text)  # the parser reads other scripts' digits, not in `;ext=`
+        text = ascii_digits(text)  # the parser reads other scripts' digits, not in `;ext=`
     number = _parse_phone(text, default_region)
     if number is None or _has_letters(text):
         # Letters: an annotation ("(home)", "mobile") or a vanity number ("0800-FLOWERS").
@@ -276,7 +276,7 @@ def _e164(value: str, *, default_region: str | None) -> str:
     if number.extension:
         # The extension is part of the number (RFC 3966 `;ext=`): a switchboard and each
         # extension behind it are different people's numbers.
-        return f"{e164};ext={_ascii_digits(number.extension)}"
+        return f"{e164};ext={ascii_digits(number.extension)}"
     return e164
 
 
@@ -284,7 +284,7 @@ _ANNOTATION = re.compile(r"\([^()]*[^\W\d_][^()]*\)")
 _EXTENSION = re.compile(r"\bext\b|\bextension\b|;ext=|(?:\bx|#)\s*\d", re.IGNORECASE)
 
 
-def _ascii_digits(text: str) -> str:
+def ascii_digits(text: str) -> str:
     """`text` with the decimal digits of every script as ASCII digits."""
     return "".join(str(unicodedata.digit(ch)) if ch.isdecimal() else ch for ch in text)
 
