@@ -14,8 +14,6 @@ and negative (schema-breaking) data, derandomised so a run is repeatable.
 from __future__ import annotations
 
 import json
-import os
-import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,15 +23,19 @@ import pytest
 
 from erasure.intake import ensure_submissions_key
 from erasure.keys.vault import EmbeddedOpenBao, ensure_kv_v2, ensure_transit
-from erasure_airflow.api.backend import ErasureBackend
 from erasure_airflow.api.csrf import SAFE_METHODS
-from tests.integration.test_desk import STANDIN as DESK_STANDIN
+from tests.integration.airflow_app import (
+    GDPR_ERASURE_STANDIN,
+    issue_tokens,
+    plugin_client,
+    simple_auth_environment,
+    sync_dags,
+)
 
 schemathesis = pytest.importorskip("schemathesis")
 hypothesis = pytest.importorskip("hypothesis")
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGINS = Path(os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"])
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -44,25 +46,15 @@ MAX_EXAMPLES = 6  # per route, caller and mode: the file runs in about a minute 
 SHORTEST_CHECKED = 8  # shorter strings turn up in any answer by chance ("true", "2026")
 CALLERS = ["nobody", "viewer", "dpo", "lineage_key", "cross_site_cookie"]
 
-# The desk's stand-in: every module syncs `gdpr_erasure` into the one session metadata DB.
-STANDIN = DESK_STANDIN
-
 
 @pytest.fixture(scope="module")
 def env(
     airflow_db: Path, openbao: EmbeddedOpenBao, tmp_path_factory: Any
 ) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("erasure-fuzz")
-    passwords = {user: f"pw-{user}-{RUN}" for user in USERS}
-    (home / "passwords.json").write_text(json.dumps(passwords))
+    auth, passwords = simple_auth_environment(home, USERS, RUN)
     values = {
-        "AIRFLOW__CORE__AUTH_MANAGER": (
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-        ),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex * 2,
+        **auth,
         "ERASURE_STORE_URL": f"sqlite:///{home}/erasure.db",
         "ERASURE_VAULT_ADDR": openbao.address,
         "ERASURE_VAULT_TOKEN": openbao.token,
@@ -81,56 +73,18 @@ def env(
 def airflow(env: dict[str, str], openbao: EmbeddedOpenBao, tmp_path_factory: Any) -> Iterator[Any]:
     """Airflow's API server app (its auth manager, the plugin mounted), the stand-in erasure
     DAG and the desk's transit key: what the erasure app needs behind its routes."""
-    from airflow import plugins_manager, settings
-    from airflow.api_fastapi.app import create_app, purge_cached_app
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
-    from airflow.utils.session import create_session
-    from fastapi.testclient import TestClient
-
-    from erasure_airflow import api as erasure_api
-
-    def reload_plugins() -> None:
-        for cached in (
-            plugins_manager._get_plugins,
-            plugins_manager.get_fastapi_plugins,
-            plugins_manager._get_ui_plugins,
-        ):
-            cached.cache_clear()
-
-    folder = tmp_path_factory.mktemp("dags")
-    (folder / "gdpr_erasure.py").write_text(textwrap.dedent(STANDIN))
     mount = env["ERASURE_VAULT_TRANSIT_MOUNT"]
     ensure_transit(openbao.client(), mount)
     ensure_submissions_key(openbao.client(), mount)
     ensure_kv_v2(openbao.client(), env["ERASURE_VAULT_KV_MOUNT"])  # the published heads
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(settings, "PLUGINS_FOLDER", str(PLUGINS))
-        reload_plugins()
-        purge_cached_app()
-        erasure_api.app.state.erasure = ErasureBackend()
-        try:
-            with TestClient(create_app()) as client:
-                with create_session() as session:
-                    DagBundlesManager().sync_bundles_to_db(session=session)
-                bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
-                sync_bag_to_db(bag, "dags-folder", None)
-                yield client
-        finally:
-            purge_cached_app()
-            reload_plugins()
+    with plugin_client() as client:
+        sync_dags(tmp_path_factory.mktemp("dags"), {"gdpr_erasure.py": GDPR_ERASURE_STANDIN})
+        yield client
 
 
 @pytest.fixture(scope="module")
 def tokens(airflow: Any, env: dict[str, str]) -> dict[str, str]:
-    issued = {}
-    for user in USERS:
-        response = airflow.post(
-            "/auth/token", json={"username": user, "password": env[f"password:{user}"]}
-        )
-        assert response.status_code == 201, response.text
-        issued[user] = response.json()["access_token"]
-    return issued
+    return issue_tokens(airflow, {u: env[f"password:{u}"] for u in USERS})
 
 
 @pytest.fixture(scope="module")

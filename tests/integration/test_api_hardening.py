@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,11 +39,16 @@ from erasure.submission import ErasureRequest
 from erasure_airflow.api import access_log, csrf
 from erasure_airflow.api.backend import ErasureBackend
 from local.bench.load import submission
-from tests.integration.test_desk import STANDIN as DESK_STANDIN
+from tests.integration.airflow_app import (
+    GDPR_ERASURE_STANDIN,
+    issue_tokens,
+    plugin_client,
+    simple_auth_environment,
+    sync_dags,
+)
 from tests.unit.registry_support import books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGINS = Path(os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"])
 CATALOG = REPO / "erasure" / "sample" / "estate" / "catalog.yaml"
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
@@ -58,10 +62,6 @@ REF = f"HARD-{RUN}-1"  # registered: the extend and resume routes find it
 SAME_ORIGIN = {"Origin": "http://testserver"}  # TestClient's host
 ELSEWHERE = {"Origin": "https://evil.example"}
 
-# The desk's stand-in: both modules sync `gdpr_erasure` into the one session metadata DB,
-# and whichever syncs last must leave the tasks the other module's runs need.
-STANDIN = DESK_STANDIN
-
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures: Airflow's API server app with the plugin, logins, one registered request
@@ -72,16 +72,9 @@ def env(
     airflow_db: Path, openbao: EmbeddedOpenBao, tmp_path_factory: Any
 ) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("erasure-hardening")
-    passwords = {user: f"pw-{user}-{RUN}" for user in USERS}
-    (home / "passwords.json").write_text(json.dumps(passwords))
+    auth, passwords = simple_auth_environment(home, USERS, RUN)
     values = {
-        "AIRFLOW__CORE__AUTH_MANAGER": (
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-        ),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex * 2,
+        **auth,
         "ERASURE_STORE_URL": f"sqlite:///{home}/erasure.db",
         "ERASURE_VAULT_ADDR": openbao.address,
         "ERASURE_VAULT_TOKEN": openbao.token,
@@ -99,43 +92,13 @@ def env(
 @pytest.fixture(scope="module")
 def client(env: dict[str, str]) -> Iterator[Any]:
     """Airflow's API server app, built as `airflow api-server` builds it, plugin included."""
-    from airflow import plugins_manager, settings
-    from airflow.api_fastapi.app import create_app, purge_cached_app
-    from fastapi.testclient import TestClient
-
-    from erasure_airflow import api as erasure_api
-
-    def reload_plugins() -> None:
-        for cached in (
-            plugins_manager._get_plugins,
-            plugins_manager.get_fastapi_plugins,
-            plugins_manager._get_ui_plugins,
-        ):
-            cached.cache_clear()
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(settings, "PLUGINS_FOLDER", str(PLUGINS))
-        reload_plugins()
-        purge_cached_app()
-        erasure_api.app.state.erasure = ErasureBackend()
-        try:
-            with TestClient(create_app()) as client:
-                yield client
-        finally:
-            purge_cached_app()
-            reload_plugins()
+    with plugin_client() as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
 def tokens(client: Any, env: dict[str, str]) -> dict[str, str]:
-    issued = {}
-    for user in USERS:
-        response = client.post(
-            "/auth/token", json={"username": user, "password": env[f"password:{user}"]}
-        )
-        assert response.status_code == 201, response.text
-        issued[user] = response.json()["access_token"]
-    return issued
+    return issue_tokens(client, {u: env[f"password:{u}"] for u in USERS})
 
 
 @pytest.fixture(scope="module")
@@ -169,17 +132,7 @@ def desk_ready(
     client: Any, env: dict[str, str], openbao: EmbeddedOpenBao, tmp_path_factory: Any
 ) -> None:
     """The stand-in gdpr_erasure DAG in Airflow's DB and the transit key the desk seals with."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
-    from airflow.utils.session import create_session
-
-    folder = tmp_path_factory.mktemp("dags")
-    (folder / "gdpr_erasure.py").write_text(textwrap.dedent(STANDIN))
-    with create_session() as session:
-        DagBundlesManager().sync_bundles_to_db(session=session)
-    bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
-    assert not bag.import_errors, bag.import_errors
-    sync_bag_to_db(bag, "dags-folder", None)
+    sync_dags(tmp_path_factory.mktemp("dags"), {"gdpr_erasure.py": GDPR_ERASURE_STANDIN})
     mount = env["ERASURE_VAULT_TRANSIT_MOUNT"]
     ensure_transit(openbao.client(), mount)
     ensure_submissions_key(openbao.client(), mount)

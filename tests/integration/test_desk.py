@@ -34,13 +34,17 @@ from erasure.keys.pepper import PepperStore
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
 from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
-from erasure_airflow.api.backend import ErasureBackend
 from local.up.stack import AUTH_MANAGER, PASSWORDS_FILE, USERS
+from tests.integration.airflow_app import (
+    GDPR_ERASURE_STANDIN,
+    issue_tokens,
+    plugin_client,
+    sync_dags,
+)
 from tests.unit.registry_support import Books, books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
 # Empty (tests/conftest.py): Airflow loads the plugin by the erasure_airflow entry point.
-PLUGINS = Path(os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"])
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -69,28 +73,6 @@ RECEIVED_DAYS_AGO = {
 BROWSER = {"Accept": "text/html,application/xhtml+xml"}
 EXTENSION_REASON = "Complex: three systems' backups must be checked."
 PROMPT_SUBJECT = "Erasure: decide on crm.addresses"
-
-STANDIN = '''
-    """Stand-in for the erasure DAG: the desk reads its runs and task instances."""
-    from airflow.sdk import dag, task
-
-
-    @dag(dag_id="gdpr_erasure", schedule=None)
-    def gdpr_erasure():
-        @task
-        def register():
-            return "registered"
-
-        @task
-        def dpo_decides():
-            return "asked"
-
-        register() >> dpo_decides()
-
-
-    gdpr_erasure()
-'''
-
 
 EXTEND_STANDIN = '''
     """Stand-in for the extension DAG: the desk creates its runs."""
@@ -162,47 +144,14 @@ def fab_roles(env: dict[str, str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def client(env: dict[str, str], fab_roles: list[str]) -> Iterator[Any]:
-    """Airflow's API server app under FAB, plugin included."""
-    from airflow import plugins_manager, settings
-    from airflow.api_fastapi.app import create_app, purge_cached_app
-    from fastapi.testclient import TestClient
-
-    from erasure_airflow import api as erasure_api
-
-    def reload_plugins() -> None:
-        from airflow.listeners.listener import get_listener_manager
-
-        for cached in (
-            plugins_manager._get_plugins,
-            plugins_manager.get_fastapi_plugins,
-            plugins_manager._get_ui_plugins,
-            get_listener_manager,  # the plugin's listener, as the API server registers it
-        ):
-            cached.cache_clear()
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(settings, "PLUGINS_FOLDER", str(PLUGINS))
-        reload_plugins()
-        purge_cached_app()
-        erasure_api.app.state.erasure = ErasureBackend()
-        try:
-            with TestClient(create_app()) as client:
-                yield client
-        finally:
-            purge_cached_app()
-            reload_plugins()
+    """Airflow's API server app under FAB, plugin (and its listener) included."""
+    with plugin_client(listener=True) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
 def tokens(client: Any, env: dict[str, str]) -> dict[str, str]:
-    issued = {}
-    for user in USERS:
-        response = client.post(
-            "/auth/token", json={"username": user, "password": env[f"password:{user}"]}
-        )
-        assert response.status_code == 201, response.text
-        issued[user] = response.json()["access_token"]
-    return issued
+    return issue_tokens(client, {u: env[f"password:{u}"] for u in USERS})
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -228,21 +177,13 @@ def registry(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> Boo
 
 @pytest.fixture(scope="module")
 def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
-    from airflow.utils.session import create_session
-
-    folder = tmp_path_factory.mktemp("desk-dags")
-    (folder / "gdpr_erasure.py").write_text(textwrap.dedent(STANDIN))
-    (folder / "gdpr_erasure_extend.py").write_text(textwrap.dedent(EXTEND_STANDIN))
-    (folder / "erasure_reconcile.py").write_text(
-        textwrap.dedent(EXTEND_STANDIN).replace("gdpr_erasure_extend", "erasure_reconcile")
-    )
-    with create_session() as session:
-        DagBundlesManager().sync_bundles_to_db(session=session)
-    bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
-    assert not bag.import_errors, bag.import_errors
-    sync_bag_to_db(bag, "dags-folder", None)
+    extend = textwrap.dedent(EXTEND_STANDIN)
+    sources = {
+        "gdpr_erasure.py": GDPR_ERASURE_STANDIN,
+        "gdpr_erasure_extend.py": extend,
+        "erasure_reconcile.py": extend.replace("gdpr_erasure_extend", "erasure_reconcile"),
+    }
+    sync_dags(tmp_path_factory.mktemp("desk-dags"), sources)
     return "gdpr_erasure"
 
 

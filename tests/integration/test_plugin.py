@@ -14,11 +14,9 @@ import gzip
 import hashlib
 import html
 import json
-import os
 import re
 import sqlite3
 import sys
-import textwrap
 import unicodedata
 import uuid
 from collections.abc import Iterator
@@ -45,6 +43,13 @@ from erasure.store import Store, open_store
 from erasure.submission import ErasureRequest
 from erasure_airflow.api.backend import ErasureBackend
 from local.bench.load import submission as desk_submission
+from tests.integration.airflow_app import (
+    GDPR_ERASURE_STANDIN,
+    issue_tokens,
+    plugin_client,
+    simple_auth_environment,
+    sync_dags,
+)
 from tests.unit.audit.support import (
     DELETED,
     DRY,
@@ -61,7 +66,6 @@ from tests.unit.registry_support import Books, books_for, register
 
 REPO = Path(__file__).resolve().parents[2]
 # Empty (tests/conftest.py): Airflow loads the plugin by the erasure_airflow entry point.
-PLUGINS = Path(os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"])
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault]
 
@@ -99,24 +103,6 @@ ACT_ROUTES = [
 DPO_PAGES = ["/erasure/requests/new", "/erasure/desk", "/erasure/api/v1/desk"]
 TASK_ROUTES = ["/erasure/api/v1/respondents"]  # the tasks' account: who may answer prompts
 
-GDPR_ERASURE_STANDIN = '''
-    """Stand-in for the erasure DAG: the plugin only needs its id and its runs' conf."""
-    from airflow.sdk import dag, task
-
-
-    @dag(dag_id="gdpr_erasure", schedule=None)
-    def gdpr_erasure():
-        @task
-        def register():
-            return "registered"
-
-        register()
-
-
-    gdpr_erasure()
-'''
-
-
 # ---------------------------------------------------------------------------------------------
 # Fixtures
 
@@ -127,16 +113,9 @@ def env(
 ) -> Iterator[dict[str, str]]:
     """The environment of the API server: Airflow users, the store, Vault, machine keys."""
     home = tmp_path_factory.mktemp("erasure-plugin")
-    passwords = {user: f"pw-{user}-{RUN}" for user in USERS}
-    (home / "passwords.json").write_text(json.dumps(passwords))
+    auth, passwords = simple_auth_environment(home, USERS, RUN)
     values = {
-        "AIRFLOW__CORE__AUTH_MANAGER": (
-            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-        ),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex * 2,
+        **auth,
         "ERASURE_STORE_URL": f"sqlite:///{home}/erasure.db",
         "ERASURE_VAULT_ADDR": openbao.address,
         "ERASURE_VAULT_TOKEN": openbao.token,
@@ -161,45 +140,14 @@ def store(env: dict[str, str]) -> Iterator[Store]:
 @pytest.fixture(scope="module")
 def client(env: dict[str, str]) -> Iterator[Any]:
     """Airflow's API server app, built as `airflow api-server` builds it, plugin included."""
-    from airflow import plugins_manager, settings
-    from airflow.api_fastapi.app import create_app, purge_cached_app
-    from fastapi.testclient import TestClient
-
-    from erasure_airflow import api as erasure_api
-
-    def reload_plugins() -> None:
-        for cached in (
-            plugins_manager._get_plugins,
-            plugins_manager.get_fastapi_plugins,
-            plugins_manager._get_ui_plugins,
-        ):
-            cached.cache_clear()
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(settings, "PLUGINS_FOLDER", str(PLUGINS))
-        reload_plugins()
-        purge_cached_app()
-        # The app object the plugin mounts, with a backend that reads this environment.
-        erasure_api.app.state.erasure = ErasureBackend()
-        try:
-            with TestClient(create_app()) as client:
-                yield client
-        finally:
-            purge_cached_app()
-            reload_plugins()
+    with plugin_client() as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
 def tokens(client: Any, env: dict[str, str]) -> dict[str, str]:
     """A JWT per user, from Airflow's login endpoint."""
-    issued = {}
-    for user in USERS:
-        response = client.post(
-            "/auth/token", json={"username": user, "password": env[f"password:{user}"]}
-        )
-        assert response.status_code == 201, response.text
-        issued[user] = response.json()["access_token"]
-    return issued
+    return issue_tokens(client, {u: env[f"password:{u}"] for u in USERS})
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -312,17 +260,7 @@ def ledger(env: dict[str, str], store: Store, openbao: EmbeddedOpenBao) -> Recor
 @pytest.fixture(scope="module")
 def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
     """A `gdpr_erasure` DAG in Airflow's metadata DB, so runs can be triggered over REST."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
-    from airflow.utils.session import create_session
-
-    folder = tmp_path_factory.mktemp("dags")
-    (folder / "gdpr_erasure.py").write_text(textwrap.dedent(GDPR_ERASURE_STANDIN))
-    with create_session() as session:
-        DagBundlesManager().sync_bundles_to_db(session=session)
-    bag = BundleDagBag(dag_folder=folder, bundle_path=folder, bundle_name="dags-folder")
-    assert not bag.import_errors, bag.import_errors
-    sync_bag_to_db(bag, "dags-folder", None)
+    sync_dags(tmp_path_factory.mktemp("dags"), {"gdpr_erasure.py": GDPR_ERASURE_STANDIN})
     return "gdpr_erasure"
 
 
