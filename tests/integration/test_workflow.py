@@ -34,6 +34,7 @@ from tests.integration.workflow_support import (
     CONF,
     NOT_HELD,
     act,
+    act_without_dpo,
     answer,
     down_once,
     failure_callback,
@@ -626,15 +627,7 @@ def test_a_file_named_after_the_subject_never_names_her_in_plan_prompts_or_recor
     prompt = escalation_prompt(named)
     assert named in workflow.pending_escalations(svc, ref)
 
-    workflow.tombstone(svc, ref)
-    for name in workflow.items_for(plan, Action.ERASE_ROWS):
-        workflow.erase(svc, ref, name)
-    for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
-        workflow.shred(svc, ref, name)
-    for name in workflow.items_for(plan, Action.REBUILD):
-        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
-    for name in workflow.items_for(plan, Action.AGGREGATE_OK):
-        workflow.confirm_aggregate(svc, ref, name)
+    act_without_dpo(svc, ref)
     owner_erases = answer(
         "Its owner erases the person there", justification="the exports team deletes the file"
     )

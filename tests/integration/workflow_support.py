@@ -126,16 +126,7 @@ def completed_run(svc: Services, dag_id: str) -> dict[str, Any]:
 
 
 def act(svc: Services, ref: str) -> None:
-    plan = svc.plans.get(ref, 1)
-    workflow.tombstone(svc, ref)  # first: the nightly CRM sync must not bring anyone back
-    for name in workflow.items_for(plan, Action.ERASE_ROWS):
-        workflow.erase(svc, ref, name)
-    for name in workflow.items_for(plan, Action.CRYPTO_SHRED):
-        workflow.shred(svc, ref, name)
-    for name in workflow.items_for(plan, Action.REBUILD):
-        workflow.rebuild_artefact(svc, ref, name, trigger(svc))
-    for name in workflow.items_for(plan, Action.AGGREGATE_OK):
-        workflow.confirm_aggregate(svc, ref, name)
+    act_without_dpo(svc, ref)
     for item in workflow.pending_escalations(svc, ref):
         workflow.rule(svc, ref, item.dataset, ANSWERS[item.dataset.name])
 
@@ -170,6 +161,18 @@ def run_request(
     ref = str(conf["request_ref"])
     register(svc, conf, f"erasure-{ref}")
     workflow.plan_request(svc, ref)
+    act_without_dpo(svc, ref)
+    given = {**ANSWERS, "subject_search": NOT_HELD, **(answers or {})}
+    for item in workflow.pending_escalations(svc, ref):
+        workflow.rule(svc, ref, item.dataset, given[item.dataset.name])
+    workflow.verify(svc, ref)
+    return workflow.complete(svc, ref)
+
+
+def act_without_dpo(svc: Services, ref: str) -> None:
+    """The plan's actions that need no DPO, as the DAG's tasks run them: the tombstone first
+    (the nightly CRM sync must not bring anyone back), then erase, shred, rebuild and confirm
+    each aggregate."""
     plan = svc.plans.get(ref, 1)
     workflow.tombstone(svc, ref)
     for name in workflow.items_for(plan, Action.ERASE_ROWS):
@@ -180,11 +183,6 @@ def run_request(
         workflow.rebuild_artefact(svc, ref, name, trigger(svc))
     for name in workflow.items_for(plan, Action.AGGREGATE_OK):
         workflow.confirm_aggregate(svc, ref, name)
-    given = {**ANSWERS, "subject_search": NOT_HELD, **(answers or {})}
-    for item in workflow.pending_escalations(svc, ref):
-        workflow.rule(svc, ref, item.dataset, given[item.dataset.name])
-    workflow.verify(svc, ref)
-    return workflow.complete(svc, ref)
 
 
 def item_named(svc: Services, ref: str, name: str) -> DatasetRef:
