@@ -776,10 +776,12 @@ def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None
         ]
         return marked[-1].describe() if marked else None
 
-    svc.ledger.anchor_head()  # a head whose publishing failed is published by now at last
     found = find_limbo(svc.requests, run_state, now=now, forced=forced)
     for limbo in found:
         fail(svc, limbo.request_ref, limbo.reason, limbo.run_id)
+    # Last, so a Vault outage does not keep requests in limbo: a head whose publishing
+    # failed is published now at last (a failure here fails the task; its retry resumes).
+    svc.ledger.anchor_head()
     return found
 
 
