@@ -14,6 +14,7 @@ failure that a retry can mend (Vault or the store away) leaves the sealed copy f
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import secrets
@@ -31,13 +32,15 @@ from erasure.errors import RequestError, VaultError
 from erasure.keys.vault import address_of, read_transit_key, vault_errors
 from erasure.model import REQUEST_REF
 from erasure.store.database import Store, store_errors
-from erasure.store.schema import submissions
+from erasure.store.schema import sealed_notes, submissions
 from erasure.submission import ErasureRequest
 
 DESK = (
     "the erasure desk (Browse > New erasure request in Airflow, or POST /erasure/api/v1/requests)"
 )
 _HANDLE = re.compile(r"^sub-[0-9a-f]{32}$")
+# What a DPO prompt's answer holds in place of the justification she typed (sealed_notes).
+NOTE_HANDLE = re.compile(r"^note-[0-9a-f]{32}$")
 
 # The transit key the API server seals submissions with (encrypt only) and workers open;
 # `erasure keys init` creates it (erasure.provision).
@@ -120,8 +123,15 @@ class TransitSubmissionKey:
         return base64.b64decode(response["data"]["plaintext"])
 
 
+def note_binding(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """What a sealed note is bound to: the one prompt (task instance) it answers, hashed."""
+    prompt = "\x1f".join((dag_id, run_id, task_id, str(map_index)))
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
 class SubmissionBox:
-    """Sealed submissions in the erasure store, by handle."""
+    """Sealed submissions in the erasure store, by handle, and the notes (a DPO's
+    justification) sealed the same way for the one prompt they answer."""
 
     def __init__(self, store: Store, key: SubmissionKey) -> None:
         self._store = store
@@ -177,6 +187,46 @@ class SubmissionBox:
 
     def open_text(self, sealed: str) -> str:
         return self._key.open(sealed).decode("utf-8")
+
+    def seal_note(self, text: str, bound_to: str) -> str:
+        """Seal a justification typed into one prompt (`bound_to`, see note_binding) and keep
+        it; the handle the prompt's answer holds instead."""
+        handle = f"note-{secrets.token_hex(16)}"
+        sealed = self._key.seal(text.encode("utf-8"))
+        with _transaction(self._store, "keep the sealed justification") as c:
+            c.execute(
+                sealed_notes.insert().values(
+                    handle=handle, bound_to=bound_to, sealed=sealed, sealed_at=datetime.now(UTC)
+                )
+            )
+        return handle
+
+    def open_note(self, handle: str, bound_to: str) -> str:
+        """The justification behind `handle`, which must have been sealed for the prompt
+        `bound_to`; RequestError if it is not there or answers another prompt."""
+        again = "clear this dpo_decides prompt (with the tasks after it) and answer it again"
+        query = sa.select(sealed_notes.c.bound_to, sealed_notes.c.sealed).where(
+            sealed_notes.c.handle == handle
+        )
+        with _transaction(self._store, "read the sealed justification") as c:
+            row = c.execute(query).first() if NOTE_HANDLE.match(handle) else None
+        if row is None:
+            raise RequestError(
+                "the answer's justification was not sealed by the erasure plugin (it seals what "
+                "the DPO types before Airflow stores the answer), or was opened already: check "
+                f"that the plugin is loaded on every Airflow API server, then {again}"
+            )
+        if row.bound_to != bound_to:
+            raise RequestError(
+                f"the answer's justification was sealed for another prompt: no ruling; {again}"
+            )
+        return self._key.open(str(row.sealed)).decode("utf-8")
+
+    def destroy_note(self, handle: str) -> bool:
+        """Delete a sealed note (idempotent); True if there was one."""
+        with _transaction(self._store, "destroy the sealed justification") as c:
+            deleted = c.execute(sealed_notes.delete().where(sealed_notes.c.handle == handle))
+        return bool(deleted.rowcount)
 
     def held(self, request_ref: str) -> int:
         """How many sealed submissions of `request_ref` are still kept."""

@@ -55,6 +55,7 @@ from erasure.model import (
     DatasetRef,
     PlanItem,
 )
+from erasure.pseudonym import canonical_text
 from erasure.store import Store, store_errors
 from erasure.store.schema import requests, rulings
 
@@ -243,7 +244,7 @@ def ruling_problems(ruling: Ruling) -> list[str]:
     """Everything the ruling lacks or has wrong for its option (empty: it can be recorded)."""
     problems = []
     option = ruling.option
-    if not ruling.justification.strip():
+    if not canonical_text(ruling.justification):  # blank, or zero-width characters alone
         problems.append("justification: must not be empty; say why the DPO decided this")
     elif len(ruling.justification) > MAX_JUSTIFICATION:
         problems.append(

@@ -21,9 +21,12 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 3.0  # how often the triggerer asks whether a rematerialisation run ended
 
 
-def dpo_answer(hitl: dict[str, Any], author_roles: frozenset[str] | None = None) -> DpoAnswer:
-    """An Airflow HITL answer (chosen option label, params, who, when) as the domain's answer;
-    `author_roles`: the DPO roles the answering user holds (None where nothing can tell)."""
+def dpo_answer(
+    hitl: dict[str, Any], justification: str, author_roles: frozenset[str] | None = None
+) -> DpoAnswer:
+    """An Airflow HITL answer (chosen option label, params, who, when) as the domain's answer,
+    with the `justification` its sealed note held; `author_roles`: the DPO roles the answering
+    user holds (None where nothing can tell)."""
     from pydantic import ValidationError
 
     from erasure.errors import describe_invalid
@@ -40,7 +43,7 @@ def dpo_answer(hitl: dict[str, Any], author_roles: frozenset[str] | None = None)
             option=option_for_label(str(chosen[0])),
             author_id=str(user.get("id") or "unknown"),
             author_name=str(user.get("name") or user.get("id") or "unknown"),
-            justification=str(params.get("justification") or ""),
+            justification=justification,
             exemption=params.get("exemption") or None,
             scheduled_by=params.get("scheduled_by") or None,
             standing_until=params.get("standing_until") or None,
@@ -108,28 +111,41 @@ class DpoPrompt(HITLOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         from erasure import workflow
+        from erasure.intake import NOTE_HANDLE, note_binding
         from erasure_airflow.respondents import author_roles, dpo_respondents
 
         answer = dict(super().execute_complete(context, event))  # a timeout raises here
         asked = self._asked(context)
+        # The justification she typed was sealed by the plugin before Airflow stored the
+        # answer (erasure_airflow.api.answers); the answer holds the note's handle.
+        handle = str(dict(answer.get("params_input") or {}).get("justification") or "")
         with open_services() as svc:
-            earlier = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
-            if earlier is not None:  # a prompt cleared after its answer was signed
-                log.warning(
-                    "%s was ruled already (%s, signed): this answer changes nothing",
-                    asked.dataset.name,
-                    earlier.ruling.option.value,
+            try:
+                earlier = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
+                if earlier is not None:  # a prompt cleared after its answer was signed
+                    log.warning(
+                        "%s was ruled already (%s, signed): this answer changes nothing",
+                        asked.dataset.name,
+                        earlier.ruling.option.value,
+                    )
+                    return {
+                        "asked": asked.model_dump(mode="json"),
+                        "option": earlier.ruling.option.value,
+                    }
+                ti = context["ti"]
+                binding = note_binding(self.dag_id, context["run_id"], self.task_id, _index(ti))
+                reason = retried_in_place(lambda: svc.submissions.open_note(handle, binding))
+                # Asked now, not when the prompt was assigned: whoever lost the role since may
+                # not rule.
+                roles = author_roles(dpo_respondents(svc.settings), answer.get("responded_by_user"))
+                ruled = retried_in_place(
+                    lambda: workflow.rule_on(
+                        svc, asked, dpo_answer(answer, reason, roles), self.subject
+                    )
                 )
-                return {
-                    "asked": asked.model_dump(mode="json"),
-                    "option": earlier.ruling.option.value,
-                }
-            # Asked now, not when the prompt was assigned: whoever lost the role since may
-            # not rule.
-            roles = author_roles(dpo_respondents(svc.settings), answer.get("responded_by_user"))
-            ruled = retried_in_place(
-                lambda: workflow.rule_on(svc, asked, dpo_answer(answer, roles), self.subject)
-            )
+            finally:  # kept with the ruling, or refused: either way the note has served
+                if NOTE_HANDLE.match(handle):
+                    svc.submissions.destroy_note(handle)
         log.info("ruling on %s recorded: %s", asked.dataset.name, ruled.ruling.option.value)
         return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
 
@@ -145,3 +161,9 @@ class DpoPrompt(HITLOperator):
                 "answer is no ruling here"
             )
         return asked
+
+
+def _index(ti: Any) -> int:
+    """The prompt's map index (-1 unmapped)."""
+    index = getattr(ti, "map_index", -1)
+    return -1 if index is None else int(index)

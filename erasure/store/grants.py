@@ -8,11 +8,13 @@ whatever the three roles held on the store's schema, then grants
   and `suppression_list`: SELECT and INSERT only (their triggers refuse a change anyway,
   whoever asks; the grant refuses it before the trigger is reached);
 - the API server role: SELECT on every table; INSERT on `submissions` (the desk seals a
-  request) and DELETE there (a submission whose run could not be created is destroyed, never
-  kept); INSERT on `interventions` (its listener notes a run or task set by hand); the
-  lineage tables its OpenLineage endpoint writes (`lineage_events` INSERT only:
-  raw events are immutable; the projection's tables INSERT, UPDATE, DELETE, since an event
-  supersedes edges in the same transaction). No UPDATE or DELETE on anything else;
+  request) and `sealed_notes` (a prompt's justification is sealed before Airflow stores the
+  answer), and DELETE there (a submission whose run could not be created, or a note whose
+  answer Airflow refused, is destroyed, never kept); INSERT on `interventions` (its
+  listener notes a run or task set by hand); the lineage tables its OpenLineage endpoint
+  writes (`lineage_events` INSERT only: raw events are immutable; the projection's tables
+  INSERT, UPDATE, DELETE, since an event supersedes edges in the same transaction). No
+  UPDATE or DELETE on anything else;
 - the CRM ingest role: SELECT on `suppression_list` alone.
 
 No role may TRUNCATE, create or alter anything. Postgres only: SQLite has no roles.
@@ -33,6 +35,7 @@ ALEMBIC_TABLE = "alembic_version"
 RAW_LINEAGE_EVENTS = "lineage_events"
 LINEAGE_PREFIX = "lineage_"
 SUBMISSIONS = "submissions"
+SEALED_NOTES = "sealed_notes"
 INTERVENTIONS = "interventions"
 SUPPRESSION = "suppression_list"
 # What the worker only appends to: the records and tombstones (guarded by triggers too), the
@@ -70,7 +73,7 @@ def privileges(component: str, table: str) -> tuple[str, ...]:
     if component == "worker":
         return ("SELECT", "INSERT") if table in APPEND_ONLY else DML
     if component == "api":
-        if table == SUBMISSIONS:
+        if table in (SUBMISSIONS, SEALED_NOTES):
             return ("SELECT", "INSERT", "DELETE")
         if table in (RAW_LINEAGE_EVENTS, INTERVENTIONS):
             return ("SELECT", "INSERT")

@@ -101,6 +101,19 @@ submissions = sa.Table(
     comment="Submissions sealed by the erasure desk (Vault transit), until register opens them.",
 )
 
+sealed_notes = sa.Table(
+    "sealed_notes",
+    metadata,
+    sa.Column("handle", sa.String(40), primary_key=True),
+    # sha256 of the prompt the note answers (erasure.intake.note_binding): no run id in clear.
+    sa.Column("bound_to", sa.String(64), nullable=False),
+    sa.Column("sealed", sa.Text, nullable=False),
+    sa.Column("sealed_at", UtcDateTime, nullable=False),
+    sa.CheckConstraint("substr(sealed, 1, 6) = 'vault:'", name="sealed"),
+    comment="Justifications typed into a DPO prompt, sealed before Airflow stores the answer "
+    "(which holds only the handle), until the prompt's task opens and destroys them.",
+)
+
 request_secrets = sa.Table(
     "request_secrets",
     metadata,

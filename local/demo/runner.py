@@ -90,6 +90,7 @@ class PromptAnswerer:
     def __init__(self, decisions: Mapping[str, Mapping[str, Any]]) -> None:
         self.decisions = decisions
         self.answered: list[str] = []
+        self._notes: Any = None  # where justifications are sealed, as the plugin seals them
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dpo-answerer", daemon=True)
 
@@ -142,6 +143,9 @@ class PromptAnswerer:
             key: (str(choice[key]) if choice.get(key) is not None else None)
             for key in ("justification", "scheduled_by", "exemption", "standing_until")
         }
+        # What the plugin does in the API server before Airflow stores an answer: the
+        # justification is sealed for this prompt, and the answer holds the handle.
+        detail.params_input["justification"] = self.seal(detail.params_input["justification"], ti)
         detail.responded_at = datetime.now(UTC)
         detail.responded_by = dict(DEMO_DPO)
         session.flush()
@@ -149,6 +153,16 @@ class PromptAnswerer:
             TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
         )
         self.answered.append(dataset)
+
+
+    def seal(self, justification: str | None, ti: Any) -> str:
+        from erasure.intake import note_binding
+        from erasure.services import LazyServices
+
+        if self._notes is None:
+            self._notes = LazyServices().submissions()
+        binding = note_binding(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+        return str(self._notes.seal_note(justification or "", binding))
 
 
 def import_airflow_models() -> None:

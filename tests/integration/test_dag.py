@@ -20,6 +20,7 @@ from erasure.rulings import option_for_label
 from erasure.sample.embedded import open_demo
 from erasure.sample.seed import DEMO_SUBJECT
 from erasure.services import Services
+from erasure.store.schema import sealed_notes
 from erasure.workflow import items_for
 from local.demo.runner import (
     PromptAnswerer,
@@ -107,7 +108,9 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
         engine = svc.warehouse.engine("warehouse")
         stock = count(engine, "SELECT COUNT(*) FROM ops.stock_levels")
         customers = count(engine, "SELECT COUNT(*) FROM crm.customers")
-    run = run_erasure(conf(ref), load_decisions())
+    decisions = load_decisions()
+    typed = {str(d["justification"]) for d in decisions.values() if d.get("justification")}
+    run = run_erasure(conf(ref), decisions)
     assert str(run.state) == "success"
     with Services.open(settings) as svc:
         engine = svc.warehouse.engine("warehouse")
@@ -132,7 +135,13 @@ def run_and_check(settings: Any, airflow_db: Path, ref: str) -> None:
         assert shredded.evidence["keys_shredded"] == 1
         assert svc.suppression.count() == 4  # email, alternate email, customer id, phone
         assert svc.ledger.verify().ok
-    assert tables_holding(airflow_db, CANARY, DEMO_SUBJECT[1], NOTE_CANARY) == []
+        # The justifications typed reach the rulings through sealed notes, each destroyed
+        # once its prompt ruled; Airflow held only their handles.
+        rulings = svc.rulings.for_request(ref)
+        assert rulings and {r.justification for r in rulings} <= typed
+        with svc.store.engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(sealed_notes)).scalar() == 0
+    assert tables_holding(airflow_db, CANARY, DEMO_SUBJECT[1], NOTE_CANARY, *typed) == []
 
 
 def test_erasure_run_on_sqlite_completes_and_airflow_never_holds_the_identifier(

@@ -771,7 +771,16 @@ def test_another_role_cannot_answer_an_erasure_prompt(
     client: Any, tokens: dict[str, str], desk: dict[str, str]
 ) -> None:
     path = f"{RUN_PATH}/taskInstances/dpo_decides/-1/hitlDetails"
-    answer = {"chosen_options": ["Delete this row"], "params_input": {}}
+    # A whole answer, as the form sends it: refused by Airflow for the role, not at the door.
+    answer = {
+        "chosen_options": ["Delete this row"],
+        "params_input": {
+            "justification": "Shared with another customer's order.",
+            "scheduled_by": None,
+            "exemption": None,
+            "standing_until": None,
+        },
+    }
     for user in ("viewer", "user", "op", "operator", "auditor"):
         response = client.patch(path, headers=bearer(tokens[user]), json=answer)
         assert response.status_code == 403, (user, response.status_code, response.text[:200])
@@ -867,3 +876,136 @@ def test_a_run_or_task_set_by_hand_is_recorded_at_once_naming_who(
             break
         time.sleep(0.5)
     assert [r for r in started if r.startswith("forced-")], started
+
+
+# ---------------------------------------------------------------------------------------------
+# A prompt's answer: checked, and its justification sealed, before Airflow stores it
+
+ANSWERED = f"DESK-{RUN}-ANSWERED"
+JUSTIFICATION = f"Retained while the invoice dispute runs; see case file {NOTE_CANARY}."
+
+
+def _prompt_path(ref: str) -> str:
+    return (
+        f"/api/v2/dags/gdpr_erasure/dagRuns/erasure-{ref}/taskInstances/dpo_decides/-1/hitlDetails"
+    )
+
+
+def _answer(justification: Any = JUSTIFICATION, **changes: Any) -> dict[str, Any]:
+    params = {
+        "justification": justification,
+        "scheduled_by": None,
+        "exemption": "b",
+        "standing_until": None,
+    }
+    body = {"chosen_options": ["Retain under an Art. 17(3) exemption"], "params_input": params}
+    for key, value in changes.items():
+        (params if key in params or key.startswith("x_") else body)[key] = value
+    return body
+
+
+def _kept_by_airflow(ref: str) -> str:
+    """Everything Airflow's metadata DB holds about the prompt's answers: its HITL row and
+    history, and the audit log's rows of the run."""
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.hitl_history import HITLDetailHistory
+    from airflow.models.log import Log
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = session.scalars(
+            sa.select(TaskInstance).where(
+                TaskInstance.run_id == f"erasure-{ref}", TaskInstance.task_id == "dpo_decides"
+            )
+        ).one()
+        detail = session.get(HITLDetail, ti.id)
+        history = session.scalars(sa.select(HITLDetailHistory)).all()  # every earlier try
+        logs = session.scalars(sa.select(Log).where(Log.run_id == f"erasure-{ref}")).all()
+        return json.dumps(
+            {
+                "detail": [detail.chosen_options, detail.params_input, detail.responded_at],
+                "history": [[h.chosen_options, h.params_input] for h in history],
+                "log": [[row.event, row.extra] for row in logs],
+            },
+            default=str,
+        )
+
+
+def _notes_held(store: Store) -> int:
+    from erasure.store.schema import sealed_notes
+
+    with store.engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(sealed_notes)).scalar_one())
+
+
+def test_an_answer_that_does_not_fit_the_prompt_is_refused_before_airflow_keeps_any_of_it(
+    client: Any, tokens: dict[str, str], store: Store, desk: dict[str, str]
+) -> None:
+    _start_run(ANSWERED)
+    _set_task(f"erasure-{ANSWERED}", "dpo_decides", "awaiting_input", prompt=PROMPT_SUBJECT)
+    dpo = bearer(tokens["dpo"])
+    held = _notes_held(store)
+    refused = {
+        "no justification": (_answer(""), "justification: must not be empty"),
+        "blank": (_answer(" \u200b\u2060\n"), "justification: must not be empty"),
+        "a handle": (_answer("note-" + "a" * 32), "not a handle"),
+        "too long": (_answer("x" * 4001), "justification"),
+        "not text": (_answer([CANARY]), "justification"),
+        "a key named after her": (_answer(**{f"x_{CANARY}": "1"}), "<unknown field>"),
+        "her address as a date": (_answer(scheduled_by=CANARY), "scheduled_by"),
+        "her address as an exemption": (_answer(exemption=CANARY), "exemption"),
+        "her address as an option": (_answer(chosen_options=[CANARY]), "chosen_options"),
+        "two options": (
+            _answer(chosen_options=["Delete this row", "Delete this row"]),
+            "chosen_options",
+        ),
+        "no params": ({"chosen_options": ["Delete this row"]}, "params_input"),
+    }
+    for case, (body, says) in refused.items():
+        response = client.patch(_prompt_path(ANSWERED), json=body, headers=dpo)
+        assert response.status_code == 400, (case, response.status_code, response.text[:300])
+        assert says in response.json()["detail"], (case, response.text[:300])
+        assert CANARY not in response.text and NOTE_CANARY not in response.text, case
+    raw = client.patch(
+        _prompt_path(ANSWERED),
+        content=f'{{"chosen_options": ["{CANARY}"'.encode(),
+        headers={**dpo, "Content-Type": "application/json"},
+    )
+    assert raw.status_code == 400 and CANARY not in raw.text, raw.text[:300]
+    huge = client.patch(_prompt_path(ANSWERED), json=_answer("y" * 70_000), headers=dpo)
+    assert huge.status_code == 413, huge.text[:300]
+
+    kept = _kept_by_airflow(ANSWERED)
+    assert CANARY not in kept and NOTE_CANARY not in kept, kept[:500]
+    assert '"detail": [null, {}, null]' in kept  # still unanswered
+    assert _notes_held(store) == held  # nothing sealed for a refused answer
+
+
+def test_the_dpo_answers_and_airflow_keeps_only_the_handle_of_her_sealed_justification(
+    client: Any, tokens: dict[str, str], store: Store, env: dict[str, str], openbao: Any
+) -> None:
+    from erasure.intake import NOTE_HANDLE, note_binding
+
+    held = _notes_held(store)
+    # Another role's whole answer: refused by Airflow, and the note sealed for it destroyed.
+    other = client.patch(_prompt_path(ANSWERED), json=_answer(), headers=bearer(tokens["op"]))
+    assert other.status_code == 403, other.text[:300]
+    assert _notes_held(store) == held
+
+    answered = client.patch(_prompt_path(ANSWERED), json=_answer(), headers=bearer(tokens["dpo"]))
+    assert answered.status_code == 200, answered.text[:300]
+    handle = answered.json()["params_input"]["justification"]
+    assert NOTE_HANDLE.match(handle) and NOTE_CANARY not in answered.text
+    kept = _kept_by_airflow(ANSWERED)
+    assert handle in kept and NOTE_CANARY not in kept, kept[:500]
+    assert '"exemption": "b"' in kept  # what is not free text is stored as given
+
+    # The worker (which may decrypt) opens it for this prompt alone.
+    key = TransitSubmissionKey(openbao.client(), env["ERASURE_VAULT_TRANSIT_MOUNT"])
+    box = SubmissionBox(store, key)
+    prompt = note_binding("gdpr_erasure", f"erasure-{ANSWERED}", "dpo_decides", -1)
+    assert box.open_note(handle, prompt) == JUSTIFICATION
+    assert box.destroy_note(handle)
+    again = client.patch(_prompt_path(ANSWERED), json=_answer(), headers=bearer(tokens["dpo"]))
+    assert again.status_code == 409 and _notes_held(store) == held  # answered once

@@ -8,10 +8,17 @@ import pytest
 import sqlalchemy as sa
 
 from erasure.errors import RequestError
-from erasure.intake import SubmissionBox, Ticket, TransitSubmissionKey, ensure_submissions_key
+from erasure.intake import (
+    NOTE_HANDLE,
+    SubmissionBox,
+    Ticket,
+    TransitSubmissionKey,
+    ensure_submissions_key,
+    note_binding,
+)
 from erasure.keys.vault import EmbeddedOpenBao, ensure_transit
 from erasure.store import Store
-from erasure.store.schema import submissions
+from erasure.store.schema import sealed_notes, submissions
 from erasure.submission import ErasureRequest
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
@@ -85,6 +92,64 @@ def test_the_store_refuses_a_submission_in_clear(store: Store) -> None:
                 handle="sub-" + "0" * 32,
                 request_ref="DSR-CLEAR-1",
                 sealed=f'{{"identifier": "{CANARY}"}}',
+                sealed_at=datetime.now(UTC),
+            )
+        )
+
+
+JUSTIFICATION = "Retained: Zoë's invoice 7b41c2 is under dispute until the court rules."
+
+
+def notes_text(store: Store) -> str:
+    with store.engine.connect() as conn:
+        return "\n".join(str(tuple(row)) for row in conn.execute(sa.select(sealed_notes)))
+
+
+def test_a_sealed_note_opens_only_for_the_prompt_it_answers(
+    box: SubmissionBox, store: Store
+) -> None:
+    prompt = note_binding("gdpr_erasure", "erasure-DSR-SEAL-1", "dpo_decides", 2)
+    handle = box.seal_note(JUSTIFICATION, prompt)
+    assert NOTE_HANDLE.match(handle)
+    text = notes_text(store)
+    assert "vault:v1:" in text and "7b41c2" not in text and "dispute" not in text
+    assert "erasure-DSR-SEAL-1" not in text  # bound by a hash, not by the run id
+
+    # Another map index, run or task of the same DAG is another prompt.
+    for elsewhere in (
+        note_binding("gdpr_erasure", "erasure-DSR-SEAL-1", "dpo_decides", 3),
+        note_binding("gdpr_erasure", "erasure-DSR-SEAL-2", "dpo_decides", 2),
+        note_binding("gdpr_erasure", "erasure-DSR-SEAL-1", "dpo_decides_2", 2),
+    ):
+        with pytest.raises(RequestError, match="sealed for another prompt") as refused:
+            box.open_note(handle, elsewhere)
+        assert "7b41c2" not in str(refused.value)
+    assert box.open_note(handle, prompt) == JUSTIFICATION
+
+    assert box.destroy_note(handle) and not box.destroy_note(handle)
+    assert notes_text(store) == ""
+    with pytest.raises(RequestError, match="was not sealed by the erasure plugin"):
+        box.open_note(handle, prompt)
+
+
+@pytest.mark.parametrize("typed", ["", JUSTIFICATION, "note-" + "0" * 31, "NOTE-" + "a" * 32])
+def test_an_answer_that_holds_no_sealed_note_is_no_justification(
+    box: SubmissionBox, typed: str
+) -> None:
+    """Typed into Airflow past the plugin (or a handle forged): the worker refuses it."""
+    prompt = note_binding("gdpr_erasure", "erasure-DSR-SEAL-1", "dpo_decides", -1)
+    with pytest.raises(RequestError, match="not sealed by the erasure plugin") as refused:
+        box.open_note(typed, prompt)
+    assert "7b41c2" not in str(refused.value)
+
+
+def test_the_store_refuses_a_note_in_clear(store: Store) -> None:
+    with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
+        conn.execute(
+            sealed_notes.insert().values(
+                handle="note-" + "0" * 32,
+                bound_to="0" * 64,
+                sealed=JUSTIFICATION,
                 sealed_at=datetime.now(UTC),
             )
         )

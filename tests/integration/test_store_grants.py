@@ -92,7 +92,7 @@ def test_each_role_holds_only_its_share(postgres_url: str, roles: dict[str, str]
     # UPDATE only where an OpenLineage event supersedes edges; raw events are never changed.
     assert api["UPDATE"] and all(t.startswith("lineage_") for t in api["UPDATE"])
     assert "lineage_events" not in api["UPDATE"]
-    assert set(api["DELETE"]) == {"submissions", *api["UPDATE"]}
+    assert set(api["DELETE"]) == {"submissions", "sealed_notes", *api["UPDATE"]}
     assert granted[f"ingest ({roles['ingest']})"] == {
         "SELECT": ["alembic_version", "suppression_list"]
     }
