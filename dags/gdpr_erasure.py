@@ -175,7 +175,10 @@ def gdpr_erasure() -> None:
                 "",
                 type="string",
                 title="Justification",
-                description="Why this is right for this artefact. Required.",
+                description="Why this is right for this artefact. Required. Describe the "
+                "person by role or by the request, never by name or identifier: the erasure "
+                "seals what you type before Airflow stores your answer and refuses a "
+                "justification that names the subject.",
             ),
             "scheduled_by": Param(
                 None,

@@ -5,7 +5,7 @@ providers do. Airflow finds it by configuration and by entry point, never by a f
 sys.path:
 
     plugin.py        the AirflowPlugin (entry point `airflow.plugins: erasure`): the app under
-                     /erasure, the Browse menu links, the listener, the HITL resume middleware
+                     /erasure, the Browse menu links, the listener, the API-server middlewares
     api/             the FastAPI app it mounts: JSON API, the DPO's desk, the records pages
     auth.py          [core] auth_manager = erasure_airflow.auth.ErasureAuthManager
     listener.py      a run or task set to a state by hand, recorded in the API server

@@ -117,7 +117,7 @@ class DpoPrompt(HITLOperator):
         answer = dict(super().execute_complete(context, event))  # a timeout raises here
         asked = self._asked(context)
         # The justification she typed was sealed by the plugin before Airflow stored the
-        # answer (erasure_airflow.api.answers); the answer holds the note's handle.
+        # answer (erasure_airflow.api.doors); the answer holds the note's handle.
         handle = str(dict(answer.get("params_input") or {}).get("justification") or "")
         with open_services() as svc:
             try:

@@ -5,11 +5,11 @@ it from the installed package; the plugins folder holds nothing of it (a copy th
 loaded twice and the second refused). The app lives in `erasure_airflow.api`; this module only
 registers it with Airflow's API server and adds "Erasure desk", "New erasure request" and
 "Erasure records" to the UI's Browse menu (a user without the access gets the page's 403,
-saying what it needs). It also adds two API-server middlewares: one checks an answer to an
-erasure prompt and seals its justification before Airflow stores it
-(erasure_airflow.api.answers), one resumes a HITL prompt answered while its task parked
-(erasure_airflow.patches.hitl_resume says why), and the
-listener that records an erasure run or task set to a state by hand (erasure_airflow.listener).
+saying what it needs). It also adds API-server middlewares: two check what is typed into
+Airflow's own routes about an erasure run before Airflow stores it (a trigger of a desk-only
+DAG, a prompt's answer: erasure_airflow.api.doors), one resumes a HITL prompt answered while
+its task parked (erasure_airflow.patches.hitl_resume says why); and the listener that
+records an erasure run or task set to a state by hand (erasure_airflow.listener).
 Loaded, it keeps the values typed into the erasure app's URLs out of the access log
 (erasure_airflow.api.access_log).
 """
@@ -22,7 +22,7 @@ from airflow.plugins_manager import AirflowPlugin
 
 from erasure_airflow import listener as erasure_listener
 from erasure_airflow.api import access_log, app
-from erasure_airflow.api.answers import SealPromptAnswers
+from erasure_airflow.api.doors import DeskOnlyTriggers, SealPromptAnswers
 from erasure_airflow.patches.hitl_resume import ResumeAnsweredPrompts
 
 
@@ -34,6 +34,7 @@ class ErasurePlugin(AirflowPlugin):
     listeners: list[Any] = [erasure_listener]
     fastapi_apps: list[Any] = [{"app": app, "url_prefix": "/erasure", "name": "erasure"}]
     fastapi_root_middlewares: list[Any] = [
+        {"middleware": DeskOnlyTriggers, "name": "erasure: desk-only runs"},
         {"middleware": SealPromptAnswers, "name": "erasure: check and seal prompt answers"},
         {"middleware": ResumeAnsweredPrompts, "name": "erasure: resume answered prompts"},
     ]

@@ -773,3 +773,28 @@ def test_a_real_uvicorn_access_log_is_redacted(env: dict[str, str], tmp_path: Pa
     assert '"GET /erasure/api/v1/requests/{ref} HTTP/1.1" 401' in text, text[-3000:]
     assert '"GET /erasure/api/v1/records?<redacted> HTTP/1.1" 401' in text, text[-3000:]
     assert "canary" not in text
+
+
+@pytest.mark.parametrize("dag_id", ["gdpr_erasure", "gdpr_erasure_extend", "gdpr%5Ferasure"])
+def test_a_desk_only_dag_is_triggered_by_nobody_whatever_the_auth_manager(
+    client: Any, tokens: dict[str, str], dag_id: str
+) -> None:
+    """The simple auth manager lets `user` and `op` trigger any DAG: the plugin refuses a run
+    of a desk-only DAG before Airflow reads its conf, so nothing of it is logged or kept."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+
+    conf = {"request_ref": f"HAND-{RUN}", "submission": "sub-" + "0" * 32, "email": CANARY}
+    for user in USERS:
+        response = client.post(
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            json={"logical_date": None, "conf": conf},
+            headers={"Authorization": f"Bearer {tokens[user]}"},
+        )
+        assert response.status_code == 403, (user, response.text[:300])
+        assert "erasure desk" in response.text and CANARY not in response.text
+    with create_session() as session:
+        logged = [str(row.extra) for row in session.query(Log).all()]
+        confs = [str(run.conf) for run in session.query(DagRun).all()]
+    assert not [text for text in logged + confs if CANARY in text]

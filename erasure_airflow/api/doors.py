@@ -1,12 +1,13 @@
-"""API-server middleware: what a DPO types into an erasure prompt is checked, and her
-justification sealed, before Airflow stores her answer.
+"""API-server middlewares: what is typed into Airflow's own routes about an erasure run is
+checked before Airflow stores any of it.
 
-Airflow keeps a HITL answer's `params_input` in `hitl_detail`, in `hitl_detail_history` once
-the prompt is asked again, and in the audit `log` row its answer route writes before the
-route runs. A justification naming the subject would be refused by the erasure, but only
-after Airflow kept it. The API server cannot tell whether it does (only a worker may open the
-request's parked identifier and the personal data located), so this middleware, on the one
-route that answers a prompt (`PATCH .../hitlDetails`) of `gdpr_erasure`'s `dpo_decides`:
+**Prompt answers** (`SealPromptAnswers`). Airflow keeps a HITL answer's `params_input` in
+`hitl_detail`, in `hitl_detail_history` once the prompt is asked again, and in the audit `log`
+row its answer route writes before the route runs. A justification naming the subject would
+be refused by the erasure, but only after Airflow kept it. The API server cannot tell whether
+it does (only a worker may open the request's parked identifier and the personal data
+located), so on the one route that answers a prompt (`PATCH .../hitlDetails`) of
+`gdpr_erasure`'s `dpo_decides` this middleware
 
 - refuses, with 400 and nothing stored, an answer that is not what the prompt's form sends:
   one option label, and exactly the prompt's params (a date where a date goes, an exemption
@@ -19,13 +20,20 @@ route that answers a prompt (`PATCH .../hitlDetails`) of `gdpr_erasure`'s `dpo_d
 
 The prompt's task (erasure_airflow.operators.DpoPrompt) opens the note, checks that it names
 nobody (erasure.free_text), records it with the ruling and destroys it, refused or not.
-Nothing of Airflow's is patched: this is a root middleware the plugin registers.
+
+**Triggers** (`DeskOnlyTriggers`). Only the erasure desk creates `gdpr_erasure` and
+`gdpr_erasure_extend` runs (in the API server, with a sealed conf). The erasure's auth manager
+refuses anyone's trigger of them; this refuses it under any auth manager, before the body
+(a conf that may hold an identifier, or keys no param declares) is read or logged.
+
+Nothing of Airflow's is patched: these are root middlewares the plugin registers.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from datetime import date
 from typing import Any
@@ -40,12 +48,16 @@ from erasure.intake import NOTE_HANDLE, note_binding
 from erasure.pseudonym import canonical_text
 from erasure.rulings import MAX_JUSTIFICATION, OPTION_LABELS, Exemption
 from erasure_airflow.api.backend import ErasureBackend, Unavailable
+from erasure_airflow.api.desk import ERASURE_DAG_ID, EXTEND_DAG_ID
 from erasure_airflow.patches.hitl_resume import HITL_ANSWER
 
 log = logging.getLogger(__name__)
 
+# Airflow's trigger route (POST), and the DAGs whose runs only the erasure desk creates.
+DAG_RUNS = re.compile(r"/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns$")
+DESK_ONLY = frozenset({ERASURE_DAG_ID, EXTEND_DAG_ID})
 # The prompts whose answers are checked here: (dag_id, task_id).
-ERASURE_PROMPTS = frozenset({("gdpr_erasure", "dpo_decides")})
+ERASURE_PROMPTS = frozenset({(ERASURE_DAG_ID, "dpo_decides")})
 MAX_BODY = 64 * 1024  # bytes: an answer is one label, a justification and three short fields
 _LABELS = frozenset(OPTION_LABELS.values())
 
@@ -220,3 +232,25 @@ async def _read_body(receive: Any) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+class DeskOnlyTriggers:
+    """Pure ASGI middleware around Airflow's root app (registered by erasure_airflow.plugin)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        found = DAG_RUNS.search(scope.get("path", "")) if scope["type"] == "http" else None
+        if (
+            found is None
+            or scope.get("method") != "POST"
+            or unquote(found["dag_id"]) not in DESK_ONLY
+        ):
+            await self.app(scope, receive, send)
+            return
+        detail = (
+            f"runs of {unquote(found['dag_id'])} are created by the erasure desk alone (Browse > "
+            "Erasure desk): nothing of this request was read or stored"
+        )
+        await JSONResponse({"detail": detail}, 403)(scope, receive, send)
