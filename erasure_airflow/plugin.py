@@ -34,6 +34,7 @@ class ErasurePlugin(AirflowPlugin):
     listeners: list[Any] = [erasure_listener]
     fastapi_apps: list[Any] = [{"app": app, "url_prefix": "/erasure", "name": "erasure"}]
     fastapi_root_middlewares: list[Any] = [
+        {"middleware": access_log.KeepRedacting, "name": "erasure: access log redaction"},
         {"middleware": DeskOnlyTriggers, "name": "erasure: desk-only runs"},
         {"middleware": SealPromptAnswers, "name": "erasure: check and seal prompt answers"},
         {"middleware": ResumeAnsweredPrompts, "name": "erasure: resume answered prompts"},
@@ -42,7 +43,7 @@ class ErasurePlugin(AirflowPlugin):
     @classmethod
     def on_load(cls, *args: Any, **kwargs: Any) -> None:
         """Redact the erasure app's paths and query strings in the API server's access log."""
-        access_log.install(access_log.redactor_for(app.routes, _root_path()))
+        access_log.install(access_log.plugin_redactor())
 
     external_views: list[Any] = [
         {
@@ -67,12 +68,3 @@ class ErasurePlugin(AirflowPlugin):
             "url_route": "erasure-records",
         },
     ]
-
-
-def _root_path() -> str:
-    """The path of Airflow's `[api] base_url` (`/airflow` behind a proxy), else empty."""
-    from urllib.parse import urlsplit
-
-    from airflow.configuration import conf
-
-    return urlsplit(conf.get("api", "base_url", fallback="") or "").path

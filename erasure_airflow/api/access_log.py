@@ -8,19 +8,24 @@ and `query`; uvicorn's own access log is switched off), and uvicorn or gunicorn 
 (`uvicorn.access`) where an operator turns it on. For a path under the erasure app's mount
 prefix both are rewritten before they are written: the path becomes its route template
 (`/erasure/api/v1/requests/{ref}`; a path that is no route, `/erasure/<not a route>`) and a
-query string, whatever it holds, `<redacted>`. Every other path is left as it is.
+query string, whatever it holds, `<redacted>`. Every other path (Airflow's own routes) keeps
+its route, but a path segment or a query value that reads as an identifier (an email address,
+a customer number of seven digits or more, a phone number of nine once spaces and punctuation
+are left out; dates and times excepted) is `<redacted>`.
 
-`install` is called by the plugin when Airflow loads it (erasure_airflow.plugin), so it
-applies to the API server's own logging, however it was configured before.
+`install` is called by the plugin when Airflow loads it (erasure_airflow.plugin), and again
+by `KeepRedacting` (a root middleware the plugin registers) on any request that finds it
+gone: the API server configures its logging again after plugins load (under the FAB auth
+manager, seen on Airflow 3.3.2), which drops a processor installed before.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, quote, unquote
 
 import structlog
 from starlette.routing import BaseRoute
@@ -56,7 +61,7 @@ class UrlRedactor:
         """(path, query) as the log may keep them."""
         prefix = self.prefix_of(path)
         if prefix is None:
-            return path, query
+            return identifiers_redacted(path, query)
         rest = path[len(prefix) :]
         template = next((t for regex, t in self.templates if regex.fullmatch(rest)), None)
         shown = prefix + template if template is not None else f"{prefix}/{NOT_A_ROUTE}"
@@ -66,10 +71,42 @@ class UrlRedactor:
         """A path with its query (`/p?q`, as uvicorn logs it, percent-encoded), redacted."""
         raw_path, sep, query = url.partition("?")
         path = unquote(raw_path)
-        if self.prefix_of(path) is None:
-            return url
         shown, kept = self.redact(path, query if sep else "")
+        if (shown, kept) == (path, query if sep else ""):
+            return url
         return f"{shown}?{kept}" if kept else shown
+
+
+# An ISO date or time (Airflow's own filters carry them), then what reads as an identifier.
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?")
+_JOINERS = re.compile(r"[\s()\[\].+\-/_,]")
+_DIGITS = re.compile(r"\d{7,}")  # a customer or account number
+_JOINED_DIGITS = re.compile(r"\d{9,}")  # a phone number written in groups
+
+
+def identifying(value: str) -> bool:
+    """Whether `value` reads as an identifier: an email address, a run of seven digits or
+    more (any script's), or of nine once spaces and punctuation are left out (a phone number
+    in groups; a reference such as DSR-2026-0042 is not one), dates and times aside."""
+    if "@" in value:
+        return True
+    undated = _DATE_TIME.sub(" ", value)
+    return bool(_DIGITS.search(undated) or _JOINED_DIGITS.search(_JOINERS.sub("", undated)))
+
+
+def identifiers_redacted(path: str, query: str) -> tuple[str, str]:
+    """A path of another app with each segment and query value that reads as an identifier
+    replaced by REDACTED (`path` is decoded; `query` as sent)."""
+    segments = path.split("/")
+    if any(identifying(s) for s in segments):
+        path = "/".join(REDACTED if identifying(s) else s for s in segments)
+    if query and identifying(unquote(query)):
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = "&".join(
+            f"{quote(key, safe='')}={REDACTED if identifying(value) else quote(value, safe='')}"
+            for key, value in pairs
+        )
+    return path, query
 
 
 class AccessEventRedaction:
@@ -133,3 +170,33 @@ def install(redactor: UrlRedactor) -> None:
     for old in [f for f in access.filters if isinstance(f, AccessRecordRedaction)]:
         access.removeFilter(old)
     access.addFilter(AccessRecordRedaction(redactor))
+
+
+def installed() -> bool:
+    """Whether this process's structlog configuration holds the redaction."""
+    return any(isinstance(p, AccessEventRedaction) for p in structlog.get_config()["processors"])
+
+
+class KeepRedacting:
+    """Pure ASGI middleware around Airflow's root app (registered by erasure_airflow.plugin):
+    installs `redactor()` again before a request whenever the logging configuration lost it."""
+
+    def __init__(self, app: Any, redactor: Callable[[], UrlRedactor] | None = None) -> None:
+        self.app = app
+        self._redactor = redactor
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not installed():
+            install(self._redactor() if self._redactor is not None else plugin_redactor())
+        await self.app(scope, receive, send)
+
+
+def plugin_redactor() -> UrlRedactor:
+    """The redactor of the erasure app the plugin mounts, under Airflow's base URL's path."""
+    from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
+
+    from erasure_airflow.api import app
+
+    return redactor_for(app.routes, urlsplit(conf.get("api", "base_url", fallback="") or "").path)

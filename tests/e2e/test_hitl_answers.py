@@ -85,8 +85,7 @@ def _task_instances(client: httpx.Client, run_id: str) -> list[dict[str, Any]]:
 def _answer(client: httpx.Client, lock: threading.Lock, run_id: str, answer: Answer) -> None:
     time.sleep(max(0.0, answer.seen_at + answer.delay - time.monotonic()))
     response = client.patch(
-        f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/ask/{answer.map_index}"
-        "/hitlDetails",
+        f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/ask/{answer.map_index}/hitlDetails",
         json={"chosen_options": [answer.option], "params_input": {"token": answer.token}},
     )
     with lock:

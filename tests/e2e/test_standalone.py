@@ -11,18 +11,12 @@ refused; a submission the register step refuses leaves nothing behind either.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sqlite3
 import uuid
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
-import hvac
 import pytest
 import sqlalchemy as sa
 
@@ -33,6 +27,17 @@ from local.bench.load import submission as erasure_request
 from local.demo.runner import load_decisions
 from local.up.stack import Stack
 from tests.e2e.conftest import AirflowApi
+from tests.e2e.sweep import (
+    airflow_db,
+    airflow_db_file,
+    as_text,
+    dump_rows,
+    files_holding,
+    hits_in_rows,
+    secure_delete,
+    store_file,
+    vault_entries,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -179,80 +184,8 @@ def test_a_rejected_submission_says_what_to_fix_and_leaves_nothing(
 # The sweep: the identifier is nowhere the system writes
 
 
-def airflow_db(stack: Stack) -> str:
-    """Airflow's metadata DB (SQLAlchemy URL): Postgres when the local server answers."""
-    assert stack.metadata is not None
-    return stack.metadata.url
-
-
-def airflow_db_file(stack: Stack) -> Path | None:
-    """The metadata DB's file when it is SQLite."""
-    url = airflow_db(stack)
-    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
-
-
-def store_file(stack: Stack) -> Path:
-    url = stack.env["ERASURE_STORE_URL"]
-    assert url.startswith("sqlite:///"), url
-    return Path(url.removeprefix("sqlite:///"))
-
-
-def as_text(value: Any) -> str:
-    """A column value as searchable text; compressed blobs are inflated first."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        raw = bytes(value)
-        with contextlib.suppress(zlib.error):
-            raw = zlib.decompress(raw)
-        return raw.decode("utf-8", errors="replace")
-    if isinstance(value, dict | list):  # JSON columns on Postgres come back parsed
-        return json.dumps(value)
-    return "" if value is None else str(value)
-
-
-def dump_rows(database: Path | str) -> Iterator[tuple[str, str]]:
-    """(table, row as text) for every row of every table of a SQLite file or database URL."""
-    url = f"sqlite:///{database}" if isinstance(database, Path) else database
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            metadata = sa.MetaData()
-            metadata.reflect(conn)
-            for table in metadata.sorted_tables:
-                for row in conn.execute(sa.select(table)):
-                    yield table.name, " | ".join(as_text(v) for v in row)
-    finally:
-        engine.dispose()
-
-
-def hits_in_rows(path: Path | str) -> tuple[dict[str, int], list[str]]:
-    """Rows per table, and the tables/rows that hold the canary."""
-    counts: dict[str, int] = {}
-    hits = []
-    for table, row in dump_rows(path):
-        counts[table] = counts.get(table, 0) + 1
-        if holds_canary(row):
-            hits.append(f"{table}: {row[:300]}")
-    return counts, hits
-
-
-def files_holding_canary(folder: Path, *, skip: tuple[Path, ...] = ()) -> tuple[int, list[str]]:
-    """(files read, files holding the canary) under `folder`, read as raw bytes."""
-    read, hits = 0, []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p not in skip):
-        read += 1
-        if holds_canary(path.read_bytes().decode("utf-8", errors="replace")):
-            hits.append(str(path))
-    return read, hits
-
-
-def secure_delete() -> bool:
-    """Whether this SQLite overwrites deleted content (Debian builds with SECURE_DELETE)."""
-    with sqlite3.connect(":memory:") as conn:
-        return bool(conn.execute("PRAGMA secure_delete").fetchone()[0])
-
-
 def test_airflow_metadata_db_rows_do_not_hold_the_identifier(erasure: Erasure) -> None:
-    counts, hits = hits_in_rows(airflow_db(erasure.stack))
+    counts, hits = hits_in_rows(airflow_db(erasure.stack), holds_canary)
     assert not hits, "\n".join(hits)
     for table in ("dag_run", "log", "xcom", "task_instance", "hitl_detail"):
         assert counts.get(table), f"no rows in {table}: the sweep would prove nothing there"
@@ -283,13 +216,14 @@ def test_xcom_does_not_hold_the_identifier(erasure: Erasure) -> None:
 
 def test_airflow_logs_and_home_do_not_hold_the_identifier(erasure: Erasure) -> None:
     home = erasure.stack.paths.airflow_home
-    read, hits = files_holding_canary(home / "logs")
+    read, hits = files_holding(home / "logs", holds_canary)
     task_logs = list((home / "logs" / "dag_id=gdpr_erasure").rglob("*.log"))
     assert task_logs and read >= len(task_logs)
     assert not hits, hits
     # Everything else Airflow wrote in its home: the standalone output, config, passwords.
     db_files = tuple(home.glob("airflow.db*"))  # on SQLite: read row by row above
-    read, hits = files_holding_canary(home, skip=(*db_files, *home.joinpath("logs").rglob("*")))
+    skip = (*db_files, *home.joinpath("logs").rglob("*"))
+    read, hits = files_holding(home, holds_canary, skip=skip)
     assert read and not hits, hits
 
 
@@ -310,39 +244,11 @@ def test_airflow_metadata_db_files_on_disk(erasure: Erasure) -> None:
 
 def test_erasure_store_does_not_hold_the_identifier(erasure: Erasure) -> None:
     store = store_file(erasure.stack)
-    counts, hits = hits_in_rows(store)
+    counts, hits = hits_in_rows(store, holds_canary)
     assert not hits, "\n".join(hits)
     assert counts.get("requests") and counts.get("completion_records")
     for path in store.parent.glob(store.name + "*"):  # the file, and any -wal or -journal
         assert not holds_canary(path.read_bytes().decode("utf-8", errors="replace")), path
-
-
-def vault_entries(client: hvac.Client) -> tuple[set[str], list[str], list[str]]:
-    """(mounts, every key path and transit key name, every kv secret's data as text)."""
-    mounts = client.sys.list_mounted_secrets_engines()["data"]
-    paths: list[str] = []
-    values: list[str] = []
-
-    def listed(path: str) -> list[str]:
-        response = client.list(path)
-        return list((response or {}).get("data", {}).get("keys", []))
-
-    for mount, spec in mounts.items():
-        if spec["type"] == "kv":
-            v2 = str((spec.get("options") or {}).get("version")) == "2"
-            folders = [""]
-            while folders:
-                folder = folders.pop()
-                for key in listed(f"{mount}{'metadata/' if v2 else ''}{folder}"):
-                    if key.endswith("/"):
-                        folders.append(folder + key)
-                        continue
-                    paths.append(f"{mount}{folder}{key}")
-                    secret = client.read(f"{mount}{'data/' if v2 else ''}{folder}{key}")
-                    values.append(str((secret or {}).get("data")))
-        elif spec["type"] == "transit":
-            paths += [f"{mount}keys/{key}" for key in listed(f"{mount}keys")]
-    return set(mounts), paths, values
 
 
 def test_vault_paths_and_secrets_do_not_hold_the_identifier(erasure: Erasure) -> None:

@@ -20,9 +20,9 @@ KEPT_RUN_FACETS = frozenset({"parent", "nominalTime", "processing_engine"})
 # free-text `documentation` and the whole `sourceCode` are not kept.
 KEPT_JOB_FACETS = frozenset({"sql", "jobType", "sourceCodeLocation"})
 # Dataset facets: the ones lineage reads (`columnLineage`, `schema` for the columns a
-# dataset-wide link reaches) and `symlinks` (the other names a dataset is known by). Data
-# quality metrics, column statistics, ownership, storage, custom facets and a dataset
-# entry's `inputFacets`/`outputFacets` are not kept.
+# dataset-wide link reaches) and `symlinks` (the other names a dataset is known by), without
+# their free text (descriptions). Data quality metrics, column statistics, ownership,
+# storage, custom facets and a dataset entry's `inputFacets`/`outputFacets` are not kept.
 KEPT_DATASET_FACETS = frozenset({"schema", "columnLineage", "symlinks"})
 _DATASET_KEYS = frozenset({"namespace", "name", "facets"})
 
@@ -63,21 +63,91 @@ def _trimmed(value: Mapping[str, Any], kept: frozenset[str]) -> Mapping[str, Any
 
 
 def _dataset(entry: Any) -> Any:
-    """A dataset entry with its identity and the kept facets only."""
+    """A dataset entry with its identity and the kept facets only, each without free text."""
     if not isinstance(entry, Mapping):
         return entry  # validation says what is wrong with it
     facets = entry.get("facets")
-    extra = not _DATASET_KEYS.issuperset(entry)
-    if not extra and (not isinstance(facets, Mapping) or KEPT_DATASET_FACETS.issuperset(facets)):
+    trimmed = (
+        {n: _FACET_CONTENT[n](f) for n, f in facets.items() if n in KEPT_DATASET_FACETS}
+        if isinstance(facets, Mapping)
+        else facets
+    )
+    if _DATASET_KEYS.issuperset(entry) and trimmed == facets:
         return entry
     kept = {key: item for key, item in entry.items() if key in _DATASET_KEYS}
-    if isinstance(facets, Mapping):
-        trimmed = {n: f for n, f in facets.items() if n in KEPT_DATASET_FACETS}
-        if trimmed:
-            kept["facets"] = trimmed
-        else:
-            del kept["facets"]
+    if trimmed:
+        kept["facets"] = trimmed
+    else:
+        kept.pop("facets", None)
     return kept
+
+
+# What of each kept dataset facet is kept: its structure, never its free text (a column's
+# `description`, a transformation's `description`; a legacy `transformationDescription` is
+# kept as NOT_KEPT, since its presence says the column was transformed). What is not of the
+# expected shape is left for validation to refuse.
+_FACET_KEYS = ("_producer", "_schemaURL", "_deleted")
+NOT_KEPT = "<free text not kept>"
+
+
+def _only(value: Any, keys: tuple[str, ...]) -> Any:
+    return {k: value[k] for k in keys if k in value} if isinstance(value, Mapping) else value
+
+
+def _schema_field(field: Any) -> Any:
+    kept = _only(field, ("name", "type", "fields"))
+    if isinstance(kept, dict) and isinstance(kept.get("fields"), list):
+        kept["fields"] = [_schema_field(f) for f in kept["fields"]]
+    return kept
+
+
+def _schema(facet: Any) -> Any:
+    kept = _only(facet, (*_FACET_KEYS, "fields"))
+    if isinstance(kept, dict) and isinstance(kept.get("fields"), list):
+        kept["fields"] = [_schema_field(f) for f in kept["fields"]]
+    return kept
+
+
+def _input_field(field: Any) -> Any:
+    kept = _only(field, ("namespace", "name", "field", "transformations"))
+    if isinstance(kept, dict) and isinstance(kept.get("transformations"), list):
+        kept["transformations"] = [
+            _only(t, ("type", "subtype", "masking")) for t in kept["transformations"]
+        ]
+    return kept
+
+
+def _inputs_of(value: Any) -> Any:
+    kept = _only(value, ("inputFields", "transformationType"))
+    if isinstance(kept, dict):
+        if isinstance(kept.get("inputFields"), list):
+            kept["inputFields"] = [_input_field(f) for f in kept["inputFields"]]
+        described = value.get("transformationDescription")
+        if described is not None:  # a legacy facet's "some transformation": that it was said
+            kept["transformationDescription"] = (
+                NOT_KEPT if isinstance(described, str) and described.strip() else described
+            )
+    return kept
+
+
+def _column_lineage(facet: Any) -> Any:
+    kept = _only(facet, (*_FACET_KEYS, "fields", "dataset"))
+    if isinstance(kept, dict):
+        if isinstance(kept.get("fields"), Mapping):
+            kept["fields"] = {col: _inputs_of(v) for col, v in kept["fields"].items()}
+        if isinstance(kept.get("dataset"), list):
+            kept["dataset"] = [_input_field(f) for f in kept["dataset"]]
+    return kept
+
+
+def _symlinks(facet: Any) -> Any:
+    kept = _only(facet, (*_FACET_KEYS, "identifiers"))
+    if isinstance(kept, dict) and isinstance(kept.get("identifiers"), list):
+        kept["identifiers"] = [_only(i, ("namespace", "name", "type")) for i in kept["identifiers"]]
+    return kept
+
+
+_FACET_CONTENT = {"schema": _schema, "columnLineage": _column_lineage, "symlinks": _symlinks}
 
 
 def kept_sql_facet(facet: Any) -> Any:

@@ -77,10 +77,10 @@ def _event(**extra: Any) -> dict[str, Any]:
     return {
         "eventType": "COMPLETE",
         "eventTime": "2026-11-01T02:00:00Z",
-        "run": {"runId": "r1", "facets": {"nominalTime": {"nominalStartTime": "x"}}},
-        "job": {"namespace": "airflow", "name": "zoë.job"},
         # In a kept facet: the values are hashed, not dropped (kept_facets).
-        "outputs": [{"namespace": "pg", "name": "t", "facets": {"schema": {"rows": 3, **extra}}}],
+        "run": {"runId": "r1", "facets": {"nominalTime": {"nominalStartTime": "x", **extra}}},
+        "job": {"namespace": "airflow", "name": "zoë.job"},
+        "outputs": [{"namespace": "pg", "name": "t", "facets": {"schema": {"fields": []}}}],
     }
 
 

@@ -377,8 +377,16 @@ def _with_dataset_facets(e: dict[str, Any]) -> dict[str, Any]:
     }
     e["inputs"][0]["inputFacets"] = {"dataQualityMetrics": measured}
     output = e["outputs"][0]
+    # The facets lineage keeps, each with the free text the spec allows in it.
+    e["inputs"][0]["facets"]["symlinks"]["identifiers"][0]["description"] = CANARY
+    for column in output["facets"]["columnLineage"]["fields"].values():
+        column["transformationDescription"] = f"drops {CANARY}"
+        for source in column["inputFields"]:
+            source["transformations"] = [
+                {"type": "DIRECT", "subtype": "IDENTITY", "description": CANARY, "masking": False}
+            ]
     output["facets"] |= {
-        "schema": {"fields": [{"name": "ltv", "type": "numeric"}]},
+        "schema": {"fields": [{"name": "ltv", "type": "numeric", "description": CANARY}]},
         "ownership": {"owners": [{"name": f"user:{CANARY}"}]},
         "columnMetrics": measured,
         "acme_sample_rows": {"rows": [[CANARY, 42]]},
