@@ -222,11 +222,25 @@ class SubmissionBox:
             )
         return self._key.open(str(row.sealed)).decode("utf-8")
 
-    def destroy_note(self, handle: str) -> bool:
-        """Delete a sealed note (idempotent); True if there was one."""
+    def destroy_note(self, handle: str, bound_to: str) -> bool:
+        """Delete a sealed note of the prompt `bound_to` (idempotent; never another prompt's);
+        True if there was one."""
         with _transaction(self._store, "destroy the sealed justification") as c:
-            deleted = c.execute(sealed_notes.delete().where(sealed_notes.c.handle == handle))
+            deleted = c.execute(
+                sealed_notes.delete().where(
+                    sealed_notes.c.handle == handle, sealed_notes.c.bound_to == bound_to
+                )
+            )
         return bool(deleted.rowcount)
+
+    def purge_notes(self, sealed_before: datetime) -> int:
+        """Delete the notes sealed before `sealed_before` (a prompt cleared or failed before its
+        task opened its note); how many."""
+        with _transaction(self._store, "purge old sealed justifications") as c:
+            deleted = c.execute(
+                sealed_notes.delete().where(sealed_notes.c.sealed_at < sealed_before)
+            )
+        return int(deleted.rowcount)
 
     def held(self, request_ref: str) -> int:
         """How many sealed submissions of `request_ref` are still kept."""

@@ -763,9 +763,15 @@ def fail(svc: Services, ref: str, reason: str, run_id: str) -> None:
     )
 
 
+# How long a sealed justification waits for its prompt's task (which opens it within
+# seconds of the answer); the reconciler then purges it.
+NOTE_LIFETIME = timedelta(days=7)
+
+
 def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None) -> list[Limbo]:
     """Record failed every open request whose run is gone or ended without closing it (the
-    parked identifier kept: clearing or restarting the run resumes it); those it found."""
+    parked identifier kept: clearing or restarting the run resumes it); those it found. Purge
+    the sealed justifications older than NOTE_LIFETIME."""
 
     def forced(record: RegisteredRequest) -> str | None:
         """The last time a person set the request's run's state by hand, described."""
@@ -779,6 +785,8 @@ def reconcile(svc: Services, run_state: RunState, *, now: datetime | None = None
     found = find_limbo(svc.requests, run_state, now=now, forced=forced)
     for limbo in found:
         fail(svc, limbo.request_ref, limbo.reason, limbo.run_id)
+    # A justification sealed for a prompt whose task never opened it (cleared, failed first).
+    svc.submissions.purge_notes((now or datetime.now(UTC)) - NOTE_LIFETIME)
     # Last, so a Vault outage does not keep requests in limbo: a head whose publishing
     # failed is published now at last (a failure here fails the task; its retry resumes).
     svc.ledger.anchor_head()

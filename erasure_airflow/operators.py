@@ -111,7 +111,7 @@ class DpoPrompt(HITLOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         from erasure import workflow
-        from erasure.intake import NOTE_HANDLE, note_binding
+        from erasure.intake import note_binding
         from erasure_airflow.respondents import author_roles, dpo_respondents
 
         answer = dict(super().execute_complete(context, event))  # a timeout raises here
@@ -119,6 +119,8 @@ class DpoPrompt(HITLOperator):
         # The justification she typed was sealed by the plugin before Airflow stored the
         # answer (erasure_airflow.api.doors); the answer holds the note's handle.
         handle = str(dict(answer.get("params_input") or {}).get("justification") or "")
+        ti = context["ti"]
+        binding = note_binding(self.dag_id, context["run_id"], self.task_id, _index(ti))
         with open_services() as svc:
             try:
                 earlier = workflow.ruling_on_record(svc, asked.request_ref, asked.dataset)
@@ -132,8 +134,6 @@ class DpoPrompt(HITLOperator):
                         "asked": asked.model_dump(mode="json"),
                         "option": earlier.ruling.option.value,
                     }
-                ti = context["ti"]
-                binding = note_binding(self.dag_id, context["run_id"], self.task_id, _index(ti))
                 reason = retried_in_place(lambda: svc.submissions.open_note(handle, binding))
                 # Asked now, not when the prompt was assigned: whoever lost the role since may
                 # not rule.
@@ -144,8 +144,7 @@ class DpoPrompt(HITLOperator):
                     )
                 )
             finally:  # kept with the ruling, or refused: either way the note has served
-                if NOTE_HANDLE.match(handle):
-                    svc.submissions.destroy_note(handle)
+                _destroy_note(svc, handle, binding)
         log.info("ruling on %s recorded: %s", asked.dataset.name, ruled.ruling.option.value)
         return {"asked": asked.model_dump(mode="json"), "option": ruled.ruling.option.value}
 
@@ -167,3 +166,19 @@ def _index(ti: Any) -> int:
     """The prompt's map index (-1 unmapped)."""
     index = getattr(ti, "map_index", -1)
     return -1 if index is None else int(index)
+
+
+def _destroy_note(svc: Any, handle: str, binding: str) -> None:
+    """The prompt's note destroyed; a failure is logged, not raised (the ruling stands, and
+    the daily reconciler purges what is left)."""
+    from erasure.errors import ErasureError
+    from erasure.intake import NOTE_HANDLE
+
+    if not NOTE_HANDLE.match(handle):
+        return
+    try:
+        retried_in_place(lambda: svc.submissions.destroy_note(handle, binding))
+    except ErasureError as exc:
+        log.warning(
+            "the answer's sealed note %s is still kept (%s): the reconciler purges it", handle, exc
+        )

@@ -108,8 +108,8 @@ def upgrade(store: Store, revision: str = "head") -> None:
 
     try:
         # Alembic's `context` is module state: one migration per process at a time. Across
-        # processes, env.py takes a Postgres advisory lock.
-        with _ALEMBIC_LOCK, store.engine.begin() as conn:
+        # processes, env.py takes a Postgres advisory lock, and a SQLite file is locked here.
+        with _ALEMBIC_LOCK, _sqlite_file_lock(store), store.engine.begin() as conn:
             config = alembic_config()
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
@@ -122,6 +122,22 @@ def upgrade(store: Store, revision: str = "head") -> None:
             f"cannot migrate the erasure store at {store.url} to {revision} ({exc}); a newer "
             "version of erasure may have migrated it: run that version"
         ) from None
+
+
+@contextmanager
+def _sqlite_file_lock(store: Store) -> Iterator[None]:
+    """An exclusive lock, across processes, beside a SQLite store's file (`<file>.migrating`):
+    processes that open a new store at once (`make up`'s scheduler, API server and triggerer)
+    migrate it in turn, the later ones finding it migrated. Nothing for another database."""
+    database = store.engine.url.database if store.dialect == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    import fcntl
+
+    with open(f"{database}.migrating", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 @cache

@@ -11,7 +11,7 @@ prefix both are rewritten before they are written: the path becomes its route te
 query string, whatever it holds, `<redacted>`. Every other path (Airflow's own routes) keeps
 its route, but a path segment or a query value that reads as an identifier (an email address,
 a customer number of seven digits or more, a phone number of nine once spaces and punctuation
-are left out; dates and times excepted) is `<redacted>`.
+are left out; dates, times and UUIDs excepted) is `<redacted>`.
 
 `install` is called by the plugin when Airflow loads it (erasure_airflow.plugin), and again
 by `KeepRedacting` (a root middleware the plugin registers) on any request that finds it
@@ -77,8 +77,14 @@ class UrlRedactor:
         return f"{shown}?{kept}" if kept else shown
 
 
-# An ISO date or time (Airflow's own filters carry them), then what reads as an identifier.
-_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?")
+# What is not an identifier although it holds digits: an ISO date or time (Airflow's own
+# filters), a compact timestamp (`extend-<ref>-20261203T140501123456` run ids), a UUID (task
+# instance ids on the execution API).
+_NOT_IDENTIFYING = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?"
+    r"|\d{8}T\d{6,12}"
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 _JOINERS = re.compile(r"[\s()\[\].+\-/_,]")
 _DIGITS = re.compile(r"\d{7,}")  # a customer or account number
 _JOINED_DIGITS = re.compile(r"\d{9,}")  # a phone number written in groups
@@ -88,9 +94,9 @@ def identifying(value: str) -> bool:
     """Whether `value` reads as an identifier: an email address, a run of seven digits or
     more (any script's), or of nine once spaces and punctuation are left out (a phone number
     in groups; a reference such as DSR-2026-0042 is not one), dates and times aside."""
-    if "@" in value:
+    if "@" in value or "%40" in value.lower():  # decoded once, an address encoded twice
         return True
-    undated = _DATE_TIME.sub(" ", value)
+    undated = _NOT_IDENTIFYING.sub(" ", value)
     return bool(_DIGITS.search(undated) or _JOINED_DIGITS.search(_JOINERS.sub("", undated)))
 
 

@@ -37,7 +37,6 @@ import re
 from collections.abc import Callable
 from datetime import date
 from typing import Any
-from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.concurrency import run_in_threadpool
@@ -49,15 +48,22 @@ from erasure.pseudonym import canonical_text
 from erasure.rulings import MAX_JUSTIFICATION, OPTION_LABELS, Exemption
 from erasure_airflow.api.backend import ErasureBackend, Unavailable
 from erasure_airflow.api.desk import ERASURE_DAG_ID, EXTEND_DAG_ID
-from erasure_airflow.patches.hitl_resume import HITL_ANSWER
 
 log = logging.getLogger(__name__)
 
-# Airflow's trigger route (POST), and the DAGs whose runs only the erasure desk creates.
-DAG_RUNS = re.compile(r"/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns$")
+# The DAGs whose runs only the erasure desk creates, and Airflow's routes that would create
+# one (a trigger, a backfill) or keep free text about one (a run's or task's note).
 DESK_ONLY = frozenset({ERASURE_DAG_ID, EXTEND_DAG_ID})
-# The prompts whose answers are checked here: (dag_id, task_id).
-ERASURE_PROMPTS = frozenset({(ERASURE_DAG_ID, "dpo_decides")})
+DAG_ROUTE = re.compile(r"/api/v2/dags/(?P<dag_id>[^/]+)(?P<rest>/.*)?$")
+BACKFILLS = re.compile(r"/api/v2/backfills(?:/dry_run)?/?$")
+# Airflow's HITL answer route, any map index spelling; the prompts answered through it.
+HITL_PATH = re.compile(
+    r"/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns/(?P<run_id>[^/]+)/taskInstances/"
+    r"(?P<task_id>[^/]+)/(?P<map_index>[^/]+)/hitlDetails/?$"
+)
+PROMPT_DAGS = frozenset({ERASURE_DAG_ID})
+PROMPT_TASKS = frozenset({"dpo_decides"})
+MAP_INDEX = re.compile(r"-1|0|[1-9][0-9]*")
 MAX_BODY = 64 * 1024  # bytes: an answer is one label, a justification and three short fields
 _LABELS = frozenset(OPTION_LABELS.values())
 
@@ -132,51 +138,40 @@ class SealPromptAnswers:
         self._backend = backend
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        found = HITL_ANSWER.search(scope.get("path", "")) if scope["type"] == "http" else None
-        if found is None or scope.get("method") != "PATCH":
+        found = HITL_PATH.search(scope.get("path", "")) if scope["type"] == "http" else None
+        if found is None or found["dag_id"] not in PROMPT_DAGS or scope.get("method") != "PATCH":
             await self.app(scope, receive, send)
             return
-        prompt = {k: unquote(v) for k, v in found.groupdict().items()}
-        if (prompt["dag_id"], prompt["task_id"]) not in ERASURE_PROMPTS:
-            await self.app(scope, receive, send)
-            return
-        body = await _read_body(receive)
         try:
+            binding = _binding(scope, found)
+            body = await _read_body(receive)
             if body is None:
                 raise Refused(f"the answer is larger than {MAX_BODY:,} bytes", 413)
-            binding = note_binding(
-                prompt["dag_id"], prompt["run_id"], prompt["task_id"], int(prompt["map_index"])
-            )
             sealed, handle = await run_in_threadpool(self._seal, body, binding)
         except Refused as exc:
             await JSONResponse({"detail": str(exc)}, exc.status)(scope, receive, send)
             return
         except (Unavailable, StoreError, VaultError, ConfigError) as exc:
             log.warning("a DPO's answer could not be sealed: %s", exc)
-            detail = f"the erasure cannot seal the justification now ({exc}); answer again shortly"
+            detail = (
+                "the erasure cannot seal the justification now (Vault or the erasure store is "
+                "not reachable from the API server: its log says which); answer again shortly"
+            )
             await JSONResponse({"detail": detail}, status_code=503)(scope, receive, send)
             return
 
         status: list[int] = []
-
-        async def replay() -> dict[str, Any]:
-            if not status:
-                status.append(0)  # the body is read once
-                return {"type": "http.request", "body": sealed, "more_body": False}
-            return dict(await receive())
 
         async def watched(message: Any) -> None:
             if message["type"] == "http.response.start":
                 status[:] = [int(message["status"])]
             await send(message)
 
-        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
-        headers.append((b"content-length", str(len(sealed)).encode("ascii")))
         try:
-            await self.app({**scope, "headers": headers}, replay, watched)
+            await self.app(*_with_body(scope, receive, sealed), watched)
         finally:
             if status != [200]:  # Airflow did not take the answer: the note goes with it
-                await run_in_threadpool(self._destroy, handle)
+                await run_in_threadpool(self._destroy, handle, binding)
 
     def _seal(self, body: bytes, binding: str) -> tuple[bytes, str]:
         """The answer with its justification replaced by a sealed note's handle."""
@@ -199,11 +194,55 @@ class SealPromptAnswers:
         }
         return json.dumps(sealed).encode("utf-8"), handle
 
-    def _destroy(self, handle: str) -> None:
+    def _destroy(self, handle: str, binding: str) -> None:
         try:
-            self._backend().submissions().destroy_note(handle)
-        except (Unavailable, StoreError) as exc:  # the prompt's task never opens it
+            self._backend().submissions().destroy_note(handle, binding)
+        except (Unavailable, StoreError) as exc:  # the daily reconciler sweeps it
             log.error("a refused answer's sealed note %s is still kept: %s", handle, exc)
+
+
+def _binding(scope: Any, found: re.Match[str]) -> str:
+    """The prompt a PATCH answers, as a note is bound to it; Refused for any other shape of
+    the route than the one the form uses (Airflow reads `-1.0`, `+0` or `1_0` as an index,
+    and logs a query string whole)."""
+    if found["task_id"] not in PROMPT_TASKS or not MAP_INDEX.fullmatch(found["map_index"]):
+        raise Refused(
+            "an erasure prompt is answered at .../taskInstances/dpo_decides/<map index>/"
+            "hitlDetails (the map index as Airflow shows it): nothing of this was stored"
+        )
+    if scope.get("query_string"):
+        raise Refused("an answer takes no query string: nothing of this was stored")
+    if not _has_credentials(scope):
+        raise Refused("log in first: nothing of this was stored", 401)
+    # `path` is decoded already: the run id as Airflow reads it, as the worker binds it.
+    return note_binding(found["dag_id"], found["run_id"], found["task_id"], int(found["map_index"]))
+
+
+def _has_credentials(scope: Any) -> bool:
+    """Whether the request carries a Bearer token or the UI's cookie (Airflow checks which)."""
+    for name, value in scope.get("headers", []):
+        if name == b"authorization" and value.lower().startswith(b"bearer "):
+            return True
+        if name == b"cookie" and b"_token=" in value:
+            return True
+    return False
+
+
+def _with_body(scope: Any, receive: Any, body: bytes) -> tuple[Any, Any]:
+    """`scope` and a `receive` that hand the app `body` (read already) once, then pass on
+    what the client sends next (a disconnect)."""
+    given = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return dict(await receive())
+
+    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
+    headers.append((b"content-length", str(len(body)).encode("ascii")))
+    return {**scope, "headers": headers}, replay
 
 
 def _problems(exc: ValidationError) -> str:
@@ -235,22 +274,87 @@ async def _read_body(receive: Any) -> bytes | None:
 
 
 class DeskOnlyTriggers:
-    """Pure ASGI middleware around Airflow's root app (registered by erasure_airflow.plugin)."""
+    """Pure ASGI middleware around Airflow's root app (registered by erasure_airflow.plugin):
+    no run of a desk-only DAG is triggered or backfilled, and no note is written on one, over
+    Airflow's API, whoever asks; refused before Airflow reads (and logs) the body."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        found = DAG_RUNS.search(scope.get("path", "")) if scope["type"] == "http" else None
-        if (
-            found is None
-            or scope.get("method") != "POST"
-            or unquote(found["dag_id"]) not in DESK_ONLY
-        ):
-            await self.app(scope, receive, send)
+        method = scope.get("method")
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        route = DAG_ROUTE.search(path)
+        # `~` is every DAG: Airflow's bulk routes name each entity's DAG in the body.
+        if route is not None and (route["dag_id"] in DESK_ONLY or route["dag_id"] == "~"):
+            if method == "POST" and route["rest"] in ("/dagRuns", "/dagRuns/"):
+                await _refuse(scope, receive, send, route["dag_id"], "triggered")
+                return
+            if method in ("PATCH", "PUT", "POST") and route["rest"]:
+                body = await _read_body(receive)
+                if body is None:
+                    await _too_large(scope, receive, send)
+                    return
+                desk_only = route["dag_id"] in DESK_ONLY or any(
+                    f'"{dag_id}"'.encode() in body for dag_id in DESK_ONLY
+                )
+                if desk_only and _names(body, "note"):
+                    await _refuse(scope, receive, send, route["dag_id"], "given a note")
+                    return
+                await self.app(*_with_body(scope, receive, body), send)
+                return
+        elif method == "POST" and BACKFILLS.search(path):
+            body = await _read_body(receive)
+            if body is None:
+                await _too_large(scope, receive, send)
+                return
+            dag_id = _json_field(body, "dag_id")
+            if dag_id in DESK_ONLY:
+                await _refuse(scope, receive, send, str(dag_id), "backfilled")
+                return
+            await self.app(*_with_body(scope, receive, body), send)
             return
-        detail = (
-            f"runs of {unquote(found['dag_id'])} are created by the erasure desk alone (Browse > "
-            "Erasure desk): nothing of this request was read or stored"
-        )
-        await JSONResponse({"detail": detail}, 403)(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+async def _refuse(scope: Any, receive: Any, send: Any, dag_id: str, what: str) -> None:
+    detail = (
+        f"runs of {dag_id} are created by the erasure desk alone (Browse > Erasure desk) and "
+        f"are not {what} over Airflow's API: nothing of this request was stored"
+    )
+    await JSONResponse({"detail": detail}, 403)(scope, receive, send)
+
+
+async def _too_large(scope: Any, receive: Any, send: Any) -> None:
+    detail = f"the body is larger than {MAX_BODY:,} bytes: nothing of it was stored"
+    await JSONResponse({"detail": detail}, 413)(scope, receive, send)
+
+
+def _json_field(body: bytes, key: str) -> Any:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
+
+
+def _names(body: bytes, key: str, depth: int = 4) -> bool:
+    """Whether a JSON body sets `key` to anything but null/empty, at most `depth` levels down
+    (Airflow's bulk routes nest entities in lists)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return False  # Airflow refuses it (422) without reading a note
+
+    def found(value: Any, level: int) -> bool:
+        if level > depth:
+            return False
+        if isinstance(value, dict):
+            return any(
+                (k == key and v not in (None, "")) or found(v, level + 1) for k, v in value.items()
+            )
+        if isinstance(value, list):
+            return any(found(v, level + 1) for v in value)
+        return False
+
+    return found(data, 0)

@@ -91,6 +91,7 @@ class PromptAnswerer:
         self.decisions = decisions
         self.answered: list[str] = []
         self._notes: Any = None  # where justifications are sealed, as the plugin seals them
+        self._sealed: list[tuple[str, str]] = []  # (handle, binding) of this pass's answers
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dpo-answerer", daemon=True)
 
@@ -112,9 +113,15 @@ class PromptAnswerer:
     def answer_pending(self) -> None:
         from airflow.utils.session import create_session
 
-        with create_session() as session:
-            for detail, ti in self.parked(session):
-                self.answer(session, detail, ti)
+        self._sealed: list[tuple[str, str]] = []
+        try:
+            with create_session() as session:
+                for detail, ti in self.parked(session):
+                    self.answer(session, detail, ti)
+        except BaseException:  # e.g. "database is locked": answered again on the next pass
+            for handle, binding in self._sealed:  # as the plugin destroys a refused answer's
+                self._notes.destroy_note(handle, binding)
+            raise
 
     @staticmethod
     def parked(session: Any) -> list[tuple[Any, Any]]:
@@ -162,7 +169,9 @@ class PromptAnswerer:
         if self._notes is None:
             self._notes = LazyServices().submissions()
         binding = note_binding(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
-        return str(self._notes.seal_note(justification or "", binding))
+        handle = str(self._notes.seal_note(justification or "", binding))
+        self._sealed.append((handle, binding))
+        return handle
 
 
 def import_airflow_models() -> None:

@@ -435,6 +435,8 @@ class Stack:
             if client.get(f"/api/v2/dags/{dag_id}", headers=headers).status_code != 200:
                 return f"the DAG {dag_id} to be parsed"
         plugin = client.get("/erasure/api/v1/requests", headers=headers)
+        if plugin.is_server_error:  # e.g. 503 while another component migrates the store
+            return f"the erasure plugin (HTTP {plugin.status_code}: {plugin.text[:300]})"
         if plugin.status_code != 200:
             raise StackError(
                 f"the erasure plugin does not answer GET /erasure/api/v1/requests "

@@ -609,6 +609,17 @@ def _redactor() -> access_log.UrlRedactor:
             "",
             ("/api/v2/dags/gdpr_erasure/dagRuns/erasure-DSR-2026-0042", ""),
         ),
+        (
+            "/api/v2/dags/x/dagRuns/extend-DSR-1-20261203T140501123456",
+            "",
+            ("/api/v2/dags/x/dagRuns/extend-DSR-1-20261203T140501123456", ""),
+        ),
+        (
+            "/execution/task-instances/01937a10-0000-7000-8000-000000000001/run",
+            "",
+            ("/execution/task-instances/01937a10-0000-7000-8000-000000000001/run", ""),
+        ),
+        ("/api/v2/x/jane%40example.org", "", ("/api/v2/x/<redacted>", "")),
     ],
 )
 def test_the_redactor_keeps_the_route_template_only(

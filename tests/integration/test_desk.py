@@ -932,6 +932,15 @@ def _kept_by_airflow(ref: str) -> str:
         )
 
 
+def _every_log_row() -> str:
+    """Airflow's whole audit log, as text."""
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return json.dumps([[r.event, r.extra] for r in session.scalars(sa.select(Log))])
+
+
 def _notes_held(store: Store) -> int:
     from erasure.store.schema import sealed_notes
 
@@ -975,10 +984,66 @@ def test_an_answer_that_does_not_fit_the_prompt_is_refused_before_airflow_keeps_
     assert raw.status_code == 400 and CANARY not in raw.text, raw.text[:300]
     huge = client.patch(_prompt_path(ANSWERED), json=_answer("y" * 70_000), headers=dpo)
     assert huge.status_code == 413, huge.text[:300]
+    # The route in other spellings Airflow would take (its map index read loosely; a query
+    # string it logs whole), and no credentials at all: refused before anything is sealed.
+    leaky = _answer(f"Asked by {CANARY}.")
+    for index in ("-1.0", "+0", "-01", "1_0", " -1"):
+        path = _prompt_path(ANSWERED).replace("/-1/hitlDetails", f"/{index}/hitlDetails")
+        response = client.patch(path, json=leaky, headers=dpo)
+        assert response.status_code == 400 and CANARY not in response.text, (index, response.text)
+    queried = client.patch(f"{_prompt_path(ANSWERED)}?why={CANARY}", json=leaky, headers=dpo)
+    assert queried.status_code == 400 and CANARY not in queried.text, queried.text
+    anonymous = client.patch(_prompt_path(ANSWERED), json=leaky)
+    assert anonymous.status_code == 401, anonymous.text
+    # Nor is a desk-only run backfilled, or given a note, over Airflow's API.
+    run_path = f"/api/v2/dags/gdpr_erasure/dagRuns/erasure-{ANSWERED}"
+    admin = bearer(tokens["admin"])
+    for method, path, body in (
+        (
+            "POST",
+            "/api/v2/backfills",
+            {
+                "dag_id": "gdpr_erasure",
+                "dag_run_conf": {"e": CANARY},
+                "from_date": "2026-01-01",
+                "to_date": "2026-01-02",
+            },
+        ),
+        (
+            "POST",
+            "/api/v2/backfills/dry_run",
+            {"dag_id": "gdpr_erasure_extend", "from_date": "2026-01-01", "to_date": "2026-01-02"},
+        ),
+        ("PATCH", run_path, {"note": f"called by {CANARY}"}),
+        ("PATCH", f"{run_path}/taskInstances/register", {"note": CANARY}),
+        (
+            "PATCH",
+            "/api/v2/dags/~/dagRuns/~/taskInstances",
+            {
+                "actions": [
+                    {
+                        "action": "update",
+                        "entities": [
+                            {
+                                "dag_id": "gdpr_erasure",
+                                "dag_run_id": f"erasure-{ANSWERED}",
+                                "task_id": "register",
+                                "note": CANARY,
+                            }
+                        ],
+                    }
+                ]
+            },
+        ),
+    ):
+        response = client.request(method, path, json=body, headers=admin)
+        assert response.status_code == 403, (path, response.status_code, response.text[:300])
+        assert "erasure desk" in response.text and CANARY not in response.text
 
     kept = _kept_by_airflow(ANSWERED)
     assert CANARY not in kept and NOTE_CANARY not in kept, kept[:500]
     assert '"detail": [null, {}, null]' in kept  # still unanswered
+    assert CANARY not in _every_log_row()
     assert _notes_held(store) == held  # nothing sealed for a refused answer
 
 
@@ -1006,6 +1071,6 @@ def test_the_dpo_answers_and_airflow_keeps_only_the_handle_of_her_sealed_justifi
     box = SubmissionBox(store, key)
     prompt = note_binding("gdpr_erasure", f"erasure-{ANSWERED}", "dpo_decides", -1)
     assert box.open_note(handle, prompt) == JUSTIFICATION
-    assert box.destroy_note(handle)
+    assert box.destroy_note(handle, prompt)
     again = client.patch(_prompt_path(ANSWERED), json=_answer(), headers=bearer(tokens["dpo"]))
     assert again.status_code == 409 and _notes_held(store) == held  # answered once

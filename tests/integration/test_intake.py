@@ -126,7 +126,8 @@ def test_a_sealed_note_opens_only_for_the_prompt_it_answers(
         assert "7b41c2" not in str(refused.value)
     assert box.open_note(handle, prompt) == JUSTIFICATION
 
-    assert box.destroy_note(handle) and not box.destroy_note(handle)
+    assert not box.destroy_note(handle, elsewhere)  # nor by another prompt's answer
+    assert box.destroy_note(handle, prompt) and not box.destroy_note(handle, prompt)
     assert notes_text(store) == ""
     with pytest.raises(RequestError, match="was not sealed by the erasure plugin"):
         box.open_note(handle, prompt)

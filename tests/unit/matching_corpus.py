@@ -246,8 +246,7 @@ def check_target(
     `target`'s, in every table of its type, and nothing else."""
     mine = [t for t in tables if t.id_type == target.id_type]
     wanted = {
-        f"{schema}.{t.name}": [s for s in t.rows(corpus) if s.subject == target.name]
-        for t in mine
+        f"{schema}.{t.name}": [s for s in t.rows(corpus) if s.subject == target.name] for t in mine
     }
     expected = {name: len(rows) for name, rows in wanted.items() if rows}
     by_name = {f"{schema}.{t.name}": t for t in mine}

@@ -88,11 +88,7 @@ def _respell(rng: random.Random, canonical: str, *, case_folded: bool) -> str:
     out: list[str] = []
     i = 0
     while i < len(canonical):
-        options = [
-            (k, ch)
-            for k in (3, 2, 1)
-            for ch in pre.get(canonical[i : i + k], ())
-        ]
+        options = [(k, ch) for k in (3, 2, 1) for ch in pre.get(canonical[i : i + k], ())]
         k, ch = rng.choice(options) if options else (1, canonical[i])
         if case_folded and ch.isascii() and rng.random() < 0.5:
             ch = ch.upper()
@@ -107,6 +103,7 @@ def _form(rng: random.Random, text: str) -> str:
 
 def _edges(rng: random.Random, value: str) -> str:
     """`value` with 0-3 whitespace or format characters from the full set on each side."""
+
     def pad() -> str:
         return "".join(rng.choice(EDGE_CHARACTERS) for _ in range(rng.randint(0, 3)))
 
@@ -150,10 +147,14 @@ def text_probes(kind: str, targets: int, variants: int, seed: int = SEED) -> Ite
             continue
         stored = []
         for _ in range(variants):
-            base = _case_ops(rng, raw) if case_folded and rng.random() < 0.3 else (
-                unicodedata.normalize(rng.choice(("NFC", "NFD")), raw)
-                if rng.random() < 0.2
-                else _respell(rng, target, case_folded=case_folded)
+            base = (
+                _case_ops(rng, raw)
+                if case_folded and rng.random() < 0.3
+                else (
+                    unicodedata.normalize(rng.choice(("NFC", "NFD")), raw)
+                    if rng.random() < 0.2
+                    else _respell(rng, target, case_folded=case_folded)
+                )
             )
             stored.append(_edges(rng, base))
         made += 1
@@ -172,12 +173,27 @@ _TYPES = (
 _SEPARATORS = (" ", "-", ".", "\u2013", "/", "\u00a0", "", " - ", "\u3000", "\u2011")
 # Dotless i and long s upper-case to I and S: phonenumbers reads them as keypad 4 and 7.
 _KEYPAD = {
-    "2": "abc", "3": "def", "4": "ghi\u0131", "5": "jkl", "6": "mno", "7": "pqrs\u017f", "8": "tuv",
+    "2": "abc",
+    "3": "def",
+    "4": "ghi\u0131",
+    "5": "jkl",
+    "6": "mno",
+    "7": "pqrs\u017f",
+    "8": "tuv",
     "9": "wxyz",
 }
 _ANNOTATIONS = (
-    "{} (home)", "mobile: {}", "Tel: {}", "{} ext. 42", "{} x12", "{};ext=7", "tel:{}",
-    "{} (Mum)", "ph {}", "{} (work, evenings)", "Mob. {}",
+    "{} (home)",
+    "mobile: {}",
+    "Tel: {}",
+    "{} ext. 42",
+    "{} x12",
+    "{};ext=7",
+    "tel:{}",
+    "{} (Mum)",
+    "ph {}",
+    "{} (work, evenings)",
+    "Mob. {}",
 )
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from erasure import workflow
 from erasure.audit.records import RecordKind
+from erasure.errors import RequestError
 from erasure.model import Action
 from erasure.reconcile import CALLBACK_GRACE
 from erasure.registry.requests import RequestStatus
@@ -23,7 +24,6 @@ from tests.unit.test_workflow import REF, act, estate, register, svc
 __all__ = ["estate", "svc"]  # fixtures
 
 pytestmark = pytest.mark.vault
-
 
 
 def later() -> datetime:
@@ -125,3 +125,17 @@ def test_a_run_set_to_success_by_hand_is_recorded_failed_at_once_naming_who(
     record = workflow.complete(svc, REF)
     [listed] = record.body["interventions"]
     assert (listed["target"], listed["state"], listed["by"]) == (RUN, "success", "admin")
+
+
+def test_a_justification_sealed_for_a_prompt_that_never_opened_it_is_purged_in_a_week(
+    svc: Services,
+) -> None:
+    from erasure.intake import note_binding
+
+    prompt = note_binding("gdpr_erasure", "erasure-DSR-1", "dpo_decides", 0)
+    handle = svc.submissions.seal_note("Retained for the open dispute.", prompt)
+    assert workflow.reconcile(svc, {}.get) == []
+    assert svc.submissions.open_note(handle, prompt)  # its prompt may still resume
+    workflow.reconcile(svc, {}.get, now=datetime.now(UTC) + workflow.NOTE_LIFETIME + timedelta(1))
+    with pytest.raises(RequestError, match="not sealed by the erasure plugin"):
+        svc.submissions.open_note(handle, prompt)

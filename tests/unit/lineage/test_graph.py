@@ -541,9 +541,7 @@ def test_both_engines_match_a_plain_search_on_random_graphs(seed: int) -> None:
     )
     for cycle in closure.cycles:
         kind = (
-            CycleKind.FEEDBACK
-            if any(materialised(m) for m in cycle.datasets)
-            else CycleKind.ERROR
+            CycleKind.FEEDBACK if any(materialised(m) for m in cycle.datasets) else CycleKind.ERROR
         )
         assert cycle.kind is kind
     # Topological: every dataset after its in-closure upstreams, unless they share a cycle.

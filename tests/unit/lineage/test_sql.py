@@ -37,8 +37,12 @@ def test_ctas_with_rename_expression_aggregate_and_group_by() -> None:
         FROM crm.orders o
         GROUP BY o.customer_id, o.status
     """)
-    targets = ["marts.customer_ltv.cid", "marts.customer_ltv.status_u",
-               "marts.customer_ltv.ltv", "marts.customer_ltv.orders"]
+    targets = [
+        "marts.customer_ltv.cid",
+        "marts.customer_ltv.status_u",
+        "marts.customer_ltv.ltv",
+        "marts.customer_ltv.orders",
+    ]
     assert edges(lineage) == {
         direct("crm.orders.customer_id", "marts.customer_ltv.cid", "IDENTITY"),
         direct("crm.orders.status", "marts.customer_ltv.status_u", "TRANSFORMATION"),
@@ -56,8 +60,9 @@ def test_count_star_depends_only_on_the_filter() -> None:
 
 
 def test_star_expands_with_the_schema() -> None:
-    lineage = sql_lineage("CREATE TABLE backup.customers AS SELECT * FROM crm.customers",
-                          schema=SCHEMA)
+    lineage = sql_lineage(
+        "CREATE TABLE backup.customers AS SELECT * FROM crm.customers", schema=SCHEMA
+    )
     assert edges(lineage) == {
         direct(f"crm.customers.{c}", f"backup.customers.{c}", "IDENTITY")
         for c in ("id", "email", "name", "region")
@@ -233,14 +238,17 @@ def test_create_table_ddl_declares_columns_for_a_later_insert() -> None:
 def test_bare_select_targets_output_or_the_declared_target() -> None:
     sql = "SELECT email AS contact FROM crm.customers"
     assert edges(sql_lineage(sql)) == {
-        direct("crm.customers.email", "<output>.contact", "IDENTITY")}
+        direct("crm.customers.email", "<output>.contact", "IDENTITY")
+    }
     assert edges(sql_lineage(sql, default_target="marts.Contacts")) == {
-        direct("crm.customers.email", "marts.contacts.contact", "IDENTITY")}
+        direct("crm.customers.email", "marts.contacts.contact", "IDENTITY")
+    }
 
 
 def test_unresolved_column_is_unknown_and_a_gap() -> None:
     lineage = sql_lineage(
-        "SELECT email, amount FROM crm.customers c JOIN crm.orders o ON o.customer_id = c.id")
+        "SELECT email, amount FROM crm.customers c JOIN crm.orders o ON o.customer_id = c.id"
+    )
     assert edges(lineage) == {
         direct("<unknown>.email", "<output>.email", "IDENTITY"),
         direct("<unknown>.amount", "<output>.amount", "IDENTITY"),
@@ -256,8 +264,7 @@ def test_unresolved_column_is_unknown_and_a_gap() -> None:
 
 def test_postgres_schema_qualified_names_resolve_bare_columns() -> None:
     lineage = sql_lineage(
-        'SELECT "email", amount FROM CRM.Customers c JOIN "crm"."orders" o '
-        "ON o.customer_id = c.id",
+        'SELECT "email", amount FROM CRM.Customers c JOIN "crm"."orders" o ON o.customer_id = c.id',
         dialect="postgres",
         schema=SCHEMA,
     )
@@ -275,7 +282,8 @@ def test_column_missing_from_the_schema_is_a_gap() -> None:
     lineage = sql_lineage("SELECT phone FROM crm.customers", schema=SCHEMA)
     assert edges(lineage) == {direct("crm.customers.phone", "<output>.phone", "IDENTITY")}
     assert lineage.gaps == [
-        "crm.customers.phone in statement 1 is not in the schema of crm.customers"]
+        "crm.customers.phone in statement 1 is not in the schema of crm.customers"
+    ]
 
 
 def test_udf_keeps_argument_edges_and_is_an_opaque_gap() -> None:
@@ -301,8 +309,9 @@ def test_unparseable_statement_is_a_gap_and_the_others_are_still_read() -> None:
 def test_unterminated_string_is_a_gap_not_an_error() -> None:
     lineage = sql_lineage("SELECT id FROM crm.customers; SELECT 'oops FROM crm.orders")
     assert edges(lineage) == {direct("crm.customers.id", "<output>.id", "IDENTITY")}
-    assert lineage.gaps == ["statement 2 (line 1) could not be parsed: unterminated string, "
-                            "quoted name or comment"]
+    assert lineage.gaps == [
+        "statement 2 (line 1) could not be parsed: unterminated string, quoted name or comment"
+    ]
 
 
 def test_window_partition_and_order_are_window_dependencies() -> None:
@@ -339,7 +348,8 @@ def test_case_when_condition_is_conditional_and_branches_flow() -> None:
 
 def test_order_by_is_sort_and_group_by_alias_resolves_to_its_expression() -> None:
     lineage = sql_lineage(
-        "SELECT lower(email) AS e, count(*) AS n FROM crm.customers GROUP BY e ORDER BY n DESC")
+        "SELECT lower(email) AS e, count(*) AS n FROM crm.customers GROUP BY e ORDER BY n DESC"
+    )
     targets = ["<output>.e", "<output>.n"]
     assert edges(lineage) == {
         direct("crm.customers.email", "<output>.e", "TRANSFORMATION"),
@@ -405,12 +415,14 @@ def test_table_function_reading_outside_data_is_an_opaque_gap() -> None:
     )
     assert edges(lineage) == set()
     assert lineage.gaps == [
-        "table function read_parquet in statement 1: what it reads is not traced"]
+        "table function read_parquet in statement 1: what it reads is not traced"
+    ]
 
 
 def test_snowflake_upper_cased_identifiers_come_out_lower_case() -> None:
-    lineage = sql_lineage("SELECT Email FROM CRM.Customers", dialect="snowflake",
-                          schema={"crm.customers": ["email"]})
+    lineage = sql_lineage(
+        "SELECT Email FROM CRM.Customers", dialect="snowflake", schema={"crm.customers": ["email"]}
+    )
     assert edges(lineage) == {direct("crm.customers.email", "<output>.email", "IDENTITY")}
 
 
@@ -423,12 +435,24 @@ def test_output_is_sorted_deduplicated_and_json_shaped() -> None:
     assert lineage.edges == sorted(set(lineage.edges))
     assert lineage.as_json() == {
         "edges": [
-            {"source": "crm.customers.region", "target": "<output>.n",
-             "type": "INDIRECT", "subtype": "GROUP_BY"},
-            {"source": "crm.customers.region", "target": "<output>.region",
-             "type": "DIRECT", "subtype": "IDENTITY"},
-            {"source": "crm.customers.region", "target": "<output>.region",
-             "type": "INDIRECT", "subtype": "GROUP_BY"},
+            {
+                "source": "crm.customers.region",
+                "target": "<output>.n",
+                "type": "INDIRECT",
+                "subtype": "GROUP_BY",
+            },
+            {
+                "source": "crm.customers.region",
+                "target": "<output>.region",
+                "type": "DIRECT",
+                "subtype": "IDENTITY",
+            },
+            {
+                "source": "crm.customers.region",
+                "target": "<output>.region",
+                "type": "INDIRECT",
+                "subtype": "GROUP_BY",
+            },
         ],
         "gaps": [],
     }
@@ -436,18 +460,25 @@ def test_output_is_sorted_deduplicated_and_json_shaped() -> None:
 
 
 def test_to_lineage_edges_are_declared_and_skip_unknown_and_output_ends() -> None:
-    lineage = SqlLineage(edges=[
-        SqlColumnEdge("crm.customers.email", "marts.x.email", EdgeType.DIRECT,
-                      EdgeSubtype.IDENTITY),
-        SqlColumnEdge("crm.orders.*", "marts.x.*", EdgeType.DIRECT, EdgeSubtype.IDENTITY),
-        SqlColumnEdge("<unknown>.phone", "marts.x.phone", EdgeType.DIRECT,
-                      EdgeSubtype.IDENTITY),
-        SqlColumnEdge("crm.customers.email", "<output>.email", EdgeType.DIRECT,
-                      EdgeSubtype.IDENTITY),
-    ])
+    lineage = SqlLineage(
+        edges=[
+            SqlColumnEdge(
+                "crm.customers.email", "marts.x.email", EdgeType.DIRECT, EdgeSubtype.IDENTITY
+            ),
+            SqlColumnEdge("crm.orders.*", "marts.x.*", EdgeType.DIRECT, EdgeSubtype.IDENTITY),
+            SqlColumnEdge(
+                "<unknown>.phone", "marts.x.phone", EdgeType.DIRECT, EdgeSubtype.IDENTITY
+            ),
+            SqlColumnEdge(
+                "crm.customers.email", "<output>.email", EdgeType.DIRECT, EdgeSubtype.IDENTITY
+            ),
+        ]
+    )
     converted = to_lineage_edges(lineage, namespace="warehouse", producer="sql:marts.x.sql")
     assert [(str(e.source), str(e.target)) for e in converted] == [
-        ("crm.customers.email", "marts.x.email"), ("crm.orders.*", "marts.x.*")]
+        ("crm.customers.email", "marts.x.email"),
+        ("crm.orders.*", "marts.x.*"),
+    ]
     first, table_level = converted
     assert first.source == FieldRef(DatasetRef("warehouse", "crm.customers"), "email")
     assert table_level.source.column is None  # `*`: table-level lineage
@@ -486,7 +517,8 @@ def test_to_lineage_edges_keep_a_dotted_expression_name_whole() -> None:
     lineage = sql_lineage("INSERT INTO marts.t SELECT a.x + a.y FROM crm.s a")
     converted = to_lineage_edges(lineage, namespace="warehouse", producer="sql")
     assert {(e.target.dataset.name, e.target.column) for e in converted} == {
-        ("marts.t", "a.x + a.y")}
+        ("marts.t", "a.x + a.y")
+    }
 
 
 def test_procedure_body_is_traced_and_its_parameters_are_not_columns() -> None:
@@ -543,7 +575,8 @@ def test_what_a_body_hands_elsewhere_is_a_gap() -> None:
     )
     assert python.edges == []
     assert python.gaps == [
-        "statement 1 (line 1) defines a procedure in LANGUAGE python, not analysed"]
+        "statement 1 (line 1) defines a procedure in LANGUAGE python, not analysed"
+    ]
 
 
 def test_tsql_update_of_an_alias_writes_the_table_from_names() -> None:

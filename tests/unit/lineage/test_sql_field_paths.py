@@ -32,8 +32,9 @@ def test_an_array_path_in_from_is_unnested_not_a_table() -> None:
 
 
 def test_a_struct_star_goes_to_every_column_and_is_a_gap() -> None:
-    lineage = sql_lineage("CREATE TABLE ds.flat AS SELECT e.payload.* FROM ds.events e",
-                          dialect="bigquery")
+    lineage = sql_lineage(
+        "CREATE TABLE ds.flat AS SELECT e.payload.* FROM ds.events e", dialect="bigquery"
+    )
     assert [(e.source, e.target) for e in lineage.edges] == [("ds.events.payload", "ds.flat.*")]
     assert lineage.gaps == [
         "SELECT e.payload.* in statement 1 selects the fields of ds.events.payload, whose "
@@ -43,8 +44,11 @@ def test_a_struct_star_goes_to_every_column_and_is_a_gap() -> None:
 
 def test_in_dialects_without_dotted_fields_a_dotted_name_needs_the_schema() -> None:
     unknown = sql_lineage("SELECT address.city FROM crm.people", dialect="postgres")
-    named = sql_lineage("SELECT address.city FROM crm.people", dialect="postgres",
-                        schema={"crm.people": ["id", "address"]})
+    named = sql_lineage(
+        "SELECT address.city FROM crm.people",
+        dialect="postgres",
+        schema={"crm.people": ["id", "address"]},
+    )
     assert [e.source for e in unknown.edges] == ["<unknown>.city"]
     assert "address is not a table or alias in scope" in unknown.gaps[0]
     assert [e.source for e in named.edges] == ["crm.people.address"]
@@ -52,9 +56,10 @@ def test_in_dialects_without_dotted_fields_a_dotted_name_needs_the_schema() -> N
 
 
 def test_a_field_of_a_column_the_schema_lacks_is_the_usual_gap() -> None:
-    lineage = sql_lineage("SELECT payload.user_id FROM ds.events", dialect="bigquery",
-                          schema={"ds.events": ["id", "body"]})
+    lineage = sql_lineage(
+        "SELECT payload.user_id FROM ds.events",
+        dialect="bigquery",
+        schema={"ds.events": ["id", "body"]},
+    )
     assert [e.source for e in lineage.edges] == ["ds.events.payload"]
-    assert lineage.gaps == [
-        "ds.events.payload in statement 1 is not in the schema of ds.events"
-    ]
+    assert lineage.gaps == ["ds.events.payload in statement 1 is not in the schema of ds.events"]

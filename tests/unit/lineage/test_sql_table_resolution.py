@@ -21,8 +21,9 @@ def sources(lineage: SqlLineage) -> set[str]:
 
 
 def test_without_defaults_names_stay_as_written_and_use_is_ignored() -> None:
-    lineage = sql_lineage("USE crm; INSERT INTO report (id) SELECT id FROM customers",
-                          dialect="mysql")
+    lineage = sql_lineage(
+        "USE crm; INSERT INTO report (id) SELECT id FROM customers", dialect="mysql"
+    )
     assert edges(lineage) == {("customers.id", "report.id", "DIRECT", "IDENTITY")}
     assert lineage.gaps == []
 
@@ -48,15 +49,17 @@ def test_without_defaults_names_stay_as_written_and_use_is_ignored() -> None:
 def test_names_are_completed_per_dialect(
     dialect: str, database: str | None, schema: str | None, written: str, completed: str
 ) -> None:
-    lineage = sql_lineage(f"SELECT a FROM {written}", dialect=dialect, default_db=database,
-                          default_schema=schema)
+    lineage = sql_lineage(
+        f"SELECT a FROM {written}", dialect=dialect, default_db=database, default_schema=schema
+    )
     assert sources(lineage) == {f"{completed}.a"}
     assert lineage.gaps == []
 
 
 def test_a_name_whose_schema_no_default_gives_is_kept_as_written_and_a_gap() -> None:
-    lineage = sql_lineage("INSERT INTO report (a) SELECT a FROM customers", dialect="postgres",
-                          default_db="shop")
+    lineage = sql_lineage(
+        "INSERT INTO report (a) SELECT a FROM customers", dialect="postgres", default_db="shop"
+    )
     assert edges(lineage) == {("customers.a", "report.a", "DIRECT", "IDENTITY")}
     assert lineage.gaps == [
         "report in statement 1 names no schema and no --default-schema or USE gives one: "
@@ -68,18 +71,32 @@ def test_a_name_whose_schema_no_default_gives_is_kept_as_written_and_a_gap() -> 
 
 def test_schema_keys_match_by_the_completed_name_only() -> None:
     schema = {"shop.crm.customers": ["id", "email"]}
-    same = sql_lineage("SELECT * FROM customers", dialect="postgres", schema=schema,
-                       default_db="shop", default_schema="crm")
-    other = sql_lineage("SELECT * FROM customers", dialect="postgres", schema=schema,
-                        default_db="shop", default_schema="staging")
+    same = sql_lineage(
+        "SELECT * FROM customers",
+        dialect="postgres",
+        schema=schema,
+        default_db="shop",
+        default_schema="crm",
+    )
+    other = sql_lineage(
+        "SELECT * FROM customers",
+        dialect="postgres",
+        schema=schema,
+        default_db="shop",
+        default_schema="staging",
+    )
     assert sources(same) == {"shop.crm.customers.id", "shop.crm.customers.email"}
     assert sources(other) == {"shop.staging.customers.*"}
 
 
 def test_quoted_name_is_another_table_than_the_key_it_shares_a_name_with() -> None:
-    lineage = sql_lineage('SELECT * FROM "events"', dialect="snowflake",
-                          schema={"EVENTS": ["id", "email"]}, default_db="analytics",
-                          default_schema="public")
+    lineage = sql_lineage(
+        'SELECT * FROM "events"',
+        dialect="snowflake",
+        schema={"EVENTS": ["id", "email"]},
+        default_db="analytics",
+        default_schema="public",
+    )
     assert sources(lineage) == {"analytics.public.events.*"}
     assert lineage.gaps[0] == (
         '"events" in statement 1 means ANALYTICS.PUBLIC.events, the known '
@@ -92,9 +109,7 @@ def test_cte_names_fold_as_the_dialect_folds_them() -> None:
     query = 'WITH "recent" AS (SELECT id FROM events) SELECT id FROM {}'
     kwargs = {"dialect": "snowflake", "default_db": "analytics", "default_schema": "public"}
     # Snowflake reads unquoted `recent` as RECENT: a table, not the CTE "recent"
-    assert sources(sql_lineage(query.format("recent"), **kwargs)) == {
-        "analytics.public.recent.id"
-    }
+    assert sources(sql_lineage(query.format("recent"), **kwargs)) == {"analytics.public.recent.id"}
     assert sources(sql_lineage(query.format('"recent"'), **kwargs)) == {
         "analytics.public.events.id"
     }
@@ -109,8 +124,9 @@ def test_use_and_set_change_the_defaults_of_later_statements() -> None:
         USE archive.raw;
         INSERT INTO marts.daily (id) SELECT id FROM events;
     """
-    lineage = sql_lineage(script, dialect="snowflake", default_db="analytics",
-                          default_schema="public")
+    lineage = sql_lineage(
+        script, dialect="snowflake", default_db="analytics", default_schema="public"
+    )
     assert edges(lineage) == {
         ("analytics.staging.events.id", "analytics.marts.daily.id", "DIRECT", "IDENTITY"),
         ("events.id", "archive.marts.daily.id", "DIRECT", "IDENTITY"),
@@ -123,8 +139,12 @@ def test_use_and_set_change_the_defaults_of_later_statements() -> None:
 
 
 def test_a_search_path_of_several_schemas_is_a_gap() -> None:
-    lineage = sql_lineage("SET search_path TO crm, public; SELECT id FROM customers",
-                          dialect="postgres", default_db="shop", default_schema="crm")
+    lineage = sql_lineage(
+        "SET search_path TO crm, public; SELECT id FROM customers",
+        dialect="postgres",
+        default_db="shop",
+        default_schema="crm",
+    )
     assert sources(lineage) == {"shop.crm.customers.id"}
     assert lineage.gaps == [
         "statement 1 (line 1) sets search_path to several schemas: an unqualified name "
@@ -134,18 +154,31 @@ def test_a_search_path_of_several_schemas_is_a_gap() -> None:
 
 
 def test_oracle_alter_session_sets_the_schema() -> None:
-    lineage = sql_lineage("ALTER SESSION SET CURRENT_SCHEMA = payroll; SELECT id FROM staff",
-                          dialect="oracle", default_schema="hr")
+    lineage = sql_lineage(
+        "ALTER SESSION SET CURRENT_SCHEMA = payroll; SELECT id FROM staff",
+        dialect="oracle",
+        default_schema="hr",
+    )
     assert sources(lineage) == {"payroll.staff.id"}
 
 
 @pytest.mark.parametrize(
     ("dialect", "database", "schema", "message"),
     [
-        ("mysql", "shop", "crm", "mysql names tables database.table, where a schema is a "
-         "database: --default-db shop and --default-schema crm name two; give one of them"),
-        ("oracle", "prod", "hr", "oracle names tables schema.table, without a database: give "
-         "--default-schema instead of --default-db"),
+        (
+            "mysql",
+            "shop",
+            "crm",
+            "mysql names tables database.table, where a schema is a "
+            "database: --default-db shop and --default-schema crm name two; give one of them",
+        ),
+        (
+            "oracle",
+            "prod",
+            "hr",
+            "oracle names tables schema.table, without a database: give "
+            "--default-schema instead of --default-db",
+        ),
         ("postgres", "shop.crm", None, "--default-db 'shop.crm' is not one name"),
         ("postgres", None, "", "--default-schema '' is not one name"),
     ],
@@ -154,18 +187,27 @@ def test_defaults_that_cannot_name_a_table_are_refused(
     dialect: str, database: str | None, schema: str | None, message: str
 ) -> None:
     with pytest.raises(LineageError, match=re.escape(message)):
-        sql_lineage("SELECT a FROM t", dialect=dialect, default_db=database,
-                    default_schema=schema)
+        sql_lineage("SELECT a FROM t", dialect=dialect, default_db=database, default_schema=schema)
 
 
 def test_a_quoted_default_may_hold_a_dot_and_keeps_its_case_for_matching() -> None:
-    lineage = sql_lineage("SELECT * FROM t", dialect="postgres", default_db="shop",
-                          default_schema='"Sales.EU"', schema={'shop."Sales.EU".t': ["a"]})
+    lineage = sql_lineage(
+        "SELECT * FROM t",
+        dialect="postgres",
+        default_db="shop",
+        default_schema='"Sales.EU"',
+        schema={'shop."Sales.EU".t': ["a"]},
+    )
     assert sources(lineage) == {"shop.sales.eu.t.a"}
 
 
 def test_two_schema_keys_naming_one_table_with_other_columns_are_refused() -> None:
     message = "schema keys 'customers' and 'crm.customers' both name shop.crm.customers"
     with pytest.raises(LineageError, match=re.escape(message)):
-        sql_lineage("SELECT 1", dialect="postgres", default_db="shop", default_schema="crm",
-                    schema={"customers": ["id"], "crm.customers": ["id", "email"]})
+        sql_lineage(
+            "SELECT 1",
+            dialect="postgres",
+            default_db="shop",
+            default_schema="crm",
+            schema={"customers": ["id"], "crm.customers": ["id", "email"]},
+        )

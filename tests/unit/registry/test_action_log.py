@@ -21,9 +21,7 @@ class Evidence(BaseModel):
     executed_at: datetime
 
 
-def test_the_action_log_tells_a_retry_what_is_done(
-    registry: Books, catalog: Catalog
-) -> None:
+def test_the_action_log_tells_a_retry_what_is_done(registry: Books, catalog: Catalog) -> None:
     register(registry, request(), catalog=catalog, run_id="r")
     orders = DatasetRef("warehouse", "crm.orders")
     assert registry.action_log.status("REQ-1", orders, Action.ERASE_ROWS) is None

@@ -63,18 +63,19 @@ def test_register_is_idempotent_on_request_ref(
         assert conn.execute(sa.select(sa.func.count()).select_from(requests)).scalar() == 1
 
 
-def test_a_ref_reused_for_another_subject_is_refused(
-    registry: Books, catalog: Catalog
-) -> None:
+def test_a_ref_reused_for_another_subject_is_refused(registry: Books, catalog: Catalog) -> None:
     register(registry, request(), catalog=catalog, run_id="erasure-REQ-1")
     with pytest.raises(RequestError, match="already registered for another subject") as err:
-        register(registry,
-            request(identifier="other.person@example.org"), catalog=catalog, run_id="r2"
+        register(
+            registry, request(identifier="other.person@example.org"), catalog=catalog, run_id="r2"
         )
     assert "other.person" not in str(err.value)
     with pytest.raises(RequestError, match="another subject"):
-        register(registry,
-            request(identifier_type="customer_id", identifier="C1"), catalog=catalog, run_id="r3"
+        register(
+            registry,
+            request(identifier_type="customer_id", identifier="C1"),
+            catalog=catalog,
+            run_id="r3",
         )
 
 

@@ -87,7 +87,8 @@ def test_due_within_lists_open_requests_by_effective_deadline(
     registry: Books, catalog: Catalog
 ) -> None:
     def submit(ref: str, received: date) -> None:
-        register(registry,
+        register(
+            registry,
             request(ref, identifier=f"{ref.lower()}@example.org", received_on=received),
             catalog=catalog,
             run_id=f"erasure-{ref}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -139,3 +141,21 @@ def test_naive_timestamps_are_refused(tmp_path: Path) -> None:
         store.engine.begin() as conn,
     ):
         conn.execute(naive)
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_processes_opening_a_new_sqlite_store_at_once_migrate_it_in_turn(
+    tmp_path: Path, round_: int
+) -> None:
+    """`make up`'s scheduler, API server and triggerer open the new store at once: each waits
+    for the file lock beside it, and the later ones find it migrated."""
+    url = f"sqlite:///{tmp_path}/fresh-{round_}.db"
+    code = "import sys; from erasure.store import open_store; open_store(sys.argv[1]).close()"
+    workers = [
+        subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    errors = [w.communicate(timeout=120)[1].decode() for w in workers]
+    assert [w.returncode for w in workers] == [0, 0, 0], errors
+    with open_store(url) as store:
+        assert store.revision() == head_revision()
