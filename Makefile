@@ -6,10 +6,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo up test bench lint typecheck clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[airflow,dev]'
+	# The tested set (constraints.txt), the one the erasure image installs too.
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[airflow,dev]'
 	# setuptools leaves a copy of the metadata in the checkout; from here (on sys.path under
 	# `python -m`) Airflow would read the plugin's entry point twice ("already registered").
 	rm -rf erasure.egg-info

@@ -48,9 +48,16 @@ _FIRST = _FIRST_NAMES.split()
 _LAST = _LAST_NAMES.split()
 _ACCENTED = ("müller", "józef", "zoë", "françois", "søren", "łukasz", "dvořák", "núñez")
 _DOMAINS = (
-    ("gmail.com", 30), ("outlook.com", 12), ("hotmail.co.uk", 10), ("yahoo.com", 8),
-    ("icloud.com", 6), ("btinternet.com", 4), ("example.co.uk", 3), ("proton.me", 2),
-    ("nhs.net", 2), ("company.com", 2),
+    ("gmail.com", 30),
+    ("outlook.com", 12),
+    ("hotmail.co.uk", 10),
+    ("yahoo.com", 8),
+    ("icloud.com", 6),
+    ("btinternet.com", 4),
+    ("example.co.uk", 3),
+    ("proton.me", 2),
+    ("nhs.net", 2),
+    ("company.com", 2),
 )
 
 
@@ -58,8 +65,15 @@ def _email(rng: random.Random) -> str:
     first = rng.choice(_ACCENTED) if rng.random() < 0.03 else rng.choice(_FIRST)
     last = rng.choice(_LAST)
     local = rng.choice(
-        (f"{first}.{last}", f"{first}{last}", f"{first[0]}.{last}", f"{first}_{last}",
-         f"{first}.{last}{rng.randint(1, 99)}", f"{last}.{first}", f"{first}{rng.randint(70, 99)}")
+        (
+            f"{first}.{last}",
+            f"{first}{last}",
+            f"{first[0]}.{last}",
+            f"{first}_{last}",
+            f"{first}.{last}{rng.randint(1, 99)}",
+            f"{last}.{first}",
+            f"{first}{rng.randint(70, 99)}",
+        )
     )
     domains, weights = zip(*_DOMAINS, strict=True)
     value = f"{local}@{rng.choices(domains, weights)[0]}"
@@ -167,9 +181,7 @@ def _bench(
         scanned = count_by_scan(conn, table.c.value, matcher, {targets[0]})
         t_scan = time.perf_counter() - start
         assert scanned == rows_of[targets[0]]
-        distinct = conn.execute(
-            sa.select(sa.func.count(sa.distinct(table.c.value)))
-        ).scalar_one()
+        distinct = conn.execute(sa.select(sa.func.count(sa.distinct(table.c.value)))).scalar_one()
 
     exact_total = sum(rows_of.values())
     ratios = [c / rows_of[t] for c, t in zip(candidates, targets, strict=True)]

@@ -161,7 +161,6 @@ class PromptAnswerer:
         )
         self.answered.append(dataset)
 
-
     def seal(self, justification: str | None, ti: Any) -> str:
         from erasure.intake import note_binding
         from erasure.services import LazyServices

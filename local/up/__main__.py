@@ -14,6 +14,7 @@ from erasure.sample.seed import DEMO_SUBJECT
 from local.up.metadata_db import forget_metadata_db
 from local.up.stack import (
     DEFAULT_PORT,
+    EXECUTORS,
     PASSWORDS_FILE,
     REPO,
     TASKS_USER,
@@ -41,13 +42,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="forget the previous state (Airflow DB, OpenBao data, demo estate) first",
     )
+    parser.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local (default: the LocalExecutor, erasure_airflow/patches/executor.py) or "
+        "celery (the chart's: two Celery workers of four slots, the local Redis as broker)",
+    )
     args = parser.parse_args(argv)
     if args.fresh:
         for path in (PATHS.airflow_home, PATHS.openbao_dir, PATHS.estate_dir):
             shutil.rmtree(path, ignore_errors=True)
         forget_metadata_db(METADATA_DATABASE)
 
-    stack = Stack(PATHS, port=args.port, metadata_database=METADATA_DATABASE)
+    stack = Stack(
+        PATHS, port=args.port, metadata_database=METADATA_DATABASE, executor=args.executor
+    )
     if stack.ports.api != args.port:
         print(f"Port {args.port} is taken: using {stack.ports.api}.", flush=True)
     print(

@@ -3,7 +3,8 @@
 `airflow standalone` forces the simple auth manager, whose roles are fixed; the stack runs
 FAB with the chart's roles, as production does. So this script does standalone's job: it
 migrates the metadata DB, sets the FAB roles and users (`local.up.fab_setup`), then runs the
-scheduler, DAG processor, triggerer and API server as its children, in its process group
+scheduler, DAG processor, triggerer and API server (and Celery workers, when the stack runs
+the CeleryExecutor) as its children, in its process group
 (the stack stops the group). It exits when any component exits, with that component's status.
 
 Run by `local.up.stack` as a script (`python local/up/components.py`), in Airflow's
@@ -12,6 +13,7 @@ environment; it imports nothing but the standard library.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -39,6 +41,17 @@ def prepare() -> int:
     return 0
 
 
+def commands() -> list[tuple[str, list[str]]]:
+    """(name, airflow arguments) of each component; with ERASURE_UP_CELERY_WORKERS=N, N Celery
+    workers too (the first serves task logs; the others' are on the same disk)."""
+    found = [(name, [name]) for name in COMPONENTS]
+    workers = int(os.environ.get("ERASURE_UP_CELERY_WORKERS") or 0)
+    for i in range(1, workers + 1):
+        argv = ["celery", "worker", "--celery-hostname", f"worker{i}@%h"]
+        found.append((f"celery worker {i}", argv if i == 1 else [*argv, "--skip-serve-logs"]))
+    return found
+
+
 def run() -> int:
     """Start every component; when one exits, stop the others and return its status."""
     children: dict[str, subprocess.Popen[bytes]] = {}
@@ -53,8 +66,8 @@ def run() -> int:
     status = prepare()
     if status != 0 or stopping:
         return status
-    for name in COMPONENTS:
-        children[name] = subprocess.Popen([AIRFLOW, name], stdin=subprocess.DEVNULL)
+    for name, argv in commands():
+        children[name] = subprocess.Popen([AIRFLOW, *argv], stdin=subprocess.DEVNULL)
     exited: tuple[str, int] | None = None
     while not stopping and exited is None:
         time.sleep(0.5)

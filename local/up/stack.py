@@ -64,6 +64,13 @@ COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 # The LocalExecutor that does not fail a HITL task answered as its prompt appears
 # (erasure_airflow/patches/executor.py says why).
 EXECUTOR = "erasure_airflow.patches.executor.ResumeSafeLocalExecutor"
+# `make up UP_ARGS="--executor celery"`: the chart's executor, with the local Redis as its
+# broker and the metadata DB as its result backend, and this many workers of this many slots.
+CELERY_EXECUTOR = "CeleryExecutor"
+CELERY_BROKER = "redis://127.0.0.1:6379"
+CELERY_WORKERS = 2
+CELERY_CONCURRENCY = 4
+EXECUTORS = ("local", "celery")
 
 
 class StackError(RuntimeError):
@@ -124,6 +131,7 @@ def stack_environment(
     tasks_password: str,
     lineage_api_key: str | None = None,
     inherited: Mapping[str, str] | None = None,
+    executor: str = "local",
 ) -> dict[str, str]:
     """The whole environment of Airflow's components, their tasks and the API server.
 
@@ -144,7 +152,7 @@ def stack_environment(
             # Not 32 idle workers; enough that eight requests' tasks interleave (waits for a
             # DPO or a rematerialisation run hold no slot: they are deferred).
             "AIRFLOW__CORE__PARALLELISM": "8",
-            "AIRFLOW__CORE__EXECUTOR": EXECUTOR,
+            "AIRFLOW__CORE__EXECUTOR": EXECUTOR if executor == "local" else CELERY_EXECUTOR,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(ports.api),
             "AIRFLOW__API__BASE_URL": url,
@@ -280,7 +288,11 @@ class Stack:
         metadata_database: str = "erasure_airflow",
         drop_metadata_on_stop: bool = False,
         extra_dag_folders: Mapping[str, Path] | None = None,
+        executor: str = "local",
     ) -> None:
+        if executor not in EXECUTORS:
+            raise StackError(f"unknown executor {executor!r}: one of {', '.join(EXECUTORS)}")
+        self.executor = executor
         self.paths = paths
         self.extra_dag_folders = dict(extra_dag_folders or {})
         self.metadata_database = metadata_database
@@ -346,8 +358,10 @@ class Stack:
             settings=settings,
             tasks_password=self.passwords[TASKS_USER],
             lineage_api_key=self.lineage_api_key,
+            executor=self.executor,
         )
         self.env.update(self._metadata_environment())
+        self.env.update(self._celery_environment())
         self.env.update(dag_bundles_environment(self.extra_dag_folders))
         log = self.log_path.open("ab")
         try:
@@ -382,6 +396,20 @@ class Stack:
         if self.metadata.warning is not None:
             print(f"WARNING: {self.metadata.warning}", file=sys.stderr, flush=True)
         return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata.url}
+
+    def _celery_environment(self) -> dict[str, str]:
+        """The Celery executor's broker (a Redis database of this stack's own, picked from its
+        port, so two stacks never share a queue) and result backend (the metadata DB), and
+        the workers local/up/components.py starts."""
+        if self.executor != "celery":
+            return {}
+        assert self.metadata is not None
+        return {
+            "AIRFLOW__CELERY__BROKER_URL": f"{CELERY_BROKER}/{1 + self.ports.api % 15}",
+            "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.metadata.url}",
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_CONCURRENCY),
+            "ERASURE_UP_CELERY_WORKERS": str(CELERY_WORKERS),
+        }
 
     def __enter__(self) -> Stack:
         return self.start()

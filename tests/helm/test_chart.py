@@ -339,9 +339,11 @@ def test_the_airflow_chart_is_a_conditional_dependency() -> None:
 
 def test_the_image_is_airflow_3_3_2_with_package_dags_and_plugin() -> None:
     dockerfile = (CHART / "Dockerfile").read_text()
-    assert "FROM apache/airflow:3.3.2\n" in dockerfile
+    assert "FROM apache/airflow:3.3.2-python3.11\n" in dockerfile
     assert '"apache-airflow==3.3.2"' in dockerfile and "/opt/erasure/src" in dockerfile
-    for provider in ("postgres", "fab", "hashicorp", "openlineage"):
+    # The tested set: the versions make test installs (tests/unit/test_packaging.py).
+    assert "--constraint /opt/erasure/src/constraints.txt" in dockerfile
+    for provider in ("postgres", "fab", "hashicorp", "openlineage", "celery"):
         assert f"apache-airflow-providers-{provider}" in dockerfile
     assert "COPY --chown=airflow:0 dags /opt/airflow/dags" in dockerfile
     # The plugin is the installed adapter package's entry point, never a plugins-folder copy.

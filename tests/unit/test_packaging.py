@@ -1,0 +1,64 @@
+"""The tested set: what `make test` installs is constraints.txt, the set the erasure image
+installs (helm/Dockerfile), and the chart's executor imports with it."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[2]
+PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;#]+)$")
+
+
+def pins() -> dict[str, str]:
+    """constraints.txt as canonical name -> version; every line a comment or an exact pin."""
+    found = {}
+    for number, line in enumerate((REPO / "constraints.txt").read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        pinned = PIN.match(line.strip())
+        assert pinned, f"constraints.txt:{number}: not name==version: {line!r}"
+        found[canonicalize_name(pinned["name"])] = pinned["version"]
+    return found
+
+
+def test_every_installed_package_of_the_tested_set_is_at_its_pinned_version() -> None:
+    moved = {}
+    for name, version in pins().items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            moved[name] = f"{version} pinned, not installed"
+            continue
+        if installed != version:
+            moved[name] = f"{version} pinned, {installed} installed"
+    assert not moved, f"reinstall with `make .venv/.installed` or regenerate constraints: {moved}"
+
+
+def test_what_the_project_requires_is_pinned_and_admitted_by_its_own_ranges() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    required = [*project["dependencies"]]
+    for extra in ("airflow", "dev"):
+        required += project["optional-dependencies"][extra]
+    pinned = pins()
+    for text in required:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"{requirement.name} is required but not in constraints.txt"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (
+            f"constraints.txt pins {name} {pinned[name]}, outside pyproject's {requirement}"
+        )
+
+
+def test_the_charts_executor_imports_with_the_tested_set() -> None:
+    """celery 5.7.0 broke the Celery provider 3.26.0 at import (the scheduler exits at start):
+    the pinned pair imports."""
+    from airflow.providers.celery.executors.celery_executor import CeleryExecutor
+
+    assert CeleryExecutor.__name__ == "CeleryExecutor"
+    assert pins()["celery"] == metadata.version("celery")
