@@ -1,0 +1,77 @@
+"""The chart's executor on this machine: `make up --executor celery`, one request end to end.
+
+A stack of its own (the CeleryExecutor, two `airflow celery worker` processes of four slots,
+the local Redis as broker, the metadata DB as result backend) runs before the session's
+LocalExecutor stack starts. The DPO submits the demo subject on the desk and answers every
+prompt; every task runs on a Celery worker, the request completes, and the auditor finds a
+completion record on a chain that verifies against its published heads.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from erasure.sample.seed import DEMO_SUBJECT
+from local.bench.load import submission
+from local.demo.runner import load_decisions
+from local.up.stack import CELERY_EXECUTOR, Stack, StackError, StackPaths
+from tests.e2e.conftest import STOP_GRACE_SECONDS, AirflowApi
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault, pytest.mark.e2e]
+
+REF = f"DSR-CELERY-{uuid.uuid4().hex[:8]}"
+# One line per task a Celery worker ran: `Task execute_workload[<id>] succeeded`.
+CELERY_TASK = re.compile(r"execute_workload\[[0-9a-f-]+\] succeeded")
+
+
+@pytest.fixture(scope="module")
+def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(
+        StackPaths.under(tmp_path_factory.mktemp("celery")),
+        executor="celery",
+        metadata_database=f"erasure_airflow_celery_{uuid.uuid4().hex[:10]}",
+        drop_metadata_on_stop=True,
+    )
+    started = time.monotonic()
+    try:
+        stack.start()
+    except StackError as exc:
+        pytest.fail(f"the Celery stack did not start: {exc}", pytrace=False)
+    print(f"\nCelery stack healthy at {stack.base_url} in {time.monotonic() - started:.0f} s")
+    try:
+        yield stack
+    finally:
+        stack.stop(timeout=STOP_GRACE_SECONDS)
+
+
+def test_a_request_completes_with_every_task_run_by_a_celery_worker(celery_stack: Stack) -> None:
+    assert celery_stack.env["AIRFLOW__CORE__EXECUTOR"] == CELERY_EXECUTOR
+    dpo = AirflowApi(celery_stack, "dpo")
+    try:
+        run_id = dpo.submit(submission(REF, DEMO_SUBJECT[1]))["run_id"]
+        started = time.monotonic()
+        state, answered = dpo.wait(run_id, decisions=load_decisions())
+        took = time.monotonic() - started
+        assert state == "success", dpo.explain_failure(run_id)
+        assert answered, "the demo plan escalates artefacts: the DPO must have been asked"
+        ran = [ti for ti in dpo.task_instances(run_id) if ti["state"] == "success"]
+    finally:
+        dpo.close()
+    print(f"\none request on Celery: submit to completed in {took:.0f} s, {len(ran)} tasks")
+    log = celery_stack.log_path.read_text(errors="replace")
+    assert "worker1@" in log and "worker2@" in log, "both Celery workers started"
+    assert len(CELERY_TASK.findall(log)) >= len(ran), "every task ran on a Celery worker"
+
+    token = celery_stack.token("auditor")
+    with httpx.Client(base_url=celery_stack.base_url, trust_env=False, timeout=60) as auditor:
+        auditor.headers["Authorization"] = f"Bearer {token}"
+        records = auditor.get(f"/erasure/api/v1/records/{REF}").json()
+        chain = auditor.get("/erasure/api/v1/records/verify").json()
+    assert "completed" in [r["kind"] for r in records], records
+    assert chain["ok"], chain
