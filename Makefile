@@ -20,7 +20,8 @@ demo: $(STAMP)
 	$(BIN)/python -m local.demo
 
 # Airflow standalone with this repo's DAGs and plugin, OpenBao and the demo estate, in var/;
-# runs until Ctrl-C. `make up UP_ARGS=--fresh` starts over, `UP_ARGS="--port 8090"` moves it.
+# runs until Ctrl-C. `make up UP_ARGS=--fresh` starts over, `UP_ARGS="--port 8090"` moves it,
+# `UP_ARGS="--executor celery"` runs the chart's CeleryExecutor (two workers, the local Redis).
 up: $(STAMP)
 	$(BIN)/python -m local.up $(UP_ARGS)
 
