@@ -89,3 +89,17 @@ def retried_in_place(step: Callable[[], T], attempts: int = 3) -> T:
             log.warning("try %d of %d failed (%s): trying again", attempt, attempts, exc)
             time.sleep(RETRIES["retry_delay"].total_seconds())
     raise AssertionError("unreachable")
+
+
+def preload_erasure() -> None:
+    """Import what every erasure task imports, kinds and plug-ins included (no connection is
+    opened: the forked tasks share modules, never sockets)."""
+    import erasure.lineage
+    import erasure.workflow  # the steps, the actions, the store
+    from erasure.catalog import CONNECTIONS, REBUILD_TARGETS
+    from erasure.config import KEYSTORES
+
+    for name in erasure.lineage.__all__:  # the door loads its modules on first use
+        getattr(erasure.lineage, name)
+    for registry in (CONNECTIONS, REBUILD_TARGETS, KEYSTORES):
+        registry.import_factories()  # the built-in kinds' and the installed plug-ins' factories

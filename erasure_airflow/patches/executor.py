@@ -41,6 +41,8 @@ from airflow.executors.local_executor import LocalExecutor
 from airflow.utils.state import TaskInstanceState
 from packaging.specifiers import SpecifierSet
 
+from erasure_airflow.tasks import preload_erasure
+
 if TYPE_CHECKING:
     from airflow.models.taskinstance import TaskInstance
 
@@ -64,7 +66,7 @@ class ResumeSafeLocalExecutor(LocalExecutor):
         self.in_flight: Counter[Any] = Counter()
 
     def start(self) -> None:
-        preload_erasure()
+        preload_erasure()  # before the workers fork: each task process starts with it
         super().start()
 
     def queue_workload(self, workload: Any, session: Any) -> None:
@@ -91,17 +93,3 @@ class ResumeSafeLocalExecutor(LocalExecutor):
             )
             return True
         return False
-
-
-def preload_erasure() -> None:
-    """Import what every erasure task imports, kinds and plug-ins included (no connection is
-    opened: the forked tasks share modules, never sockets)."""
-    import erasure.lineage
-    import erasure.workflow  # the steps, the actions, the store
-    from erasure.catalog import CONNECTIONS, REBUILD_TARGETS
-    from erasure.config import KEYSTORES
-
-    for name in erasure.lineage.__all__:  # the door loads its modules on first use
-        getattr(erasure.lineage, name)
-    for registry in (CONNECTIONS, REBUILD_TARGETS, KEYSTORES):
-        registry.import_factories()  # the built-in kinds' and the installed plug-ins' factories

@@ -408,6 +408,8 @@ class Stack:
             "AIRFLOW__CELERY__BROKER_URL": f"{CELERY_BROKER}/{1 + self.ports.api % 15}",
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.metadata.url}",
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_CONCURRENCY),
+            # Every task forked with the domain loaded (erasure_airflow/celery_config.py).
+            "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": "erasure_airflow.celery_config.CELERY_CONFIG",
             "ERASURE_UP_CELERY_WORKERS": str(CELERY_WORKERS),
         }
 

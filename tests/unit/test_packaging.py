@@ -62,3 +62,23 @@ def test_the_charts_executor_imports_with_the_tested_set() -> None:
 
     assert CeleryExecutor.__name__ == "CeleryExecutor"
     assert pins()["celery"] == metadata.version("celery")
+
+
+def test_a_celery_worker_loads_the_domain_before_its_pool_forks() -> None:
+    """The chart's `[celery] celery_config_options` (helm/values.yaml): Airflow's own Celery
+    configuration, and, loaded, the modules every erasure task imports."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; import erasure_airflow.celery_config as c; "
+        "from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG; "
+        "print(c.CELERY_CONFIG == DEFAULT_CELERY_CONFIG, 'erasure.workflow' in sys.modules, "
+        "'sqlglot' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert done.stdout.split()[-3:] == ["True", "True", "True"], done.stderr[-2000:]
+    values = (REPO / "helm" / "values.yaml").read_text()
+    assert "celery_config_options: erasure_airflow.celery_config.CELERY_CONFIG" in values
