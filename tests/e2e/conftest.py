@@ -14,6 +14,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,19 @@ def airflow_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         **session_metadata_db(),
         extra_dag_folders={"e2e-tests": TEST_DAGS},
     )
+    with running(stack, "standalone"):
+        yield stack
+
+
+@contextmanager
+def running(stack: Stack, name: str) -> Iterator[Stack]:
+    """`stack` started (the test fails, saying why, if it does not come up), then stopped."""
     started = time.monotonic()
     try:
         stack.start()
     except StackError as exc:
-        pytest.fail(f"the standalone stack did not start: {exc}", pytrace=False)
-    print(f"\nstandalone stack healthy at {stack.base_url} in {time.monotonic() - started:.0f} s")
+        pytest.fail(f"the {name} stack did not start: {exc}", pytrace=False)
+    print(f"\n{name} stack healthy at {stack.base_url} in {time.monotonic() - started:.0f} s")
     try:
         yield stack
     finally:

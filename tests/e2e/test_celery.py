@@ -20,8 +20,8 @@ import pytest
 from erasure.sample.seed import DEMO_SUBJECT
 from local.bench.load import submission
 from local.demo.runner import load_decisions
-from local.up.stack import CELERY_EXECUTOR, Stack, StackError, StackPaths
-from tests.e2e.conftest import STOP_GRACE_SECONDS, AirflowApi
+from local.up.stack import CELERY_EXECUTOR, Stack, StackPaths
+from tests.e2e.conftest import AirflowApi, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault, pytest.mark.e2e]
 
@@ -38,16 +38,8 @@ def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         metadata_database=f"erasure_airflow_celery_{uuid.uuid4().hex[:10]}",
         drop_metadata_on_stop=True,
     )
-    started = time.monotonic()
-    try:
-        stack.start()
-    except StackError as exc:
-        pytest.fail(f"the Celery stack did not start: {exc}", pytrace=False)
-    print(f"\nCelery stack healthy at {stack.base_url} in {time.monotonic() - started:.0f} s")
-    try:
+    with running(stack, "Celery"):
         yield stack
-    finally:
-        stack.stop(timeout=STOP_GRACE_SECONDS)
 
 
 def test_a_request_completes_with_every_task_run_by_a_celery_worker(celery_stack: Stack) -> None:
