@@ -11,6 +11,7 @@ sys.path:
     listener.py      a run or task set to a state by hand, recorded in the API server
     operators.py     RebuildOperator, DpoPrompt (the erasure DAG's own operators)
     tasks.py         what every erasure task shares: services, plan order, failure record
+    celery_config.py [celery] celery_config_options: the domain loaded before a worker forks
     triggers.py      DagRunEndTrigger (the triggerer imports it by classpath)
     connections.py   catalog connections resolved through Airflow's connections
     respondents.py   who holds a DPO role: whom the prompts are assigned to

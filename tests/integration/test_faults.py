@@ -787,7 +787,11 @@ def completed_cleanly(run: Run) -> list[str]:
         if not svc.ledger.verify().ok:
             problems.append(f"{run.name}: the record chain does not verify")
         names = " ".join(svc.keystore.list_key_names()).lower()
-        if any(s.lower() in names for s in NEVER_SHOWN):
+        # Not inside a hash: the key names are hex, and "c0001" turns up in one now and then.
+        if any(
+            re.search(rf"(?<![0-9a-f]){re.escape(s.lower())}(?![0-9a-f])", names)
+            for s in NEVER_SHOWN
+        ):
             problems.append(f"{run.name}: a Vault key name shows an identifier")
         if run.backend == "SQLite":
             text = run.outage.path.read_bytes().decode("latin-1").lower()  # type: ignore[union-attr]
