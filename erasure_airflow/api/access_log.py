@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -116,7 +116,7 @@ def identifiers_redacted(path: str, query: str) -> tuple[str, str]:
 
 
 class AccessEventRedaction:
-    """A structlog processor: the `http.access` event of an erasure path, redacted."""
+    """A structlog processor: the `http.access` event, its path and query redacted."""
 
     def __init__(self, redactor: UrlRedactor) -> None:
         self.redactor = redactor
@@ -137,7 +137,7 @@ class AccessEventRedaction:
 
 class AccessRecordRedaction(logging.Filter):
     """A logging filter for uvicorn's access records, `(client, method, path?query, http
-    version, status)`: the path of an erasure route, redacted. It never drops a record."""
+    version, status)`: the path and query redacted. It never drops a record."""
 
     def __init__(self, redactor: UrlRedactor) -> None:
         super().__init__()
@@ -185,15 +185,15 @@ def installed() -> bool:
 
 class KeepRedacting:
     """Pure ASGI middleware around Airflow's root app (registered by erasure_airflow.plugin):
-    installs `redactor()` again before a request whenever the logging configuration lost it."""
+    installs the plugin's redactor again before a request whenever the logging configuration
+    lost it."""
 
-    def __init__(self, app: Any, redactor: Callable[[], UrlRedactor] | None = None) -> None:
+    def __init__(self, app: Any) -> None:
         self.app = app
-        self._redactor = redactor
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and not installed():
-            install(self._redactor() if self._redactor is not None else plugin_redactor())
+            install(plugin_redactor())
         await self.app(scope, receive, send)
 
 

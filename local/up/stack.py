@@ -275,6 +275,21 @@ def _read_passwords(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in loaded.items()}
 
 
+def _empty_redis_db(seed: int) -> int:
+    """A database of the local Redis (1-15; 0 is left to others) that holds no key, tried
+    from one picked by `seed`; StackError if Redis does not answer or none is empty."""
+    import redis
+
+    for step in range(15):
+        db = 1 + (seed + step) % 15
+        try:
+            if redis.Redis.from_url(f"{CELERY_BROKER}/{db}").dbsize() == 0:
+                return db
+        except redis.RedisError as exc:
+            raise StackError(f"the Celery broker {CELERY_BROKER} does not answer ({exc})") from None
+    raise StackError(f"every database 1-15 of {CELERY_BROKER} holds keys: flush one for make up")
+
+
 class Stack:
     """One running stack; `start()` returns when Airflow serves the erasure DAG and plugin."""
 
@@ -398,14 +413,14 @@ class Stack:
         return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata.url}
 
     def _celery_environment(self) -> dict[str, str]:
-        """The Celery executor's broker (a Redis database of this stack's own, picked from its
-        port, so two stacks never share a queue) and result backend (the metadata DB), and
-        the workers local/up/components.py starts."""
+        """The Celery executor's broker (an empty Redis database, so a stack beside another
+        never takes its tasks) and result backend (the metadata DB), and the workers
+        local/up/components.py starts."""
         if self.executor != "celery":
             return {}
         assert self.metadata is not None
         return {
-            "AIRFLOW__CELERY__BROKER_URL": f"{CELERY_BROKER}/{1 + self.ports.api % 15}",
+            "AIRFLOW__CELERY__BROKER_URL": f"{CELERY_BROKER}/{_empty_redis_db(self.ports.api)}",
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.metadata.url}",
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_CONCURRENCY),
             # Every task forked with the domain loaded (erasure_airflow/celery_config.py).
