@@ -557,7 +557,11 @@ def test_the_dpo_submits_and_airflow_keeps_only_the_reference_and_a_handle(
 
 
 def test_a_second_submission_of_a_reference_is_409(
-    client: Any, tokens: dict[str, str], erasure_dag: str, submissions_key: str
+    client: Any,
+    tokens: dict[str, str],
+    erasure_dag: str,
+    submissions_key: str,
+    requests_registered: dict[str, str],
 ) -> None:
     ref = f"DESK-{RUN}-2"
     first = client.post(
