@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import date
 from typing import Any
 
@@ -295,10 +295,9 @@ class DeskOnlyTriggers:
                 if body is None:
                     await _too_large(scope, receive, send)
                     return
-                desk_only = route["dag_id"] in DESK_ONLY or any(
-                    f'"{dag_id}"'.encode() in body for dag_id in DESK_ONLY
-                )
-                if desk_only and _names(body, "note"):
+                data = _parsed(body)
+                desk_only = route["dag_id"] in DESK_ONLY or bool(_strings(data) & DESK_ONLY)
+                if desk_only and _sets(data, "note"):
                     await _refuse(scope, receive, send, route["dag_id"], "given a note")
                     return
                 await self.app(*_with_body(scope, receive, body), send)
@@ -308,7 +307,8 @@ class DeskOnlyTriggers:
             if body is None:
                 await _too_large(scope, receive, send)
                 return
-            dag_id = _json_field(body, "dag_id")
+            data = _parsed(body)
+            dag_id = data.get("dag_id") if isinstance(data, dict) else None
             if dag_id in DESK_ONLY:
                 await _refuse(scope, receive, send, str(dag_id), "backfilled")
                 return
@@ -330,31 +330,31 @@ async def _too_large(scope: Any, receive: Any, send: Any) -> None:
     await JSONResponse({"detail": detail}, 413)(scope, receive, send)
 
 
-def _json_field(body: bytes, key: str) -> Any:
+def _parsed(body: bytes) -> Any:
+    """The JSON body (its escapes decoded: `"gdpr\\u005ferasure"` is that DAG), or None when
+    it is not JSON (Airflow then refuses it, 422, without reading a note or a DAG id)."""
     try:
-        data = json.loads(body)
+        return json.loads(body)
     except (ValueError, RecursionError):
         return None
-    return data.get(key) if isinstance(data, dict) else None
 
 
-def _names(body: bytes, key: str, depth: int = 4) -> bool:
-    """Whether a JSON body sets `key` to anything but null/empty, at most `depth` levels down
-    (Airflow's bulk routes nest entities in lists)."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return False  # Airflow refuses it (422) without reading a note
-
-    def found(value: Any, level: int) -> bool:
-        if level > depth:
-            return False
+def _nodes(data: Any) -> Iterator[Any]:
+    """Every value of a parsed JSON document, however deep (a body is at most MAX_BODY)."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        yield value
         if isinstance(value, dict):
-            return any(
-                (k == key and v not in (None, "")) or found(v, level + 1) for k, v in value.items()
-            )
-        if isinstance(value, list):
-            return any(found(v, level + 1) for v in value)
-        return False
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
 
-    return found(data, 0)
+
+def _strings(data: Any) -> set[str]:
+    return {v for v in _nodes(data) if isinstance(v, str)}
+
+
+def _sets(data: Any, key: str) -> bool:
+    """Whether any object of the document sets `key` to anything but null or empty."""
+    return any(isinstance(v, dict) and v.get(key) not in (None, "") for v in _nodes(data))

@@ -1039,6 +1039,18 @@ def test_an_answer_that_does_not_fit_the_prompt_is_refused_before_airflow_keeps_
         response = client.request(method, path, json=body, headers=admin)
         assert response.status_code == 403, (path, response.status_code, response.text[:300])
         assert "erasure desk" in response.text and CANARY not in response.text
+    # The DAG id spelled with a JSON escape, the note nested deeper: read as Airflow reads them.
+    escaped = (
+        '{"actions": [{"action": "update", "entities": [{"dag_id": "gdpr\\u005ferasure", '
+        f'"dag_run_id": "erasure-{ANSWERED}", "task_id": "register", '
+        f'"extra": [[{{"note": "{CANARY}"}}]]}}]}}]}}'
+    )
+    response = client.patch(
+        "/api/v2/dags/~/dagRuns/~/taskInstances",
+        content=escaped.encode(),
+        headers={**admin, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 403 and CANARY not in response.text, response.text[:300]
 
     kept = _kept_by_airflow(ANSWERED)
     assert CANARY not in kept and NOTE_CANARY not in kept, kept[:500]
