@@ -275,19 +275,19 @@ def _read_passwords(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in loaded.items()}
 
 
-def _empty_redis_db(seed: int) -> int:
-    """A database of the local Redis (1-15; 0 is left to others) that holds no key, tried
-    from one picked by `seed`; StackError if Redis does not answer or none is empty."""
+def _empty_redis_db(broker: str, seed: int) -> int:
+    """A database of the Redis at `broker` (1-15; 0 is left to others) that holds no key,
+    tried from one picked by `seed`; StackError if Redis does not answer or none is empty."""
     import redis
 
     for step in range(15):
         db = 1 + (seed + step) % 15
         try:
-            if redis.Redis.from_url(f"{CELERY_BROKER}/{db}").dbsize() == 0:
+            if redis.Redis.from_url(f"{broker}/{db}").dbsize() == 0:
                 return db
         except redis.RedisError as exc:
-            raise StackError(f"the Celery broker {CELERY_BROKER} does not answer ({exc})") from None
-    raise StackError(f"every database 1-15 of {CELERY_BROKER} holds keys: flush one for make up")
+            raise StackError(f"the Celery broker {broker} does not answer ({exc})") from None
+    raise StackError(f"every database 1-15 of {broker} holds keys: flush one for make up")
 
 
 class Stack:
@@ -304,10 +304,12 @@ class Stack:
         drop_metadata_on_stop: bool = False,
         extra_dag_folders: Mapping[str, Path] | None = None,
         executor: str = "local",
+        celery_broker: str = CELERY_BROKER,
     ) -> None:
         if executor not in EXECUTORS:
             raise StackError(f"unknown executor {executor!r}: one of {', '.join(EXECUTORS)}")
         self.executor = executor
+        self.celery_broker = celery_broker  # a Redis URL without its database
         self.paths = paths
         self.extra_dag_folders = dict(extra_dag_folders or {})
         self.metadata_database = metadata_database
@@ -420,7 +422,9 @@ class Stack:
             return {}
         assert self.metadata is not None
         return {
-            "AIRFLOW__CELERY__BROKER_URL": f"{CELERY_BROKER}/{_empty_redis_db(self.ports.api)}",
+            "AIRFLOW__CELERY__BROKER_URL": (
+                f"{self.celery_broker}/{_empty_redis_db(self.celery_broker, self.ports.api)}"
+            ),
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.metadata.url}",
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_CONCURRENCY),
             # Every task forked with the domain loaded (erasure_airflow/celery_config.py).

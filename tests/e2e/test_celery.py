@@ -1,7 +1,8 @@
 """The chart's executor on this machine: `make up --executor celery`, one request end to end.
 
 A stack of its own (the CeleryExecutor, two `airflow celery worker` processes of four slots,
-the local Redis as broker, the metadata DB as result backend) runs before the session's
+the local Redis as broker, or one started here when none answers; the metadata DB as result
+backend) runs before the session's
 LocalExecutor stack starts. The DPO submits the demo subject on the desk and answers every
 prompt; every task runs on a Celery worker, the request completes, and the auditor finds a
 completion record on a chain that verifies against its published heads.
@@ -10,6 +11,9 @@ completion record on a chain that verifies against its published heads.
 from __future__ import annotations
 
 import re
+import shutil
+import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +24,7 @@ import pytest
 from erasure.sample.seed import DEMO_SUBJECT
 from local.bench.load import submission
 from local.demo.runner import load_decisions
-from local.up.stack import CELERY_EXECUTOR, Stack, StackPaths
+from local.up.stack import CELERY_BROKER, CELERY_EXECUTOR, Stack, StackPaths
 from tests.e2e.conftest import AirflowApi, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault, pytest.mark.e2e]
@@ -30,11 +34,51 @@ REF = f"DSR-CELERY-{uuid.uuid4().hex[:8]}"
 CELERY_TASK = re.compile(r"execute_workload\[[0-9a-f-]+\] succeeded")
 
 
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
-def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def broker() -> Iterator[str]:
+    """The local Redis on 6379 when it answers; else a redis-server started here on a free
+    port (keeping nothing on disk) and stopped by its pid."""
+    if _answers("127.0.0.1", 6379):
+        yield CELERY_BROKER
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("no Redis answers on 127.0.0.1:6379 and redis-server is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = subprocess.Popen(
+        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers("127.0.0.1", port):
+            assert server.poll() is None and time.monotonic() < deadline, (
+                "redis-server did not start"
+            )
+            time.sleep(0.2)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def celery_stack(tmp_path_factory: pytest.TempPathFactory, broker: str) -> Iterator[Stack]:
     stack = Stack(
         StackPaths.under(tmp_path_factory.mktemp("celery")),
         executor="celery",
+        celery_broker=broker,
         metadata_database=f"erasure_airflow_celery_{uuid.uuid4().hex[:10]}",
         drop_metadata_on_stop=True,
     )
