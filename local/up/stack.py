@@ -10,6 +10,7 @@ task workers), OpenBao by its pid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -275,19 +276,47 @@ def _read_passwords(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in loaded.items()}
 
 
-def _empty_redis_db(broker: str, seed: int) -> int:
-    """A database of the Redis at `broker` (1-15; 0 is left to others) that holds no key,
-    tried from one picked by `seed`; StackError if Redis does not answer or none is empty."""
+BROKER_OWNER = "erasure:up:owner"  # the pid of the stack process that holds a database
+
+
+def claim_redis_db(broker: str, seed: int) -> str:
+    """A database of the Redis at `broker` (1-15; 0 is left to others) for one stack: one no
+    live stack holds (no owner, or its owner's process is gone: what kombu left there is
+    flushed), tried from one picked by `seed`; its URL. StackError if Redis does not answer
+    or every database is held."""
     import redis
 
     for step in range(15):
-        db = 1 + (seed + step) % 15
+        url = f"{broker}/{1 + (seed + step) % 15}"
         try:
-            if redis.Redis.from_url(f"{broker}/{db}").dbsize() == 0:
-                return db
+            client = redis.Redis.from_url(url)
+            owner = client.get(BROKER_OWNER)
+            if owner is not None and _alive(int(owner)):
+                continue
+            client.flushdb()
+            if client.set(BROKER_OWNER, os.getpid(), nx=True):
+                return url
         except redis.RedisError as exc:
             raise StackError(f"the Celery broker {broker} does not answer ({exc})") from None
-    raise StackError(f"every database 1-15 of {broker} holds keys: flush one for make up")
+    raise StackError(f"every database 1-15 of {broker} is held by a running stack")
+
+
+def release_redis_db(url: str) -> None:
+    """Flush the stack's broker database (its queues, kombu's bindings, the owner mark)."""
+    import redis
+
+    with contextlib.suppress(redis.RedisError):  # Redis gone: nothing of it to release
+        redis.Redis.from_url(url).flushdb()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Stack:
@@ -310,6 +339,7 @@ class Stack:
             raise StackError(f"unknown executor {executor!r}: one of {', '.join(EXECUTORS)}")
         self.executor = executor
         self.celery_broker = celery_broker  # a Redis URL without its database
+        self.broker_url: str | None = None  # the database claimed, released at stop
         self.paths = paths
         self.extra_dag_folders = dict(extra_dag_folders or {})
         self.metadata_database = metadata_database
@@ -403,6 +433,9 @@ class Stack:
         if process is not None:
             _stop_group(process, timeout)
         self.bao.stop()
+        if self.broker_url is not None:
+            release_redis_db(self.broker_url)
+            self.broker_url = None
         if self.drop_metadata_on_stop and self.metadata is not None:
             drop_metadata_db(self.metadata)
 
@@ -414,17 +447,19 @@ class Stack:
             print(f"WARNING: {self.metadata.warning}", file=sys.stderr, flush=True)
         return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata.url}
 
+    def _claim_broker(self) -> str:
+        self.broker_url = claim_redis_db(self.celery_broker, self.ports.api)
+        return self.broker_url
+
     def _celery_environment(self) -> dict[str, str]:
-        """The Celery executor's broker (an empty Redis database, so a stack beside another
-        never takes its tasks) and result backend (the metadata DB), and the workers
-        local/up/components.py starts."""
+        """The Celery executor's broker (a Redis database this stack holds, so a stack beside
+        another never takes its tasks; flushed at stop), its result backend (the metadata
+        DB), and the workers local/up/components.py starts."""
         if self.executor != "celery":
             return {}
         assert self.metadata is not None
         return {
-            "AIRFLOW__CELERY__BROKER_URL": (
-                f"{self.celery_broker}/{_empty_redis_db(self.celery_broker, self.ports.api)}"
-            ),
+            "AIRFLOW__CELERY__BROKER_URL": self._claim_broker(),
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.metadata.url}",
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_CONCURRENCY),
             # Every task forked with the domain loaded (erasure_airflow/celery_config.py).
