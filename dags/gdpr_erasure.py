@@ -20,7 +20,7 @@ from erasure.model import REQUEST_REF_PATTERN
 from erasure.rulings import EXEMPTIONS
 from erasure_airflow.operators import DpoPrompt, RebuildOperator
 from erasure_airflow.queues import erasure_queue
-from erasure_airflow.tasks import RETRIES, in_order, mapped_target, open_services, record_failure
+from erasure_airflow.tasks import RETRIES, in_order, open_services, record_failure, target
 
 if TYPE_CHECKING:
     from erasure.model import DatasetRef
@@ -122,41 +122,46 @@ def gdpr_erasure() -> None:
         """Stop here for a dry run or a duplicate submission."""
         return bool(planned["go"])
 
-    @task
-    def pick(planned: dict[str, Any], key: str) -> Any:
-        """One list of the plan, to map a task over (Airflow maps only over whole XComs)."""
-        return planned[key]
-
-    # Mapped tasks run one at a time in plan order: erasures children first, rebuilds after
-    # their upstreams (each task also checks that order and fails, to be retried, if broken).
-    @task(map_index_template="{{ artefact }}", max_active_tis_per_dagrun=1, **RETRIES)
-    def erase_rows(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
+    # One task per action, acting on each of its artefacts in plan order (erasures children
+    # first, rebuilds after their upstreams; each step also checks that order and, if broken,
+    # the task is rescheduled). A step done is on record with its evidence: a retried or
+    # cleared task skips it and resumes at the first artefact not done.
+    @task(**RETRIES)
+    def erase_rows(ref: str, datasets: list[dict[str, str]]) -> list[dict[str, Any]]:
         from erasure import workflow
 
-        target = mapped_target("erase_rows", dataset)
         with open_services() as svc, in_order():
-            evidence = workflow.erase(svc, ref, target)
-        return {"dataset": dataset, "rows_deleted": evidence.rows_deleted}
+            return [
+                {"dataset": d, "rows_deleted": workflow.erase(svc, ref, target(d)).rows_deleted}
+                for d in datasets
+            ]
 
-    # One at a time too: a subject's key may encrypt several datasets, and the second shred
-    # must find the first's destruction on record to cite it (not claim the key again).
-    @task(map_index_template="{{ artefact }}", max_active_tis_per_dagrun=1, **RETRIES)
-    def crypto_shred(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
+    # In order too: a subject's key may encrypt several datasets, and the second shred must
+    # find the first's destruction on record to cite it (not claim the key again).
+    @task(**RETRIES)
+    def crypto_shred(ref: str, datasets: list[dict[str, str]]) -> list[dict[str, Any]]:
         from erasure import workflow
 
-        target = mapped_target("crypto_shred", dataset)
         with open_services() as svc:
-            evidence = workflow.shred(svc, ref, target)
-        return {"dataset": dataset, "keys_shredded": evidence.keys_shredded}
+            return [
+                {"dataset": d, "keys_shredded": workflow.shred(svc, ref, target(d)).keys_shredded}
+                for d in datasets
+            ]
 
-    @task(map_index_template="{{ artefact }}", trigger_rule="none_failed", **RETRIES)
-    def aggregate_ok(ref: str, dataset: dict[str, str]) -> dict[str, Any]:
+    @task(trigger_rule="none_failed", **RETRIES)
+    def aggregate_ok(ref: str, datasets: list[dict[str, str]]) -> list[dict[str, Any]]:
         from erasure import workflow
 
-        target = mapped_target("aggregate_ok", dataset)
         with open_services() as svc, in_order():
-            evidence = workflow.confirm_aggregate(svc, ref, target)
-        return {"dataset": dataset, "min_group_size": evidence.at_act.min_group_size}
+            return [
+                {
+                    "dataset": d,
+                    "min_group_size": workflow.confirm_aggregate(
+                        svc, ref, target(d)
+                    ).at_act.min_group_size,
+                }
+                for d in datasets
+            ]
 
     # Each prompt brings its own options: a shared row is retained or deleted, a subject found
     # nowhere is confirmed not held, a derived artefact gets the four of DESIGN section 3.
@@ -260,20 +265,16 @@ def gdpr_erasure() -> None:
     ref = planned["request_ref"]
     gate = proceed(planned)
 
-    def items(key: str) -> Any:
-        return pick.override(task_id=f"{key}_items")(planned, key)
-
-    erased = erase_rows.partial(ref=ref).expand(dataset=items("erase"))
-    shredded = crypto_shred.partial(ref=ref).expand(dataset=items("shred"))
-    rebuilt = RebuildOperator.partial(
+    erased = erase_rows(ref, planned["erase"])
+    shredded = crypto_shred(ref, planned["shred"])
+    rebuilt = RebuildOperator(
         task_id="rebuild",
         ref=ref,
-        map_index_template="{{ artefact }}",
-        max_active_tis_per_dagrun=1,
+        datasets=planned["rebuild"],
         trigger_rule="none_failed",
         **RETRIES,
-    ).expand(dataset=items("rebuild"))
-    kept = aggregate_ok.partial(ref=ref).expand(dataset=items("aggregate"))
+    )
+    kept = aggregate_ok(ref, planned["aggregate"])
     assigned = assign_prompts(planned)
     decided = dpo_decides.expand_kwargs(assigned)
     ruled = record_rulings(ref)

@@ -4,21 +4,29 @@ prompt that records its answer as a ruling."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import BaseOperator
 
-from erasure_airflow.tasks import in_order, mapped_target, open_services, retried_in_place
+from erasure_airflow.tasks import in_order, open_services, retried_in_place, target
 
 if TYPE_CHECKING:
+    from erasure.actions.rebuild import RebuildEvidence
+    from erasure.model import DatasetRef
     from erasure.prompts import Asked
     from erasure.rulings import DpoAnswer
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 3.0  # how often the triggerer asks whether a rematerialisation run ended
+# A rematerialisation run that ends within BRIEF_WAIT of its trigger is waited for in the task,
+# asked every BRIEF_POLL: handing the wait to the triggerer and back costs 2-4 s of its loops
+# and the scheduler's. A longer run is waited for in the triggerer, holding no slot.
+BRIEF_WAIT = timedelta(seconds=10)
+BRIEF_POLL = 0.2
+POLL_SECONDS = 1.0  # how often the triggerer asks whether a rematerialisation run ended
 
 
 def dpo_answer(
@@ -58,45 +66,71 @@ def dpo_answer(
 
 
 class RebuildOperator(BaseOperator):
-    """rebuild: re-materialise one derived artefact, after its upstreams (rescheduled until
-    they are done). A DAG target's run is joined or triggered (one run serves every request
-    ready before it starts), then waited for in the triggerer (`DagRunEndTrigger`): the task
-    holds no worker slot while the run needs one."""
+    """rebuild: re-materialise each derived artefact of the plan in lineage order, each after
+    its upstreams (rescheduled until they are done). A DAG target's run is joined or triggered
+    (one run serves every request ready before it starts), then waited for: briefly in the
+    task, then in the triggerer (`DagRunEndTrigger`), so a long run holds no worker slot. A
+    rebuild done is on record: a resumed, retried or cleared task goes on from the first one
+    not done."""
 
-    template_fields = ("ref", "dataset")
+    template_fields = ("ref", "datasets")
 
-    def __init__(self, *, ref: str, dataset: dict[str, str], **kwargs: Any) -> None:
+    def __init__(self, *, ref: str, datasets: list[dict[str, str]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.ref = ref
-        self.dataset = dataset
+        self.datasets = datasets
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        return self._rebuild_each()
+
+    def execute_complete(
+        self, context: Any, event: dict[str, Any], dataset: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """Resumed once the awaited run ended: record how for `dataset` (a failed or deleted
+        run fails the task), then go on with the rest."""
+        self._rebuilt(target(dataset), event)
+        return self._rebuild_each()
+
+    def _rebuild_each(self) -> list[dict[str, Any]]:
         from erasure import workflow
         from erasure_airflow.rebuild_runs import REBUILD_TIMEOUT_SECONDS, trigger_dag
         from erasure_airflow.triggers import DagRunEndTrigger
 
-        target = mapped_target("rebuild", self.dataset)
-        try:
-            with open_services() as svc, in_order():
-                run = trigger_dag(svc, self.ref)
-                evidence = workflow.rebuild_artefact(svc, self.ref, target, run)
-        except workflow.AwaitingRun as waiting:
-            self.defer(
-                trigger=DagRunEndTrigger(waiting.dag_id, waiting.run_id, POLL_SECONDS),
-                method_name="execute_complete",
-                timeout=timedelta(seconds=REBUILD_TIMEOUT_SECONDS),
-            )
-        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
+        done = []
+        for dataset in self.datasets:
+            try:
+                with open_services() as svc, in_order():
+                    run = trigger_dag(svc, self.ref)
+                    evidence = workflow.rebuild_artefact(svc, self.ref, target(dataset), run)
+            except workflow.AwaitingRun as waiting:
+                ended = _ended_soon(waiting.dag_id, waiting.run_id)
+                if ended is None:
+                    self.defer(
+                        trigger=DagRunEndTrigger(waiting.dag_id, waiting.run_id, POLL_SECONDS),
+                        method_name="execute_complete",
+                        kwargs={"dataset": dataset},
+                        timeout=timedelta(seconds=REBUILD_TIMEOUT_SECONDS),
+                    )
+                evidence = self._rebuilt(target(dataset), ended)
+            done.append({"dataset": dataset, "method": evidence.method, "run_id": evidence.run_id})
+        return done
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        """Resumed once the run ended: record how (a failed or deleted run fails the task)."""
+    def _rebuilt(self, dataset: DatasetRef, event: dict[str, Any]) -> RebuildEvidence:
         from erasure import workflow
         from erasure_airflow.rebuild_runs import run_ended
 
-        target = mapped_target("rebuild", self.dataset)
         with open_services() as svc:
-            evidence = workflow.rebuild_artefact(svc, self.ref, target, run_ended(svc, event))
-        return {"dataset": self.dataset, "method": evidence.method, "run_id": evidence.run_id}
+            return workflow.rebuild_artefact(svc, self.ref, dataset, run_ended(svc, event))
+
+
+def _ended_soon(dag_id: str, run_id: str) -> dict[str, str] | None:
+    """The run's end as `DagRunEndTrigger` reports it, if it comes within BRIEF_WAIT."""
+    from erasure_airflow.triggers import run_end
+
+    deadline = time.monotonic() + BRIEF_WAIT.total_seconds()
+    while (ended := run_end(dag_id, run_id)) is None and time.monotonic() < deadline:
+        time.sleep(BRIEF_POLL)
+    return ended
 
 
 class DpoPrompt(HITLOperator):

@@ -10,8 +10,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow.sdk import get_current_context
-
 from erasure.config import Settings
 
 if TYPE_CHECKING:
@@ -52,13 +50,11 @@ def record_failure(context: Any) -> None:
         log.exception("could not record the failure of request %s", ref)
 
 
-def mapped_target(action: str, dataset: dict[str, str]) -> DatasetRef:
-    """Name the mapped task in the UI ("erase_rows crm.orders"); the dataset it acts on."""
+def target(dataset: dict[str, str]) -> DatasetRef:
+    """The dataset an action step acts on, as the plan task handed it over XCom."""
     from erasure.model import DatasetRef
 
-    ref = DatasetRef(**dataset)
-    get_current_context()["artefact"] = f"{action} {ref.name}"  # type: ignore[typeddict-unknown-key]
-    return ref
+    return DatasetRef(**dataset)
 
 
 @contextmanager

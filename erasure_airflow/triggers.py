@@ -16,9 +16,24 @@ ENDED = ("success", "failed")
 GONE = "gone"  # the run was deleted while it was waited for
 
 
+def run_end(dag_id: str, run_id: str) -> dict[str, str] | None:
+    """{dag_id, run_id, state} once the DAG run has ended (or was deleted), else None.
+
+    Asked of the Execution API through the process's supervisor: it works in a task and, wrapped
+    by `sync_to_async`, in the triggerer, with no login."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    if RuntimeTaskInstance.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
+        state = GONE
+    else:
+        found = RuntimeTaskInstance.get_dagrun_state(dag_id=dag_id, run_id=run_id)
+        state = str(getattr(found, "value", found))  # a DagRunState: str() is its name
+    return {"dag_id": dag_id, "run_id": run_id, "state": state} if state in (*ENDED, GONE) else None
+
+
 class DagRunEndTrigger(BaseTrigger):
     """Fires once the DAG run `run_id` of `dag_id` has ended (or was deleted): {dag_id, run_id,
-    state}. It asks the triggerer's supervisor (the Execution API), so it needs no login."""
+    state}."""
 
     def __init__(self, dag_id: str, run_id: str, poll_interval: float = 5.0) -> None:
         super().__init__()
@@ -33,18 +48,9 @@ class DagRunEndTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
         from asgiref.sync import sync_to_async
 
-        count = sync_to_async(RuntimeTaskInstance.get_dr_count)
-        state_of = sync_to_async(RuntimeTaskInstance.get_dagrun_state)
-        while True:
-            if await count(dag_id=self.dag_id, run_ids=[self.run_id]) == 0:
-                state = GONE
-            else:
-                found = await state_of(dag_id=self.dag_id, run_id=self.run_id)
-                state = str(getattr(found, "value", found))  # a DagRunState: str() is its name
-            if state in (*ENDED, GONE):
-                yield TriggerEvent({"dag_id": self.dag_id, "run_id": self.run_id, "state": state})
-                return
+        ended = sync_to_async(run_end)
+        while (event := await ended(self.dag_id, self.run_id)) is None:
             await asyncio.sleep(self.poll_interval)
+        yield TriggerEvent(event)
