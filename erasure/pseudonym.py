@@ -33,11 +33,11 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 import phonenumbers
 
 from erasure.errors import SubjectError
+from erasure.plain_phone import plain_reader
 
 NORMALISERS = ("email", "strip", "e164", "lower")
 
@@ -81,7 +81,7 @@ def normalise(kind: str, value: str, *, default_region: str | None = None) -> st
 def normaliser(kind: str, default_region: str | None = None) -> Normaliser:
     """The function `normalise(kind, ...)` applies: pick it once when normalising many values."""
     if kind == "e164":
-        return partial(_e164, default_region=default_region)
+        return _e164_normaliser(default_region)
     try:
         return _BY_KIND[kind]
     except KeyError:
@@ -243,7 +243,22 @@ _PHONE_PARSE_ERROR = (
 )
 
 
-def _e164(value: str, *, default_region: str | None) -> str:
+def _e164_normaliser(default_region: str | None) -> Normaliser:
+    read_plain = plain_reader(default_region)
+
+    def e164(value: str) -> str:
+        # Plain digits (`+44 20 7946 0958`, `020 7946 0958`) get the parser's answer without
+        # the parser; anything the plain reader declines goes to it.
+        plain = read_plain(value)
+        if plain is not None:
+            return plain
+        return reference_e164(value, default_region=default_region)
+
+    return e164
+
+
+def reference_e164(value: str, *, default_region: str | None) -> str:
+    """The `e164` normaliser without its plain-digit path: every value through phonenumbers."""
     # An annotation in brackets ("(home)") is no part of the number, and would hide an
     # extension written after it from the parser.
     text = _ANNOTATION.sub("", canonical_text(value)).strip()
