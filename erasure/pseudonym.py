@@ -133,7 +133,27 @@ def _lower(value: str) -> str:
 
 
 def _email(value: str) -> str:
-    # Ingest runs this per row and column: a plain `local@domain` takes one pass of cheap checks.
+    if value.isascii():
+        # Ingest runs this per row and column. An ASCII `local@domain` with nothing for the
+        # RFC 5322 reader to do is its own canonical form lower-cased: reference_email's
+        # conditions (ASCII canonical text is the value stripped, its case fold is lower()),
+        # tested once on the folded text, where none of them depends on case.
+        out = value.strip().lower()
+        if (
+            _NOT_PLAIN_ASCII_EMAIL.isdisjoint(out)
+            and out.count("@") == 1
+            and out[0] != "@"
+            and out[-1] not in "@."
+            and ".@" not in out
+            and "xn--" not in out
+        ):
+            return out
+    return reference_email(value)
+
+
+def reference_email(value: str) -> str:
+    """The `email` normaliser without its ASCII fast path."""
+    # A plain `local@domain` in any script takes one pass of cheap checks.
     out = canonical_text(value)
     if (
         not _NOT_PLAIN_EMAIL.isdisjoint(out)
@@ -155,6 +175,7 @@ def _email(value: str) -> str:
 _NOT_PLAIN_EMAIL = frozenset(
     '"<>()[]\\,;:\u3002' + "".join(c for c in EDGE_CHARACTERS if c.isspace())
 )
+_NOT_PLAIN_ASCII_EMAIL = frozenset(ch for ch in _NOT_PLAIN_EMAIL if ch.isascii())
 _PUNYCODE = re.compile(r"(?i:xn--)")
 _DOT_ATOM = re.compile(r"[^\s\"(),.:;<>@\[\\\]]+(?:\.[^\s\"(),.:;<>@\[\\\]]+)*")
 _MALFORMED = "the email identifier is not of the form local@domain"
