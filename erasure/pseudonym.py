@@ -33,11 +33,11 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 import phonenumbers
 
 from erasure.errors import SubjectError
+from erasure.plain_phone import plain_reader
 
 NORMALISERS = ("email", "strip", "e164", "lower")
 
@@ -81,7 +81,7 @@ def normalise(kind: str, value: str, *, default_region: str | None = None) -> st
 def normaliser(kind: str, default_region: str | None = None) -> Normaliser:
     """The function `normalise(kind, ...)` applies: pick it once when normalising many values."""
     if kind == "e164":
-        return partial(_e164, default_region=default_region)
+        return _e164_normaliser(default_region)
     try:
         return _BY_KIND[kind]
     except KeyError:
@@ -133,7 +133,27 @@ def _lower(value: str) -> str:
 
 
 def _email(value: str) -> str:
-    # Ingest runs this per row and column: a plain `local@domain` takes one pass of cheap checks.
+    if value.isascii():
+        # Ingest runs this per row and column. An ASCII `local@domain` with nothing for the
+        # RFC 5322 reader to do is its own canonical form lower-cased: reference_email's
+        # conditions (ASCII canonical text is the value stripped, its case fold is lower()),
+        # tested once on the folded text, where none of them depends on case.
+        out = value.strip().lower()
+        if (
+            _NOT_PLAIN_ASCII_EMAIL.isdisjoint(out)
+            and out.count("@") == 1
+            and out[0] != "@"
+            and out[-1] not in "@."
+            and ".@" not in out
+            and "xn--" not in out
+        ):
+            return out
+    return reference_email(value)
+
+
+def reference_email(value: str) -> str:
+    """The `email` normaliser without its ASCII fast path."""
+    # A plain `local@domain` in any script takes one pass of cheap checks.
     out = canonical_text(value)
     if (
         not _NOT_PLAIN_EMAIL.isdisjoint(out)
@@ -155,6 +175,7 @@ def _email(value: str) -> str:
 _NOT_PLAIN_EMAIL = frozenset(
     '"<>()[]\\,;:\u3002' + "".join(c for c in EDGE_CHARACTERS if c.isspace())
 )
+_NOT_PLAIN_ASCII_EMAIL = frozenset(ch for ch in _NOT_PLAIN_EMAIL if ch.isascii())
 _PUNYCODE = re.compile(r"(?i:xn--)")
 _DOT_ATOM = re.compile(r"[^\s\"(),.:;<>@\[\\\]]+(?:\.[^\s\"(),.:;<>@\[\\\]]+)*")
 _MALFORMED = "the email identifier is not of the form local@domain"
@@ -243,7 +264,22 @@ _PHONE_PARSE_ERROR = (
 )
 
 
-def _e164(value: str, *, default_region: str | None) -> str:
+def _e164_normaliser(default_region: str | None) -> Normaliser:
+    read_plain = plain_reader(default_region)
+
+    def e164(value: str) -> str:
+        # Plain digits (`+44 20 7946 0958`, `020 7946 0958`) get the parser's answer without
+        # the parser; anything the plain reader declines goes to it.
+        plain = read_plain(value)
+        if plain is not None:
+            return plain
+        return reference_e164(value, default_region=default_region)
+
+    return e164
+
+
+def reference_e164(value: str, *, default_region: str | None) -> str:
+    """The `e164` normaliser without its plain-digit path: every value through phonenumbers."""
     # An annotation in brackets ("(home)") is no part of the number, and would hide an
     # extension written after it from the parser.
     text = _ANNOTATION.sub("", canonical_text(value)).strip()

@@ -3,7 +3,9 @@
 A tombstone is the keyed hash `HMAC-SHA256(pepper_v, type:normalised)` with its pepper
 version; the list never holds a raw identifier. Ingest runs every row through
 `SuppressionFilter`, which hashes each identifier column under every pepper version that has
-tombstones, so tombstones written before a pepper rotation keep suppressing after it.
+tombstones, so tombstones written before a pepper rotation keep suppressing after it. A value
+seen again (CRM exports repeat them) takes the verdict it had: a bounded cache that only the
+filter object holds, never logged or written.
 
 Invalid identifiers: a value that cannot be normalised (an "email" without one "@", bytes)
 cannot equal the normalised value a tombstone was made from, so it cannot match one; such a
@@ -13,7 +15,7 @@ row is loaded and counted in `invalid_identifier` for the data owner to fix at t
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -204,8 +206,41 @@ class FilterCounts:
     suppressed_by_type: dict[str, int] = field(default_factory=dict)
 
 
-# (column, identifier type, normaliser, ((HMAC keyed and fed "type:", tombstone digests), ...))
-_Check = tuple[str, str, Normaliser, tuple[tuple[hmac.HMAC, frozenset[bytes]], ...]]
+class _Invalid:
+    """What a check says of a value that cannot be normalised (it names nobody)."""
+
+
+_INVALID = _Invalid()
+
+_MISS = object()
+
+# Identifier value -> the identifier type it is tombstoned as, None (not tombstoned) or
+# _INVALID. A verdict depends on the value alone, so one is reused for a repeated value.
+_Verdict = Callable[[str], "str | _Invalid | None"]
+# The verdict and its cache: two generations of value -> verdict (see `filter`).
+_CachedVerdict = tuple[_Verdict, dict[str, object], dict[str, object]]
+
+DEFAULT_CACHE_SIZE = 65_536
+"""Verdicts a filter keeps per identifier type by default: CRM exports repeat values
+(households, re-sent rows). Bounded (the values not seen for longest dropped first, half the
+cache at a time), held by the filter object only: the raw values it is keyed by go when the
+filter goes or `clear_cache` is called, and are never logged or written."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictCache:
+    """How a filter's verdict caches served it: counts only, never a value."""
+
+    hits: int
+    misses: int
+    size: int  # verdicts held now, over all identifier types
+    max_size: int  # per identifier type (and normaliser); 0: no cache
+
+    @property
+    def hit_share(self) -> float:
+        """The share of non-empty identifier values answered from the cache."""
+        looked_up = self.hits + self.misses
+        return self.hits / looked_up if looked_up else 0.0
 
 
 class SuppressionFilter:
@@ -216,6 +251,8 @@ class SuppressionFilter:
         identifier_columns: Mapping[str, IdentifierColumn],
         peppers: Sequence[Pepper],
         suppressed: Mapping[int, Collection[str]],
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         if not identifier_columns:
             raise SuppressionError(
@@ -223,6 +260,10 @@ class SuppressionFilter:
             )
         if not peppers:
             raise SuppressionError("no pepper versions given: cannot hash identifiers to check")
+        if cache_size < 0 or cache_size == 1:
+            raise SuppressionError(
+                f"cache_size must be 0 (no cache) or at least 2, not {cache_size}"
+            )
         secrets = _secrets_by_version(peppers)
         missing = sorted(v for v, hashes in suppressed.items() if hashes and v not in secrets)
         if missing:
@@ -234,16 +275,25 @@ class SuppressionFilter:
         digests = {v: _digests(v, hashes) for v, hashes in sorted(suppressed.items()) if hashes}
         self.pepper_versions = sorted(secrets)
         self.tombstones = sum(len(d) for d in digests.values())
-        self._checks: tuple[_Check, ...] = tuple(
-            (
-                column,
-                spec.id_type,
-                normaliser(spec.normalise, spec.default_region),
-                # A version without tombstones cannot suppress: it is not hashed at all.
-                tuple((_hmac_template(secrets[v], spec.id_type), d) for v, d in digests.items()),
-            )
-            for column, spec in identifier_columns.items()
+        self.cache_size = cache_size
+        # Columns of one identifier type read the same way share a verdict and its cache.
+        verdicts: dict[IdentifierColumn, _CachedVerdict] = {}
+        for spec in identifier_columns.values():
+            if spec not in verdicts:
+                verdict = _verdict(
+                    spec.id_type,
+                    normaliser(spec.normalise, spec.default_region),
+                    # A version without tombstones cannot suppress: it is not hashed at all.
+                    tuple(
+                        (_hmac_template(secrets[v], spec.id_type), d) for v, d in digests.items()
+                    ),
+                )
+                verdicts[spec] = (verdict, {}, {})
+        self._caches = tuple((recent, older) for _, recent, older in verdicts.values())
+        self._checks = tuple(
+            (column, *verdicts[spec]) for column, spec in identifier_columns.items()
         )
+        self._hits = self._misses = 0
         self.counts = FilterCounts()
 
     @classmethod
@@ -252,21 +302,41 @@ class SuppressionFilter:
         suppression: SuppressionList,
         identifier_columns: Mapping[str, IdentifierColumn],
         peppers: Sequence[Pepper],
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> SuppressionFilter:
         """A filter over every tombstone currently in `suppression`."""
-        return cls(identifier_columns, peppers, suppression.hashes_by_version())
+        return cls(
+            identifier_columns, peppers, suppression.hashes_by_version(), cache_size=cache_size
+        )
+
+    def cache(self) -> VerdictCache:
+        """Hits and misses of the verdict caches since the last `clear_cache`."""
+        size = sum(len(recent) + len(older) for recent, older in self._caches)
+        return VerdictCache(self._hits, self._misses, size, self.cache_size)
+
+    def clear_cache(self) -> None:
+        """Drop every cached verdict (and with them the raw values they were looked up by)."""
+        for recent, older in self._caches:
+            recent.clear()
+            older.clear()
+        self._hits = self._misses = 0
 
     def filter(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """Yield the rows that may be loaded; counts accumulate on `self.counts`."""
         counts = self.counts
         checks = self._checks
-        read = loaded = suppressed = invalid = 0
+        # Two generations of at most half the size each: a verdict used since the recent
+        # one began is kept, the older generation is dropped whole. Cheaper per miss than an
+        # exact LRU list, and as bounded.
+        generation = self.cache_size // 2
+        read = loaded = suppressed = invalid = hits = misses = 0
         try:
             for row in rows:
                 read += 1
                 hit: str | None = None
                 bad = False
-                for column, id_type, normalise, keyed in checks:
+                for column, verdict, recent, older in checks:
                     value = row.get(column)
                     if value.__class__ is not str:
                         if value is None:
@@ -279,19 +349,31 @@ class SuppressionFilter:
                         value = str(value)  # JSON numbers, e.g. a numeric customer id
                     elif not value:
                         continue
-                    try:
-                        message = normalise(value).encode()
-                    except SubjectError:
+                    if generation:
+                        found = recent.get(value, _MISS)
+                        if found is _MISS:
+                            found = older.get(value, _MISS)
+                            if found is _MISS:
+                                found = verdict(value)
+                                misses += 1
+                            else:
+                                hits += 1
+                            if len(recent) >= generation:
+                                older.clear()
+                                older.update(recent)
+                                recent.clear()
+                            recent[value] = found
+                        else:
+                            hits += 1
+                    else:
+                        found = verdict(value)
+                    if found is None:
+                        continue
+                    if found is _INVALID:
                         bad = True
                         continue
-                    for template, digests in keyed:
-                        mac = template.copy()
-                        mac.update(message)
-                        if mac.finalize() in digests:
-                            hit = id_type
-                            break
-                    if hit is not None:
-                        break
+                    hit = found  # type: ignore[assignment]
+                    break
                 if hit is not None:
                     suppressed += 1
                     counts.suppressed_by_type[hit] = counts.suppressed_by_type.get(hit, 0) + 1
@@ -301,10 +383,33 @@ class SuppressionFilter:
                 loaded += 1
                 yield row
         finally:
+            self._hits += hits
+            self._misses += misses
             counts.read += read
             counts.loaded += loaded
             counts.suppressed += suppressed
             counts.invalid_identifier += invalid
+
+
+def _verdict(
+    id_type: str, normalise: Normaliser, keyed: tuple[tuple[hmac.HMAC, frozenset[bytes]], ...]
+) -> _Verdict:
+    """The check of one identifier value: normalised as tombstones are made, then hashed under
+    each pepper version that has tombstones (HMAC already fed `type:`) until one matches."""
+
+    def verdict(value: str) -> str | _Invalid | None:
+        try:
+            message = normalise(value).encode()
+        except SubjectError:
+            return _INVALID
+        for template, tombstoned in keyed:
+            mac = template.copy()
+            mac.update(message)
+            if mac.finalize() in tombstoned:
+                return id_type
+        return None
+
+    return verdict
 
 
 def _secrets_by_version(peppers: Sequence[Pepper]) -> dict[int, bytes]:

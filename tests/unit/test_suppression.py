@@ -4,6 +4,7 @@ and the ingest filter."""
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -358,3 +359,105 @@ def test_bytes_name_nobody_as_they_do_for_locate_and_verify() -> None:
     rows = [{"id": 1, "phone": b"+442079460958"}, {"id": 2, "phone": bytearray(b"02079460958")}]
     assert ids(flt.filter(rows)) == [1, 2]
     assert (flt.counts.suppressed, flt.counts.invalid_identifier) == (0, 2)
+
+
+# -- The verdict cache -----------------------------------------------------------------------
+
+
+def _stream(n: int, seed: int) -> list[dict[str, Any]]:
+    """Rows as CRM exports hold them: the same people in many shapes, repeated (households,
+    re-sent rows), with unreadable, empty and missing identifiers among them."""
+    rng = random.Random(seed)
+    people = [(f"person.{i}@example.com", f"020 7946 {i:04d}") for i in range(40)]
+    shapes_email = [str.upper, str.title, lambda e: f"  {e}\t", lambda e: f"Name <{e}>"]
+    shapes_phone = [
+        lambda p: p, lambda p: "+44 " + p[1:], lambda p: "0044" + p[1:].replace(" ", ""),
+        lambda p: p.replace(" ", "-"), lambda p: f"({p[:3]}) {p[4:]}", lambda p: f"{p} (home)",
+    ]  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        email, phone = rng.choice(people)
+        row: dict[str, Any] = {
+            "id": i,
+            "email": rng.choice(shapes_email)(email),
+            "phone": rng.choice(shapes_phone)(phone),
+        }
+        roll = rng.random()
+        if roll < 0.05:
+            row["email"] = "no-at-sign"
+        elif roll < 0.1:
+            row["phone"] = rng.choice([None, "", b"02079460001"])
+        elif roll < 0.15:
+            del row["email"]
+        rows.append(row)
+    return rows
+
+
+def _expected_kept(rows: list[dict[str, Any]], stones: dict[int, set[str]]) -> list[int]:
+    """The decision without the filter: every identifier normalised, then hashed per version."""
+    peppers = {1: V1, 2: V2}
+    kept = []
+    for row in rows:
+        hit = False
+        for column, spec in COLUMNS.items():
+            value = row.get(column)
+            if not isinstance(value, str) or not value:
+                continue
+            try:
+                normalised = normalise(spec.normalise, value, default_region=spec.default_region)
+            except SubjectError:
+                continue
+            hit = hit or any(
+                subject_hash(peppers[v], spec.id_type, normalised) in hashes
+                for v, hashes in stones.items()
+            )
+        if not hit:
+            kept.append(row["id"])
+    return kept
+
+
+@pytest.mark.parametrize("cache_size", [0, 2, 7, 64, 100_000])
+def test_the_cache_never_changes_what_is_dropped(cache_size: int) -> None:
+    stones = suppressed(
+        tomb(V1, "email", "person.3@example.com"),
+        tomb(V2, "email", "person.5@example.com"),
+        tomb(V1, "phone", "+442079460007"),
+        tomb(V2, "phone", "+442079460011"),
+    )
+    rows = _stream(3000, seed=cache_size)
+    flt = SuppressionFilter(COLUMNS, [V1, V2], stones, cache_size=cache_size)
+    assert ids(flt.filter(rows)) == _expected_kept(rows, stones)
+    uncached = SuppressionFilter(COLUMNS, [V1, V2], stones, cache_size=0)
+    assert ids(uncached.filter(rows)) == _expected_kept(rows, stones)
+    assert flt.counts == uncached.counts
+    cache = flt.cache()
+    assert cache.size <= 2 * cache_size  # two identifier types, each bounded
+    if cache_size > 1000:
+        assert cache.hit_share > 0.5  # 40 people in a few shapes: mostly repeats
+
+
+def test_the_cache_is_bounded_and_holds_counts_only() -> None:
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)), cache_size=10)
+    rows = [{"id": i, "email": f"user.{i}@example.com"} for i in range(1000)]
+    rows.append({"id": 1000, "email": EMAIL})
+    assert len(ids(flt.filter(rows))) == 1000
+    cache = flt.cache()
+    assert cache.size <= 10
+    assert (cache.hits, cache.misses, cache.max_size) == (0, 1001, 10)
+    assert "example.com" not in repr(cache)
+    flt.clear_cache()
+    assert flt.cache().size == 0
+
+
+def test_a_value_seen_again_is_answered_from_the_cache() -> None:
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)))
+    rows = [{"id": i, "email": EMAIL if i % 2 else "kept@example.com"} for i in range(10)]
+    assert ids(flt.filter(rows)) == [0, 2, 4, 6, 8]
+    assert (flt.cache().hits, flt.cache().misses) == (8, 2)
+    assert flt.cache().hit_share == 0.8
+
+
+def test_a_cache_size_of_one_or_below_zero_is_refused() -> None:
+    for bad in (-1, 1):
+        with pytest.raises(SuppressionError, match="cache_size"):
+            SuppressionFilter(COLUMNS, [V1], {}, cache_size=bad)
