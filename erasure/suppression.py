@@ -235,6 +235,7 @@ class VerdictCache:
     misses: int
     size: int  # verdicts held now, over all identifier types
     max_size: int  # per identifier type (and normaliser); 0: no cache
+    stopped: bool = False  # the values did not repeat: the filter stopped caching
 
     @property
     def hit_share(self) -> float:
@@ -294,6 +295,7 @@ class SuppressionFilter:
             (column, *verdicts[spec]) for column, spec in identifier_columns.items()
         )
         self._hits = self._misses = 0
+        self._cache_idle = False  # set once a stream shows its values do not repeat
         self.counts = FilterCounts()
 
     @classmethod
@@ -313,7 +315,13 @@ class SuppressionFilter:
     def cache(self) -> VerdictCache:
         """Hits and misses of the verdict caches since the last `clear_cache`."""
         size = sum(len(recent) + len(older) for recent, older in self._caches)
-        return VerdictCache(self._hits, self._misses, size, self.cache_size)
+        return VerdictCache(self._hits, self._misses, size, self.cache_size, self._cache_idle)
+
+    def _stop_caching(self) -> None:
+        self._cache_idle = True
+        for recent, older in self._caches:
+            recent.clear()
+            older.clear()
 
     def clear_cache(self) -> None:
         """Drop every cached verdict (and with them the raw values they were looked up by)."""
@@ -321,6 +329,7 @@ class SuppressionFilter:
             recent.clear()
             older.clear()
         self._hits = self._misses = 0
+        self._cache_idle = False
 
     def filter(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """Yield the rows that may be loaded; counts accumulate on `self.counts`."""
@@ -329,7 +338,7 @@ class SuppressionFilter:
         # Two generations of at most half the size each: a verdict used since the recent
         # one began is kept, the older generation is dropped whole. Cheaper per miss than an
         # exact LRU list, and as bounded.
-        generation = self.cache_size // 2
+        generation = 0 if self._cache_idle else self.cache_size // 2
         read = loaded = suppressed = invalid = hits = misses = 0
         try:
             for row in rows:
@@ -353,16 +362,23 @@ class SuppressionFilter:
                         found = recent.get(value, _MISS)
                         if found is _MISS:
                             found = older.get(value, _MISS)
-                            if found is _MISS:
+                            if found is not _MISS:
+                                hits += 1
+                            else:
                                 found = verdict(value)
                                 misses += 1
+                            if misses == self.cache_size and hits * 10 < misses:
+                                # A cache's worth of values hit it less than one time in
+                                # ten (an export of distinct people): it only costs here,
+                                # about a fifth of the filter's time. Stop using it.
+                                generation = 0
+                                self._stop_caching()
                             else:
-                                hits += 1
-                            if len(recent) >= generation:
-                                older.clear()
-                                older.update(recent)
-                                recent.clear()
-                            recent[value] = found
+                                if len(recent) >= generation:
+                                    older.clear()
+                                    older.update(recent)
+                                    recent.clear()
+                                recent[value] = found
                         else:
                             hits += 1
                     else:

@@ -149,6 +149,11 @@ def _cached(flt: SuppressionFilter) -> str:
     cache = flt.cache()
     if not cache.max_size:
         return "cache off: every value normalised and hashed"
+    if cache.stopped:
+        return (
+            f"cache stopped after {cache.hits + cache.misses:,} look-ups hit "
+            f"{cache.hit_share:.0%}: values do not repeat"
+        )
     return f"cache hits {cache.hit_share:.0%} (of {cache.hits + cache.misses:,} look-ups)"
 
 

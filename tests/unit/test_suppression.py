@@ -443,7 +443,8 @@ def test_the_cache_is_bounded_and_holds_counts_only() -> None:
     assert len(ids(flt.filter(rows))) == 1000
     cache = flt.cache()
     assert cache.size <= 10
-    assert (cache.hits, cache.misses, cache.max_size) == (0, 1001, 10)
+    assert (cache.hits, cache.misses, cache.max_size) == (0, 10, 10)
+    assert cache.stopped  # ten values, none seen again: the cache stopped
     assert "example.com" not in repr(cache)
     flt.clear_cache()
     assert flt.cache().size == 0
@@ -455,6 +456,25 @@ def test_a_value_seen_again_is_answered_from_the_cache() -> None:
     assert ids(flt.filter(rows)) == [0, 2, 4, 6, 8]
     assert (flt.cache().hits, flt.cache().misses) == (8, 2)
     assert flt.cache().hit_share == 0.8
+
+
+def test_a_stream_of_distinct_values_stops_the_cache_and_drops_the_same_rows() -> None:
+    stones = suppressed(tomb(V1, "email", "user.20000@example.com"))
+    rows = [{"id": i, "email": f"user.{i}@example.com"} for i in range(30_000)]
+    flt = SuppressionFilter(COLUMNS, [V1], stones, cache_size=1000)
+    assert len(ids(flt.filter(rows))) == len(rows) - 1
+    cache = flt.cache()
+    assert cache.stopped and cache.size == 0  # and the values it held are gone
+    assert (cache.hits, cache.misses) == (0, 1000)
+    flt.clear_cache()  # a new stream gets its own trial
+    assert not flt.cache().stopped
+
+
+def test_a_stream_that_repeats_keeps_its_cache() -> None:
+    rows = [{"id": i, "email": f"user.{i % 400}@example.com"} for i in range(30_000)]
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)), cache_size=1000)
+    assert len(ids(flt.filter(rows))) == len(rows)
+    assert not flt.cache().stopped and flt.cache().hit_share > 0.9
 
 
 def test_a_cache_size_of_one_or_below_zero_is_refused() -> None:
