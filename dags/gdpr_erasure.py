@@ -132,7 +132,10 @@ def gdpr_erasure() -> None:
 
         with open_services() as svc, in_order():
             return [
-                {"dataset": d, "rows_deleted": workflow.erase(svc, ref, target(d)).rows_deleted}
+                {
+                    "dataset": d,
+                    "rows_deleted": workflow.erase(svc, ref, target("erase_rows", d)).rows_deleted,
+                }
                 for d in datasets
             ]
 
@@ -144,7 +147,12 @@ def gdpr_erasure() -> None:
 
         with open_services() as svc:
             return [
-                {"dataset": d, "keys_shredded": workflow.shred(svc, ref, target(d)).keys_shredded}
+                {
+                    "dataset": d,
+                    "keys_shredded": workflow.shred(
+                        svc, ref, target("crypto_shred", d)
+                    ).keys_shredded,
+                }
                 for d in datasets
             ]
 
@@ -157,7 +165,7 @@ def gdpr_erasure() -> None:
                 {
                     "dataset": d,
                     "min_group_size": workflow.confirm_aggregate(
-                        svc, ref, target(d)
+                        svc, ref, target("aggregate_ok", d)
                     ).at_act.min_group_size,
                 }
                 for d in datasets

@@ -88,7 +88,7 @@ class RebuildOperator(BaseOperator):
     ) -> list[dict[str, Any]]:
         """Resumed once the awaited run ended: record how for `dataset` (a failed or deleted
         run fails the task), then go on with the rest."""
-        self._rebuilt(target(dataset), event)
+        self._rebuilt(target("rebuild", dataset), event)
         return self._rebuild_each()
 
     def _rebuild_each(self) -> list[dict[str, Any]]:
@@ -98,10 +98,11 @@ class RebuildOperator(BaseOperator):
 
         done = []
         for dataset in self.datasets:
+            artefact = target("rebuild", dataset)
             try:
                 with open_services() as svc, in_order():
                     run = trigger_dag(svc, self.ref)
-                    evidence = workflow.rebuild_artefact(svc, self.ref, target(dataset), run)
+                    evidence = workflow.rebuild_artefact(svc, self.ref, artefact, run)
             except workflow.AwaitingRun as waiting:
                 ended = _ended_soon(waiting.dag_id, waiting.run_id)
                 if ended is None:
@@ -111,7 +112,7 @@ class RebuildOperator(BaseOperator):
                         kwargs={"dataset": dataset},
                         timeout=timedelta(seconds=REBUILD_TIMEOUT_SECONDS),
                     )
-                evidence = self._rebuilt(target(dataset), ended)
+                evidence = self._rebuilt(artefact, ended)
             done.append({"dataset": dataset, "method": evidence.method, "run_id": evidence.run_id})
         return done
 

@@ -50,11 +50,14 @@ def record_failure(context: Any) -> None:
         log.exception("could not record the failure of request %s", ref)
 
 
-def target(dataset: dict[str, str]) -> DatasetRef:
-    """The dataset an action step acts on, as the plan task handed it over XCom."""
+def target(action: str, dataset: dict[str, str]) -> DatasetRef:
+    """The dataset an action step acts on, as the plan task handed it over XCom; the task's log
+    says which step it is at ("erase_rows crm.orders"), so a failure names its artefact."""
     from erasure.model import DatasetRef
 
-    return DatasetRef(**dataset)
+    ref = DatasetRef(**dataset)
+    log.info("%s %s", action, ref.name)
+    return ref
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""The chart's executor on this machine: `make up --executor celery`, one request end to end.
+"""The chart's executor on this machine: `make up --executor celery`, one request end to end,
+then twenty at once held to the same bar as on the LocalExecutor (tests/e2e/load_checks.py).
 
 A stack of its own (the CeleryExecutor, two `airflow celery worker` processes of four slots,
 the local Redis as broker, or one started here when none answers; the metadata DB as result
@@ -22,9 +23,10 @@ import httpx
 import pytest
 
 from erasure.sample.seed import DEMO_SUBJECT
-from local.bench.load import submission
+from local.bench.load import Load, LoadResult, submission, summary, twenty
 from local.demo.runner import load_decisions
 from local.up.stack import CELERY_BROKER, CELERY_EXECUTOR, Stack, StackPaths
+from tests.e2e import load_checks
 from tests.e2e.conftest import AirflowApi, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.vault, pytest.mark.e2e]
@@ -111,3 +113,52 @@ def test_a_request_completes_with_every_task_run_by_a_celery_worker(celery_stack
         chain = auditor.get("/erasure/api/v1/records/verify").json()
     assert "completed" in [r["kind"] for r in records], records
     assert chain["ok"], chain
+
+
+@pytest.fixture(scope="module")
+def celery_load(celery_stack: Stack) -> Iterator[Load]:
+    with Load(celery_stack, load_decisions()) as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def runs_before(celery_load: Load) -> set[str]:
+    return load_checks.runs_so_far(celery_load)
+
+
+@pytest.fixture(scope="module")
+def result(celery_load: Load, celery_stack: Stack, runs_before: set[str]) -> LoadResult:
+    # After the demo subject's request; the subjects the LocalExecutor load takes are its own
+    # stack's, so the same customers serve here.
+    ran = celery_load.run(twenty(celery_stack))
+    print("\n" + summary("20 requests at once on Celery", ran))
+    return ran
+
+
+def test_twenty_at_once_on_celery_complete_with_no_intervention(result: LoadResult) -> None:
+    assert len(result.runs) == 20
+    load_checks.all_complete_with_no_intervention(result)
+
+
+def test_twenty_at_once_on_celery_each_have_their_records_and_the_chain_verifies(
+    result: LoadResult, celery_load: Load
+) -> None:
+    load_checks.one_record_of_each_kind_and_the_chain_verifies(result, celery_load)
+
+
+def test_twenty_at_once_on_celery_each_effect_happened_once(
+    result: LoadResult, celery_load: Load
+) -> None:
+    load_checks.each_effect_happened_once(result, celery_load)
+
+
+def test_twenty_at_once_on_celery_no_prompt_resumes_later_than_30_s(result: LoadResult) -> None:
+    load_checks.no_prompt_resumes_later_than_30_s_after_its_answer(result)
+
+
+def test_twenty_at_once_on_celery_share_rematerialisation_runs(
+    result: LoadResult, celery_load: Load, runs_before: set[str]
+) -> None:
+    load_checks.rebuilds_share_runs_and_each_cites_the_one_that_served_it(
+        result, celery_load, runs_before
+    )
