@@ -220,6 +220,10 @@ _Verdict = Callable[[str], "str | _Invalid | None"]
 # The verdict and its cache: two generations of value -> verdict (see `filter`).
 _CachedVerdict = tuple[_Verdict, dict[str, object], dict[str, object]]
 
+# Longer values are never an identifier any normaliser accepts (an email is at most 254
+# characters, a phone number far less): not cached, so the cache's memory is bounded too.
+_CACHED_LENGTH = 320
+
 DEFAULT_CACHE_SIZE = 65_536
 """Verdicts a filter keeps per identifier type by default: CRM exports repeat values
 (households, re-sent rows). Bounded (the values not seen for longest dropped first, half the
@@ -358,7 +362,7 @@ class SuppressionFilter:
                         value = str(value)  # JSON numbers, e.g. a numeric customer id
                     elif not value:
                         continue
-                    if generation:
+                    if generation and len(value) <= _CACHED_LENGTH:
                         found = recent.get(value, _MISS)
                         if found is _MISS:
                             found = older.get(value, _MISS)
@@ -416,7 +420,7 @@ def _verdict(
     def verdict(value: str) -> str | _Invalid | None:
         try:
             message = normalise(value).encode()
-        except SubjectError:
+        except (SubjectError, UnicodeEncodeError):  # a lone surrogate (JSON "\ud800") names nobody
             return _INVALID
         for template, tombstoned in keyed:
             mac = template.copy()

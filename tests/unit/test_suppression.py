@@ -477,6 +477,19 @@ def test_a_stream_that_repeats_keeps_its_cache() -> None:
     assert not flt.cache().stopped and flt.cache().hit_share > 0.9
 
 
+def test_a_long_value_is_not_cached_and_a_lone_surrogate_is_invalid_not_a_crash() -> None:
+    flt = SuppressionFilter(COLUMNS, [V1], suppressed(tomb(V1, "email", EMAIL)))
+    rows = [
+        {"id": 0, "email": "x" * 5000 + "@example.com"},
+        {"id": 1, "email": "alice\ud800@example.com"},
+        {"id": 2, "email": EMAIL},
+    ]
+    assert ids(flt.filter(rows[1:])) == [1]
+    assert flt.counts.invalid_identifier == 1  # the surrogate: loaded, counted, never a crash
+    assert ids(flt.filter(rows[:1])) == [0]
+    assert flt.cache().size == 2  # the surrogate and the tombstoned address; not the long one
+
+
 def test_a_cache_size_of_one_or_below_zero_is_refused() -> None:
     for bad in (-1, 1):
         with pytest.raises(SuppressionError, match="cache_size"):
