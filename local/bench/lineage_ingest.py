@@ -45,9 +45,12 @@ ADMIN_URL = os.environ.get(
     "ERASURE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 LINEAGE_KEY = "ol-bench-" + uuid.uuid4().hex
-DAY_RUNS = 15_000  # runs in a "day" stream: 30,000 events
+# Development knobs: a smaller estate (and days), and which stores to measure.
+SCALE = float(os.environ.get("ERASURE_BENCH_INGEST_SCALE", "1"))
+STORES = os.environ.get("ERASURE_BENCH_INGEST_STORES", "postgres,sqlite").split(",")
+DAY_RUNS = max(1, round(15_000 * SCALE))  # runs in a "day" stream: 30,000 events
 DAY_ONE = date(2026, 11, 29)  # the day after the estate's events
-MALFORMED_EVERY = 3_000  # one malformed event per this many runs, alternating two kinds
+MALFORMED_EVERY = max(10, round(3_000 * SCALE))  # one malformed event per this many runs, two kinds
 HTTP_BATCH = 500
 TARGETS = {"cli": 5_000.0, "http": 2_000.0}
 _EVENT_COLUMNS = "event_id, job, run_id, event_type, event_time, raw, received_at"
@@ -67,7 +70,7 @@ def main() -> None:
     url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     work = Path(tempfile.mkdtemp(prefix="erasure-bench-ingest-"))
     try:
-        facts = generate(work / "estate", url)
+        facts = generate(work / "estate", url, scale=SCALE)
         print(
             f"estate: {facts.datasets:,} datasets, {facts.run_events:,} run events, "
             f"{facts.column_edges:,} column edges (events "
@@ -83,8 +86,10 @@ def main() -> None:
             # Runs of the first day that had not arrived: dated before the newest stored.
             day_of_runs(facts, work / "late.jsonl", DAY_ONE, seed=4, not_json=True),
         )
-        run_all(url, work, facts, days, "Postgres")
-        run_all(f"sqlite:///{work / 'store.db'}", work, facts, days, "SQLite")
+        if "postgres" in STORES:
+            run_all(url, work, facts, days, "Postgres")
+        if "sqlite" in STORES:
+            run_all(f"sqlite:///{work / 'store.db'}", work, facts, days, "SQLite")
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
