@@ -141,7 +141,9 @@ class EventElement:
         if self.error is not None:
             return EventItem(self.where, self.error, self.text)
         try:
-            event: RunEvent | LineageError = parse_decoded(self.value, native=self.native)
+            event: RunEvent | LineageError = parse_decoded(
+                self.value, native=self.native, kept=True
+            )
         except LineageError as exc:
             error = LineageError(f"{self.where}: {exc}") if self.located else exc
             return EventItem(self.where, error, self.text or _text(self.value))
