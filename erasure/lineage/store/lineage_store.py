@@ -78,6 +78,7 @@ from erasure.lineage.store.projection import (
     drop_index,
     known_runs,
     link_set_digest,
+    link_sources,
     links_text,
     lock_projection,
     output_states,
@@ -479,7 +480,7 @@ class LineageStore:
             for completed_at, run_id, published in publications:
                 facets = published.facet_digest()
                 if state is None or facets != state.get("facet_digest"):
-                    links = frozenset(published.links)
+                    links = published.link_set()
                     digest = link_set_digest(links)
                     if state is None or digest != state["edge_set"]:
                         if pending is not None:
@@ -587,7 +588,7 @@ class LineageStore:
         """Insert edge sets (ids taken under the projection lock); how many edges they hold."""
         if not sets:
             return 0
-        ids = self._dataset_ids(conn, {link[0].dataset for s in sets for link in s.links})
+        ids = self._dataset_ids(conn, {ref for s in sets for ref in link_sources(s.links)})
         start = int(conn.execute(sa.select(sa.func.max(lineage_edge_sets.c.id))).scalar() or 0)
         rows = [s.row(start + k + 1, ids, version) for k, s in enumerate(sets)]
         if conn.dialect.name == "postgresql" and copy_cursor(conn) is not None:
