@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from erasure.lineage.openlineage import event_json
+from erasure.model import DatasetRef
 from erasure.store.dialect import conflict_insert
 
 IN_CHUNK = 500  # values per IN (...) list
@@ -103,3 +104,42 @@ def json_rows(fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def stored_datasets(conn: Connection, refs: Sequence[DatasetRef]) -> Iterable[Sequence[Any]]:
+    """(id, namespace, name) of those of `refs` that are stored, in one statement: the
+    identities bound as one JSON array (a compiled IN list per chunk cost more than the
+    lookup on a first load)."""
+    keys = event_json.sql_parameter([[r.namespace, r.name] for r in refs])
+    if conn.dialect.name == "postgresql":
+        return conn.exec_driver_sql(
+            "SELECT d.id, d.namespace, d.name FROM lineage_datasets AS d "
+            "JOIN json_array_elements(%(keys)s::json) AS k(v) "
+            "ON d.namespace = k.v->>0 AND d.name = k.v->>1",
+            {"keys": keys},
+        ).all()
+    return conn.exec_driver_sql(
+        "SELECT d.id, d.namespace, d.name FROM json_each(?) AS k "
+        "JOIN lineage_datasets AS d ON d.namespace = json_extract(k.value, '$[0]') "
+        "AND d.name = json_extract(k.value, '$[1]')",
+        (keys,),
+    ).all()
+
+
+def insert_datasets(conn: Connection, refs: Sequence[DatasetRef]) -> Iterable[Sequence[Any]]:
+    """Insert datasets known not to be stored (the projection lock is held), in the order
+    given; their (id, namespace, name)."""
+    rows = event_json.sql_parameter([[r.namespace, r.name] for r in refs])
+    if conn.dialect.name == "postgresql":
+        return conn.exec_driver_sql(
+            "INSERT INTO lineage_datasets (namespace, name) "
+            "SELECT k.v->>0, k.v->>1 FROM json_array_elements(%(rows)s::json) "
+            "WITH ORDINALITY AS k(v, n) ORDER BY k.n RETURNING id, namespace, name",
+            {"rows": rows},
+        ).all()
+    return conn.exec_driver_sql(
+        "INSERT INTO lineage_datasets (namespace, name) "
+        "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?) "
+        "ORDER BY key RETURNING id, namespace, name",
+        (rows,),
+    ).all()

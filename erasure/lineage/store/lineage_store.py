@@ -41,7 +41,14 @@ from erasure.lineage.openlineage import (
     run_lineage,
     timeline,
 )
-from erasure.lineage.store.bulk import IN_CHUNK, chunks, copy_cursor, copy_rows
+from erasure.lineage.store.bulk import (
+    IN_CHUNK,
+    chunks,
+    copy_cursor,
+    copy_rows,
+    insert_datasets,
+    stored_datasets,
+)
 from erasure.lineage.store.declared import (
     DeclaredSource,
     declared_unchanged,
@@ -605,22 +612,14 @@ class LineageStore:
             self._load_all_ids(conn)
         known = self._ids
         # Not `set - keys`: that walks every cached key, however few are wanted.
-        unknown = {r for r in refs if r not in known}
-        for part in chunks(sorted(unknown), IN_CHUNK):
+        unknown = sorted({r for r in refs if r not in known})
+        if unknown:
             # Another process may have stored some since this cache was read (the lock is
             # held now): take theirs rather than insert them again.
-            names = {r.name for r in part}
-            query = sa.select(*_DATASET_COLUMNS).where(lineage_datasets.c.name.in_(names))
-            self._remember(conn.execute(query))
-        missing = sorted(r for r in unknown if r not in known)
-        for part in chunks(missing, IN_CHUNK):
-            self._remember(
-                conn.execute(
-                    lineage_datasets.insert()
-                    .values([r.as_dict() for r in part])
-                    .returning(*_DATASET_COLUMNS)
-                )
-            )
+            self._remember(stored_datasets(conn, unknown))
+            missing = [r for r in unknown if r not in known]
+            if missing:
+                self._remember(insert_datasets(conn, missing))
         return known
 
     def _load_all_ids(self, conn: Connection) -> None:
