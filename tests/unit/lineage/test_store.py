@@ -516,6 +516,31 @@ def test_a_dataset_another_process_stored_since_is_not_stored_again(store: Store
     assert any(target.startswith("marts.new_mart.") for _source, target in current(store))
 
 
+def test_datasets_are_told_apart_by_namespace_and_name_however_they_are_spelled(
+    store: Store,
+) -> None:
+    """Dataset identities are bound as JSON: quotes, backslashes, other scripts and the same
+    name in two namespaces each get their own id, found again by a store that starts cold."""
+    names = ['marts."quoted"', "marts.back\\slash", "marts.ünïcode_表", "s3://bucket/a b/c"]
+    sent = []
+    for k, name in enumerate(names):
+        for namespace in (NS, "s3://other"):
+            e = event(f"r{k}{namespace}", job=f"job{k}", output=name)
+            e["outputs"][0]["namespace"] = namespace
+            sent.append(e)
+    ingest(store, *sent)
+    with store.engine.connect() as conn:
+        stored = conn.exec_driver_sql("SELECT id, namespace, name FROM lineage_datasets").all()
+    identities = {(ns, name) for _, ns, name in stored}
+    assert len(stored) == len(identities) == 2 * len(names) + 1  # and crm.orders
+    assert {(ns, n) for n in names for ns in (NS, "s3://other")} <= identities
+    again = ingest(store, *[{**e, "run": {"runId": e["run"]["runId"] + "b"}} for e in sent])
+    assert again.stored == len(sent)
+    with store.engine.connect() as conn:
+        after = conn.exec_driver_sql("SELECT id, namespace, name FROM lineage_datasets").all()
+    assert sorted(after) == sorted(stored)  # no identity stored twice, no id moved
+
+
 def test_plans_saving_the_index_at_once_all_succeed(store: Store) -> None:
     ingest(store, event("r1"))
     start = threading.Barrier(6)
