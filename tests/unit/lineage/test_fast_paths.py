@@ -190,3 +190,57 @@ def test_a_column_name_too_long_is_refused_either_way() -> None:
         links_text(plain.links(), ids)  # type: ignore[union-attr]
     assert str(fast.value) == str(slow.value)
     assert "x" * 20 not in str(fast.value)
+
+
+def _storable_cases() -> list[dict[str, Any]]:
+    base = {
+        "eventType": "COMPLETE",
+        "eventTime": "2026-11-01T02:00:00Z",
+        "run": {"runId": "r1"},
+        "job": {"namespace": "airflow", "name": "build"},
+        "outputs": [
+            {
+                "namespace": "warehouse",
+                "name": "marts.out",
+                "facets": {"columnLineage": {"fields": {"a": {"inputFields": [_input()]}}}},
+            }
+        ],
+    }
+    cases = [base]
+    for column in ("c" * 300, "c" * 512, "c" * 513, "tab\there", "del\x7f", "zoë 日本語"):
+        case = copy.deepcopy(base)
+        case["outputs"][0]["facets"]["columnLineage"]["fields"] = {
+            column: {"inputFields": [_input()]}
+        }
+        cases.append(case)
+    for run_id in ("r" * 255, "r" * 256, "r\nx"):
+        cases.append({**copy.deepcopy(base), "run": {"runId": run_id}})
+    for name in ("n" * 1024, "n" * 1025, "a\u0000b"):
+        case = copy.deepcopy(base)
+        case["outputs"][0]["name"] = name
+        cases.append(case)
+    return cases
+
+
+@pytest.mark.parametrize("raw", _storable_cases())
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_the_text_check_refuses_exactly_what_the_event_check_refuses(
+    raw: dict[str, Any], ascii_only: bool
+) -> None:
+    import json
+    from datetime import UTC, datetime
+
+    from erasure.lineage.openlineage import parse_event
+    from erasure.lineage.store.admission import refuse_unstorable
+
+    text = json.dumps(raw, ensure_ascii=ascii_only)
+    event = parse_event(text)
+    now = datetime(2026, 11, 2, tzinfo=UTC)
+    outcomes = []
+    for given in (text, ""):
+        try:
+            refuse_unstorable(event, now, given)
+            outcomes.append(None)
+        except LineageError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
