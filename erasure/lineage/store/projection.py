@@ -232,6 +232,34 @@ def close_current(conn: Connection, closes: list[tuple[datetime, str, int]], ver
     return total
 
 
+def delete_observed_sets(conn: Connection, pairs: list[tuple[str, int]]) -> int:
+    """Delete every observed set of each (producer, target id); how many rows went."""
+    if not pairs:
+        return 0
+    if conn.dialect.name == "postgresql":  # one statement for them all
+        deleted = conn.exec_driver_sql(
+            "DELETE FROM lineage_edge_sets AS s USING json_to_recordset(%(pairs)s::json) "
+            "AS k(producer text, target int) WHERE s.producer = k.producer "
+            "AND s.target_dataset_id = k.target AND s.origin = %(observed)s",
+            {
+                "pairs": json_rows(("producer", "target"), pairs),
+                "observed": EdgeOrigin.OBSERVED.value,
+            },
+        ).rowcount
+        return max(deleted or 0, 0)
+    total = 0
+    for producer, target in pairs:
+        deleted = conn.execute(
+            lineage_edge_sets.delete().where(
+                lineage_edge_sets.c.producer == producer,
+                lineage_edge_sets.c.target_dataset_id == target,
+                lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value,
+            )
+        ).rowcount
+        total += max(deleted or 0, 0)
+    return total
+
+
 def known_runs(
     conn: Connection, keys: list[tuple[str, str]]
 ) -> dict[tuple[str, str], datetime | None]:

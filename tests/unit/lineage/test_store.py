@@ -204,6 +204,37 @@ def _agrees_with_the_timeline(store: Store, sent: list[dict[str, Any]]) -> None:
     assert set(LineageStore(store).graph().edges()) == set(expected)
 
 
+def test_one_batch_replaying_many_outputs_gives_the_timeline_of_each(store: Store) -> None:
+    """Late runs, a FAIL after a COMPLETE and a run completing again, for several jobs and
+    outputs in one batch: each output replayed alone gives its own timeline; an output no
+    completed run writes any more keeps no current edges."""
+    early = []
+    for k in range(4):
+        job, output = f"job{k}", f"marts.out{k}"
+        early.append(event(f"a{k}", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]},
+                           job=job, output=output))  # fmt: skip
+        early.append(event(f"c{k}", at="2026-11-03T02:00:00Z", columns={"ltv": ["c"]},
+                           job=job, output=output))  # fmt: skip
+    early.append(event("x0", at="2026-11-01T02:00:00Z", job="job9", output="marts.gone"))
+    ingest(store, *early)
+    late = [
+        event("b0", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"]}, job="job0",
+              output="marts.out0"),
+        event("b1", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"], "n": ["id"]},
+              job="job1", output="marts.out1"),
+        event("c2", "FAIL", at="2026-11-03T05:00:00Z", columns={"ltv": ["c"]}, job="job2",
+              output="marts.out2"),
+        event("a3", at="2026-11-04T02:00:00Z", columns={"ltv": ["a"]}, job="job3",
+              output="marts.out3"),
+        event("x0", "FAIL", at="2026-11-01T05:00:00Z", job="job9", output="marts.gone"),
+    ]  # fmt: skip
+    report = ingest(store, *late)
+    assert report.stored == len(late)
+    expected = timeline_edges(runs_from_events([parse_event(e) for e in early + late])).edges
+    assert set(LineageStore(store).graph().edges()) == set(expected)
+    assert not any(e.target.dataset.name == "marts.gone" for e in expected)
+
+
 def test_a_run_that_fails_after_its_complete_takes_its_edges_back(store: Store) -> None:
     _agrees_with_the_timeline(
         store,
