@@ -48,7 +48,7 @@ def event_row(
     """The `lineage_events` row of an event (its id, if known, as `identity`; an observed
     event's with its text); LineageError when it cannot be stored as is."""
     if isinstance(event, RunEvent):  # an observed event was checked where it was read
-        refuse_unstorable(event, received_at, text)
+        refuse_unstorable(event, received_at)
     job, run_id = run_key(event)
     if len(job) > LINEAGE_JOB_LENGTH:
         raise LineageError(
