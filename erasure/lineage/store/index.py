@@ -103,20 +103,14 @@ class ColumnarEdges:
         return builder.build(rows, datasets)
 
     def updated(
-        self,
-        rows: Sequence[tuple[Any, ...]],
-        datasets: Mapping[int, DatasetRef],
-        alive: IntArray | None = None,
+        self, rows: Sequence[tuple[Any, ...]], datasets: Mapping[int, DatasetRef]
     ) -> ColumnarEdges:
-        """These arrays with the given sets replacing theirs (same id) or added; given
-        `alive` (the id of every stored set), less the sets that are no longer stored."""
-        keep = ~np.isin(self.eid, np.array([int(r[0]) for r in rows], dtype=np.int64))
-        if alive is not None:
-            keep &= np.isin(self.eid, alive)
-        if not rows and bool(keep.all()):
+        """These arrays with the given sets replacing theirs (same id) or added."""
+        if not rows:
             return self
         builder = _Builder(list(self.datasets), list(self.strings))
         delta = builder.build(rows, datasets)
+        keep = ~np.isin(self.eid, np.array([int(r[0]) for r in rows], dtype=np.int64))
         arrays = {
             name: np.concatenate([getattr(self, name)[keep], getattr(delta, name)])
             for name in _INT_FIELDS

@@ -578,9 +578,8 @@ class LineageStore:
                 }
             )
         chunk.report.edges_opened += self._insert_sets(conn, sets, version)
-        # The index is kept: a plan drops the deleted sets from it (`graph`), where dropping
-        # the index had the ingest (or the next plan) build it whole again.
         chunk.report.edges_closed += removed
+        drop_index(conn, chunk)  # rows were deleted: the next plan rebuilds the index whole
         for producer, output_id in gone:
             conn.execute(
                 lineage_outputs.delete().where(
@@ -802,8 +801,6 @@ class LineageStore:
 
     def graph(self) -> StoredLineageGraph:
         """The projected graph: the persisted index plus every edge changed since it was built."""
-        import numpy as np
-
         from erasure.lineage.store.index import ColumnarEdges, StoredLineageGraph
 
         self._ensure_backfilled()
@@ -821,11 +818,7 @@ class LineageStore:
                 if int(row.version) == version:
                     return StoredLineageGraph(columns, snapshot=str(row.snapshot))
                 changed = set_rows(conn, lineage_edge_sets.c.version > int(row.version))
-                # Sets a replay deleted are missing from the store, not changed in it.
-                alive = np.fromiter(
-                    conn.execute(sa.select(lineage_edge_sets.c.id)).scalars(), dtype=np.int64
-                )
-                columns = columns.updated(changed, self._datasets(conn), alive)
+                columns = columns.updated(changed, self._datasets(conn))
                 if len(changed) < REINDEX_AFTER:
                     return StoredLineageGraph(columns)
             else:

@@ -235,29 +235,6 @@ def test_one_batch_replaying_many_outputs_gives_the_timeline_of_each(store: Stor
     assert not any(e.target.dataset.name == "marts.gone" for e in expected)
 
 
-def test_an_index_built_before_a_replay_reads_as_one_built_after_it(store: Store) -> None:
-    """A replay deletes the sets it recomputes; a plan reading the index saved before it
-    drops them (and takes the new ones), as a fresh build over the store would."""
-    lineage = LineageStore(store)
-    for day in (1, 3, 5):
-        ingest(store, *[event(f"r{k}-{day}", at=f"2026-11-0{day}T02:00:00Z",
-                              columns={"ltv": [f"c{day}"]}, job=f"job{k}",
-                              output=f"marts.out{k}") for k in range(4)])  # fmt: skip
-    ingest(store, event("other", job="job9", output="marts.other"))  # the highest set id
-    lineage.refresh_index()
-    ingest(store, *[event(f"late{k}", at="2026-11-02T02:00:00Z", columns={"ltv": ["late"]},
-                          job=f"job{k}", output=f"marts.out{k}") for k in range(3)],
-           event("r3-5", "FAIL", at="2026-11-05T05:00:00Z", job="job3",
-                 output="marts.out3"))  # fmt: skip
-    kept = LineageStore(store).graph()
-    with store.engine.begin() as conn:
-        conn.execute(lineage_index.delete())
-    fresh = LineageStore(store).graph()
-    assert set(kept.edges()) == set(fresh.edges())
-    assert kept.snapshot_id() == fresh.snapshot_id()
-    assert any(e.source.column == "late" and e.valid_to is not None for e in fresh.edges())
-
-
 def test_a_run_that_fails_after_its_complete_takes_its_edges_back(store: Store) -> None:
     _agrees_with_the_timeline(
         store,
