@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from erasure.errors import LineageError
 from erasure.lineage.openlineage import event_json
 from erasure.model import DatasetRef
 from erasure.store.dialect import conflict_insert
@@ -110,7 +111,7 @@ def stored_datasets(conn: Connection, refs: Sequence[DatasetRef]) -> Iterable[Se
     """(id, namespace, name) of those of `refs` that are stored, in one statement: the
     identities bound as one JSON array (a compiled IN list per chunk cost more than the
     lookup on a first load)."""
-    keys = event_json.sql_parameter([[r.namespace, r.name] for r in refs])
+    keys = _identities(refs)
     if conn.dialect.name == "postgresql":
         return conn.exec_driver_sql(
             "SELECT d.id, d.namespace, d.name FROM lineage_datasets AS d "
@@ -126,10 +127,19 @@ def stored_datasets(conn: Connection, refs: Sequence[DatasetRef]) -> Iterable[Se
     ).all()
 
 
+def _identities(refs: Sequence[DatasetRef]) -> str:
+    """The datasets' (namespace, name) as one JSON array parameter. A NUL is refused: SQLite's
+    json_extract ends a string at it (`a\x00b` would be looked up, and stored, as `a`), and
+    Postgres text cannot hold one."""
+    if any("\x00" in r.namespace or "\x00" in r.name for r in refs):
+        raise LineageError("a dataset's namespace or name holds a NUL character: refused")
+    return event_json.sql_parameter([[r.namespace, r.name] for r in refs])
+
+
 def insert_datasets(conn: Connection, refs: Sequence[DatasetRef]) -> Iterable[Sequence[Any]]:
     """Insert datasets known not to be stored (the projection lock is held), in the order
     given; their (id, namespace, name)."""
-    rows = event_json.sql_parameter([[r.namespace, r.name] for r in refs])
+    rows = _identities(refs)
     if conn.dialect.name == "postgresql":
         return conn.exec_driver_sql(
             "INSERT INTO lineage_datasets (namespace, name) "

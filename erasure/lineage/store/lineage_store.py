@@ -179,7 +179,7 @@ class LineageStore:
     def ingest_body(self, body: bytes, *, origin: str = "api") -> IngestReport:
         """Ingest an HTTP body: one event object, or a JSON array of them (Marquez's batch).
 
-        Each element is decoded, hashed and stored as the text it was sent in. A body that is
+        Each element is decoded, hashed and stored as its event encoded again. A body that is
         not JSON at all is quarantined whole and raises LineageError with the reason.
         """
         with collector_paused():

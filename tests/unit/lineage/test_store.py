@@ -391,6 +391,24 @@ def test_run_and_job_facets_that_are_not_lineage_are_never_stored(
     assert current(store) == {("crm.orders.amount", "marts.customer_ltv.ltv")}
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_facet_given_twice_under_one_key_never_stores_the_first(
+    store: Store, tmp_path: Path, workers: int
+) -> None:
+    """JSON text with a key twice decodes to its last value: a producer sending an ownership
+    facet and then `"facets": {}` (or a transformationDescription, then the marker) must not
+    have the first stored with the text as read (RFC 8259: names SHOULD be unique)."""
+    line = json.dumps(event("r1"))
+    owned = json.dumps({"ownership": {"owners": [{"name": CANARY}]}})
+    twice = line.replace('"outputs": [{', f'"outputs": [{{"facets": {owned}, "facets": {{}}, ', 1)
+    assert twice != line
+    path = tmp_path / "events.jsonl"
+    path.write_text(twice + "\n")
+    report = LineageStore(store).ingest_file(path, workers=workers)
+    assert report.stored == 1
+    assert "canary" not in _stored_text(store)
+
+
 def test_events_differing_only_in_dropped_facets_are_one_event(store: Store) -> None:
     plain, with_conf = event("r1"), _with_airflow_facets(event("r1"))
     del with_conf["run"]["facets"]["parent"]
@@ -629,14 +647,19 @@ def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> Non
         assert plan.lineage_as_of == now
 
 
-def test_an_http_body_is_stored_as_sent_and_its_bad_elements_quarantined(store: Store) -> None:
+def test_an_http_body_is_stored_as_its_events_and_its_bad_elements_quarantined(
+    store: Store,
+) -> None:
     lineage = LineageStore(store)
     good = json.dumps(event("r1"), indent=1)
     body = f"[{good}, {json.dumps('not an event')}]".encode()
     report = lineage.ingest_body(body, origin="http")
     assert (report.received, report.stored, report.quarantined) == (2, 1, 1)
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT raw FROM lineage_events").scalar_one() == good
+        raw = conn.exec_driver_sql("SELECT raw FROM lineage_events").scalar_one()
+    # The event encoded again, compact, in the order sent: never the text as sent, which may
+    # hold a key twice (tests: a facet given twice).
+    assert raw == json.dumps(json.loads(good), separators=(",", ":"))
     assert lineage.ingest_body(body, origin="http").stored == 0  # the same body again
     surrogate = json.dumps(event("r2")).replace('"r2"', '"r2\\ud800"')  # not valid Unicode
     report = lineage.ingest_body(f"[{surrogate}, {json.dumps(event('r3'))}]".encode())
@@ -838,3 +861,15 @@ def test_an_event_file_with_bad_lines_keeps_its_good_ones(store: Store, tmp_path
             errors = [r["error"] for r in report.results if "error" in r]
             assert f"{path}:2: " in errors[0] and "more than 64 levels deep" in errors[0]
             assert "eventTime is more than a day ahead" in errors[1]
+
+
+def test_a_dataset_name_holding_a_nul_is_refused_not_cut_short(tmp_path: Path) -> None:
+    """SQLite's json_extract ends a string at NUL: `a\x00b` must never be looked up (or
+    stored) as `a`, another dataset's name."""
+    from erasure.errors import LineageError
+    from erasure.lineage.store.bulk import stored_datasets
+    from erasure.model import DatasetRef
+
+    store = open_store(f"sqlite:///{tmp_path / 'nul.db'}")
+    with store.engine.connect() as conn, pytest.raises(LineageError, match="NUL"):
+        stored_datasets(conn, [DatasetRef(namespace="w", name="a\x00b")])
