@@ -65,13 +65,17 @@ class EstateFacts:
     action: dict[str, str]  # dataset -> the action a correct plan takes on it
 
 
-def generate(directory: Path, warehouse_url: str, *, seed: int = SEED) -> EstateFacts:
-    """Write the estate under `directory` and its root tables into `warehouse_url`."""
+def generate(
+    directory: Path, warehouse_url: str, *, seed: int = SEED, scale: float = 1.0
+) -> EstateFacts:
+    """Write the estate under `directory` and its root tables into `warehouse_url`; `scale`
+    shrinks every layer (a development run; 1.0 is the estate the numbers are about)."""
     rng = random.Random(seed)
+    layers = tuple((name, max(1, round(n * scale)), *rest) for name, n, *rest in LAYERS)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "lineage").mkdir(exist_ok=True)
     names: dict[str, list[str]] = {"src": [*ROOTS, REFERENCE]}
-    for layer, count, _, _ in LAYERS:
+    for layer, count, _, _ in layers:
         names[layer] = [f"{layer}.t{i:05d}" for i in range(count)]
     columns: dict[str, list[str]] = dict(ROOT_COLUMNS)
     popularity = {
@@ -84,7 +88,7 @@ def generate(directory: Path, warehouse_url: str, *, seed: int = SEED) -> Estate
     edges = 0
     events_path = directory / "lineage" / "events.jsonl"
     with events_path.open("w") as out:
-        for layer, _, (fewest, most), pools in LAYERS:
+        for layer, _, (fewest, most), pools in layers:
             for position, target in enumerate(names[layer]):
                 width = rng.randint(*COLUMNS)
                 columns[target] = ["id"] + [f"c{j:02d}" for j in range(1, width)]
@@ -104,7 +108,7 @@ def generate(directory: Path, warehouse_url: str, *, seed: int = SEED) -> Estate
         catalog=catalog,
         events=events_path,
         datasets=sum(len(v) for v in names.values()),
-        run_events=sum(n for _, n, _, _ in LAYERS),
+        run_events=sum(n for _, n, _, _ in layers),
         column_edges=edges,
         reachable=frozenset(reachable),
         action=action,

@@ -9,7 +9,7 @@ is the JSON codec behind them (msgspec).
 
 from __future__ import annotations
 
-from erasure.lineage.openlineage.column_facets import link_key
+from erasure.lineage.openlineage.column_facets import PlainLinks, link_key
 from erasure.lineage.openlineage.kept_facets import minimised
 from erasure.lineage.openlineage.readers import (
     EventElement,
@@ -59,6 +59,7 @@ __all__ = [
     "ObservedEvent",
     "ObservedLineage",
     "OutputLineage",
+    "PlainLinks",
     "RunEvent",
     "RunLineage",
     "RunState",

@@ -6,6 +6,7 @@ gap when an output has no readable facet.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -139,12 +140,17 @@ def _column_links(
 _SUBTYPE_NAMES = {subtype.value: subtype for subtype in EdgeSubtype}
 
 
-def _fields_links(output: DatasetRef, raw: Any) -> list[Link] | None:
-    """`_column_links` for the common shape (only `fields`, well formed) read as plain JSON;
-    None for anything else, which the validated models then read (and describe if broken).
+PlainRow = tuple[str, str, str, str, str, str]  # source ns, name, column; target column;
+# type; subtype (values): a link of a `fields` facet into its output, as text only
+
+
+def _fields_rows(raw: Any) -> list[PlainRow] | None:
+    """The links of the common facet shape (only `fields`, well formed) read as plain JSON,
+    in facet order, as text (source names lower-cased); None for anything else, which the
+    validated models then read (and describe if broken).
 
     Column facets carry most of an event's bytes: validating each input field as a model
-    cost more than everything else ingest does.
+    cost more than everything else ingest does, and an object per link most of the rest.
     """
     if not isinstance(raw, dict) or raw.get("dataset"):
         return None
@@ -153,15 +159,15 @@ def _fields_links(output: DatasetRef, raw: Any) -> list[Link] | None:
         return []
     if not isinstance(fields, dict):
         return None
-    refs: dict[tuple[str, str], DatasetRef] = {}
-    links: list[Link] = []
+    names: dict[str, str] = {}
+    kinds: dict[tuple[str, Any], tuple[str, str]] = {}
+    rows: list[PlainRow] = []
     for column, lineage in fields.items():
         if not isinstance(lineage, dict):
             return None
         inputs = lineage.get("inputFields")
         if not isinstance(inputs, list):
             return None
-        target = FieldRef(output, column)
         for source in inputs:
             if not isinstance(source, dict):
                 return None
@@ -176,10 +182,9 @@ def _fields_links(output: DatasetRef, raw: Any) -> list[Link] | None:
                 and isinstance(column_name, str)
             ):
                 return None
-            ref = refs.get((namespace, name))
-            if ref is None:
-                ref = refs[(namespace, name)] = DatasetRef(namespace, name.lower())
-            field_ref = FieldRef(ref, column_name)
+            lowered = names.get(name)
+            if lowered is None:
+                lowered = names[name] = name.lower()
             transformations = source.get("transformations")
             if not transformations:
                 if transformations is not None and not isinstance(transformations, list):
@@ -187,24 +192,103 @@ def _fields_links(output: DatasetRef, raw: Any) -> list[Link] | None:
                 legacy = lineage.get("transformationType"), lineage.get("transformationDescription")
                 if any(v is not None and not isinstance(v, str) for v in legacy):
                     return None
-                links.append((field_ref, target, *_legacy_kind(*legacy)))
+                kind, subtype = _legacy_kind(*legacy)
+                rows.append((namespace, lowered, column_name, column, kind.value, subtype.value))
                 continue
             if not isinstance(transformations, list):
                 return None
             for transformation in transformations:
                 if not isinstance(transformation, dict):
                     return None
-                kind, subtype = transformation.get("type"), transformation.get("subtype")
-                if not isinstance(kind, str) or not (subtype is None or isinstance(subtype, str)):
+                kind_text, subtype_text = transformation.get("type"), transformation.get("subtype")
+                if not isinstance(kind_text, str) or not (
+                    subtype_text is None or isinstance(subtype_text, str)
+                ):
                     return None
-                edge_type = (
-                    EdgeType.INDIRECT
-                    if kind.strip().upper() == EdgeType.INDIRECT
-                    else EdgeType.DIRECT
-                )
-                found = _SUBTYPE_NAMES.get((subtype or "").strip().upper(), EdgeSubtype.UNKNOWN)
-                links.append((field_ref, target, edge_type, found))
+                classified = kinds.get((kind_text, subtype_text))
+                if classified is None:
+                    edge_type = (
+                        EdgeType.INDIRECT
+                        if kind_text.strip().upper() == EdgeType.INDIRECT
+                        else EdgeType.DIRECT
+                    )
+                    found = _SUBTYPE_NAMES.get(
+                        (subtype_text or "").strip().upper(), EdgeSubtype.UNKNOWN
+                    )
+                    classified = kinds[(kind_text, subtype_text)] = (edge_type.value, found.value)
+                rows.append((namespace, lowered, column_name, column, *classified))
+    return rows
+
+
+_TYPE_NAMES = {kind.value: kind for kind in EdgeType}
+
+
+def _fields_links(output: DatasetRef, raw: Any) -> list[Link] | None:
+    """`_column_links` for the common shape (`_fields_rows`) as links, in facet order."""
+    rows = _fields_rows(raw)
+    if rows is None:
+        return None
+    refs: dict[tuple[str, str], DatasetRef] = {}
+    targets: dict[str, FieldRef] = {}
+    links: list[Link] = []
+    for namespace, name, source_column, target_column, kind, subtype in rows:
+        ref = refs.get((namespace, name))
+        if ref is None:
+            ref = refs[(namespace, name)] = DatasetRef(namespace, name)
+        target = targets.get(target_column)
+        if target is None:
+            target = targets[target_column] = FieldRef(output, target_column)
+        links.append(
+            (FieldRef(ref, source_column), target, _TYPE_NAMES[kind], _SUBTYPE_NAMES[subtype])
+        )
     return links
+
+
+@dataclass(frozen=True, slots=True)
+class PlainLinks:
+    """The distinct links of a `fields` facet into one output, as text rows in `link_key`
+    order: what the store digests and writes, read without an object per link. `links()`
+    gives the same set as `output_links` does."""
+
+    output: DatasetRef
+    rows: tuple[PlainRow, ...]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def links(self) -> frozenset[Link]:
+        found: list[Link] = []
+        refs: dict[tuple[str, str], DatasetRef] = {}
+        for namespace, name, source_column, target_column, kind, subtype in self.rows:
+            ref = refs.get((namespace, name))
+            if ref is None:
+                ref = refs[(namespace, name)] = DatasetRef(namespace, name)
+            found.append(
+                (
+                    FieldRef(ref, source_column),
+                    FieldRef(self.output, target_column),
+                    _TYPE_NAMES[kind],
+                    _SUBTYPE_NAMES[subtype],
+                )
+            )
+        return frozenset(found)
+
+    def sources(self) -> set[DatasetRef]:
+        return {DatasetRef(ns, name) for ns, name in {(r[0], r[1]) for r in self.rows}}
+
+
+def plain_links(output: DatasetRef, facets: Mapping[str, Any]) -> PlainLinks | None:
+    """The links `output_links` reads from these facets as `PlainLinks`, when they come from
+    a well-formed `fields` facet alone (no gap, no dataset-wide part); else None."""
+    raw = facets.get("columnLineage")
+    if raw is None:
+        return None
+    rows = _fields_rows(raw)
+    if rows is None:
+        return None
+    # Distinct rows sorted: with one target dataset and no table-level end, the order of
+    # `link_key` (the target's namespace and name are the same in every row).
+    return PlainLinks(output, tuple(sorted(set(rows))))
 
 
 def output_links(

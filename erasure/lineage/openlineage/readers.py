@@ -141,7 +141,9 @@ class EventElement:
         if self.error is not None:
             return EventItem(self.where, self.error, self.text)
         try:
-            event: RunEvent | LineageError = parse_decoded(self.value, native=self.native)
+            event: RunEvent | LineageError = parse_decoded(
+                self.value, native=self.native, kept=True
+            )
         except LineageError as exc:
             error = LineageError(f"{self.where}: {exc}") if self.located else exc
             return EventItem(self.where, error, self.text or _text(self.value))
@@ -151,15 +153,15 @@ class EventElement:
 def decoded_element(
     where: str, decoded: event_json.Decoded, text: str, *, located: bool = True
 ) -> EventElement:
-    """An element from its decoded value and text; the text is kept only if it is the value's."""
+    """An element from its decoded value; its text is never kept (what is stored is the value
+    encoded again): text holding a key twice decodes to the last value, so a facet given
+    first and then again as `{}` would be stored with its free text although `minimised`
+    found nothing to drop."""
     if decoded.too_deep:
         reason = event_json.too_deep()
         error = LineageError(f"{where}: {reason}" if located else reason)
         return EventElement(where, None, text, error=error, located=located)
-    value = minimised(decoded.value)
-    if value is not decoded.value:
-        text = ""  # the text holds facets that are not kept
-    return EventElement(where, value, text, decoded.native, located=located)
+    return EventElement(where, minimised(decoded.value), "", decoded.native, located=located)
 
 
 def read_event_items(path: Path) -> Iterator[EventItem]:

@@ -13,7 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from erasure.lineage.openlineage import event_json
-from erasure.lineage.openlineage.column_facets import Link, link_key, output_links
+from erasure.lineage.openlineage.column_facets import (
+    Link,
+    PlainLinks,
+    link_key,
+    output_links,
+    plain_links,
+)
 from erasure.lineage.openlineage.spec import TERMINAL_STATES, RunEvent, RunState, event_id
 from erasure.model import DatasetRef, EdgeOrigin, EdgeSubtype, EdgeType, FieldRef, Gap, LineageEdge
 
@@ -135,7 +141,7 @@ class OutputLineage:
     and its links are never built.
     """
 
-    __slots__ = ("_facets", "_inputs", "_native", "_producer", "_read_links", "output")
+    __slots__ = ("_facets", "_inputs", "_native", "_plain", "_producer", "_read_links", "output")
 
     def __init__(
         self,
@@ -152,6 +158,7 @@ class OutputLineage:
         self._producer = producer
         self._native = native  # the facets were decoded by msgspec (event_json)
         self._read_links: tuple[tuple[Link, ...], Gap | None] | None = None
+        self._plain: PlainLinks | None = None
 
     @property
     def links(self) -> tuple[Link, ...]:
@@ -160,7 +167,20 @@ class OutputLineage:
 
     @property
     def gap(self) -> Gap | None:
+        if self._plain is not None:
+            return None  # read from a well-formed `fields` facet: columns are known
         return self._read()[1]
+
+    def link_set(self) -> frozenset[Link] | PlainLinks:
+        """The distinct links as the store digests and writes them: `PlainLinks` when they
+        come from a well-formed `fields` facet (no object per link), else the links."""
+        if self._plain is None and self._read_links is None:
+            self._plain = plain_links(
+                self.output, {"columnLineage": event_json.unraw(self._facets.get("columnLineage"))}
+            )
+        if self._plain is not None:
+            return self._plain
+        return frozenset(self.links)
 
     def facet_digest(self) -> str:
         """Digest of everything the links are read from: equal digests, equal links."""

@@ -171,18 +171,20 @@ def parse_event(raw: Mapping[str, Any] | str | bytes) -> RunEvent:
     return _validate(raw, owned=False)
 
 
-def parse_decoded(data: Any, *, native: bool = False) -> RunEvent:
+def parse_decoded(data: Any, *, native: bool = False, kept: bool = False) -> RunEvent:
     """Validate one event just decoded from JSON text (the caller keeps no reference to it);
-    `native` when msgspec decoded it (`event_json.Decoded`), so it is hashed the fast way."""
-    event = _validate(data, owned=True)
+    `native` when msgspec decoded it (`event_json.Decoded`), so it is hashed the fast way;
+    `kept` when it is `minimised` already (a file's or body's element)."""
+    event = _validate(data, owned=True, kept=kept)
     event._native = native
     return event
 
 
-def _validate(data: Any, *, owned: bool) -> RunEvent:
+def _validate(data: Any, *, owned: bool, kept: bool = False) -> RunEvent:
     if not isinstance(data, Mapping):
         raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
-    data = minimised(data)
+    if not kept:
+        data = minimised(data)
     if owned and isinstance(data, dict):
         fast = _well_formed(data)
         if fast is not None:

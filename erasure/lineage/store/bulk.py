@@ -10,7 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from erasure.errors import LineageError
 from erasure.lineage.openlineage import event_json
+from erasure.model import DatasetRef
 from erasure.store.dialect import conflict_insert
 
 IN_CHUNK = 500  # values per IN (...) list
@@ -103,3 +105,51 @@ def json_rows(fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def stored_datasets(conn: Connection, refs: Sequence[DatasetRef]) -> Iterable[Sequence[Any]]:
+    """(id, namespace, name) of those of `refs` that are stored, in one statement: the
+    identities bound as one JSON array (a compiled IN list per chunk cost more than the
+    lookup on a first load)."""
+    keys = _identities(refs)
+    if conn.dialect.name == "postgresql":
+        return conn.exec_driver_sql(
+            "SELECT d.id, d.namespace, d.name FROM lineage_datasets AS d "
+            "JOIN json_array_elements(%(keys)s::json) AS k(v) "
+            "ON d.namespace = k.v->>0 AND d.name = k.v->>1",
+            {"keys": keys},
+        ).all()
+    return conn.exec_driver_sql(
+        "SELECT d.id, d.namespace, d.name FROM json_each(?) AS k "
+        "JOIN lineage_datasets AS d ON d.namespace = json_extract(k.value, '$[0]') "
+        "AND d.name = json_extract(k.value, '$[1]')",
+        (keys,),
+    ).all()
+
+
+def _identities(refs: Sequence[DatasetRef]) -> str:
+    """The datasets' (namespace, name) as one JSON array parameter. A NUL is refused: SQLite's
+    json_extract ends a string at it (`a\x00b` would be looked up, and stored, as `a`), and
+    Postgres text cannot hold one."""
+    if any("\x00" in r.namespace or "\x00" in r.name for r in refs):
+        raise LineageError("a dataset's namespace or name holds a NUL character: refused")
+    return event_json.sql_parameter([[r.namespace, r.name] for r in refs])
+
+
+def insert_datasets(conn: Connection, refs: Sequence[DatasetRef]) -> Iterable[Sequence[Any]]:
+    """Insert datasets known not to be stored (the projection lock is held), in the order
+    given; their (id, namespace, name)."""
+    rows = _identities(refs)
+    if conn.dialect.name == "postgresql":
+        return conn.exec_driver_sql(
+            "INSERT INTO lineage_datasets (namespace, name) "
+            "SELECT k.v->>0, k.v->>1 FROM json_array_elements(%(rows)s::json) "
+            "WITH ORDINALITY AS k(v, n) ORDER BY k.n RETURNING id, namespace, name",
+            {"rows": rows},
+        ).all()
+    return conn.exec_driver_sql(
+        "INSERT INTO lineage_datasets (namespace, name) "
+        "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?) "
+        "ORDER BY key RETURNING id, namespace, name",
+        (rows,),
+    ).all()

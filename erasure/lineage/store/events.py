@@ -72,8 +72,9 @@ def event_row(
         "run_id": run_id,
         "event_type": event.event_type.value if event.event_type is not None else None,
         "event_time": event.event_time,
-        # The text as received when there is one (a file's line), else the event re-serialised
-        # in its own key order; either reads back to the same event and content hash.
+        # The event re-serialised, compact, in its own key order (never the text as received:
+        # text holding a key twice decodes to its last value, the first would be kept); it
+        # reads back to the same event and content hash.
         "raw": text,
         "received_at": received_at,
     }

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import chain
 from json.encoder import encode_basestring
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -238,20 +242,40 @@ class ColumnarEdges:
 
         sha = hashlib.sha256
         out = bytearray()
-        columns = zip(
-            self.src.tolist(), self.src_col.tolist(), self.dst.tolist(), self.dst_col.tolist(),
-            self.type.tolist(), self.subtype.tolist(), self.origin.tolist(),
-            self.producer.tolist(), self.run.tolist(), self.state.tolist(),
-            self.valid_from.tolist(), self.valid_to.tolist(), self.observed.tolist(),
-            strict=True,
+        # The fields after the target column are a set's (and the target dataset): built
+        # once per run of equal ones, not per edge; a source end's text once per pair.
+        per_set = (
+            self.dst, self.origin, self.producer, self.run, self.state, self.valid_from,
+            self.valid_to, self.observed,
         )  # fmt: skip
-        for s, sc, d, dc, t, st, o, p, r, rs, vf, vt, ob in columns:
-            text = (
-                f"[{ns[s]},{names[s]},{quoted[sc]},{ns[d]},{names[d]},{quoted[dc]},{types[t]},"
-                f"{subtypes[st]},{origins[o]},{quoted[p]},{quoted[r]},{quoted[rs]},"
-                f"{iso(vf, OPEN_START)},{iso(vt, OPEN_END)},{iso(ob, _NONE_TIME)}]"
+        size = self.size
+        starts = np.zeros(size, dtype=bool)
+        if size:
+            starts[0] = True
+            for column in per_set:
+                starts[1:] |= column[1:] != column[:-1]
+        bounds = [*np.flatnonzero(starts).tolist(), size]
+        sources: dict[tuple[int, int], str] = {}
+        kinds: dict[tuple[int, int], str] = {}
+        src, src_col = self.src.tolist(), self.src_col.tolist()
+        dst_col, kind, subtype = self.dst_col.tolist(), self.type.tolist(), self.subtype.tolist()
+        for first, end in itertools.pairwise(bounds):
+            d, o, p, r, rs, vf, vt, ob = (int(column[first]) for column in per_set)
+            target = f"{ns[d]},{names[d]},"
+            tail = (
+                f",{origins[o]},{quoted[p]},{quoted[r]},{quoted[rs]},{iso(vf, OPEN_START)},"
+                f"{iso(vt, OPEN_END)},{iso(ob, _NONE_TIME)}]"
             )
-            out += sha(text.encode()).digest()
+            for k in range(first, end):
+                s, sc = src[k], src_col[k]
+                head = sources.get((s, sc))
+                if head is None:
+                    head = sources[(s, sc)] = f"[{ns[s]},{names[s]},{quoted[sc]},"
+                t, st = kind[k], subtype[k]
+                how = kinds.get((t, st))
+                if how is None:
+                    how = kinds[(t, st)] = f",{types[t]},{subtypes[st]}"
+                out += sha(f"{head}{target}{quoted[dst_col[k]]}{how}{tail}".encode()).digest()
         return np.frombuffer(bytes(out), dtype="S32")
 
 
@@ -267,29 +291,26 @@ class _Builder:
     def build(
         self, rows: Sequence[tuple[Any, ...]], datasets: Mapping[int, DatasetRef]
     ) -> ColumnarEdges:
-        local: dict[int, int] = {}
         dataset_ids, known = self.dataset_ids, self.datasets
 
         def ds(store_id: int) -> int:
-            i = local.get(store_id)
+            ref = datasets[store_id]
+            i = dataset_ids.get(ref)
             if i is None:
-                ref = datasets[store_id]
-                i = dataset_ids.get(ref)
-                if i is None:
-                    i = dataset_ids[ref] = len(known)
-                    known.append(ref)
-                local[store_id] = i
+                i = dataset_ids[ref] = len(known)
+                known.append(ref)
             return i
 
         strings, string_ids = self.strings, self.string_ids
 
         def text(value: str | None) -> int:
-            i = string_ids.get(value)
-            if i is None:
-                i = string_ids[value] = len(strings)
-                strings.append(value)
+            i = string_ids[value] = len(strings)
+            strings.append(value)
             return i
 
+        # Looked up a set's links at a time through `map` (in C): a miss interns the value.
+        local = _Interned(ds)
+        texts = _Interned(text, string_ids)
         type_ids = {t.value: i for i, t in enumerate(_TYPES)}
         subtype_ids = {t.value: i for i, t in enumerate(_SUBTYPES)}
         origin_ids = {o.value: i for i, o in enumerate(_ORIGINS)}
@@ -303,34 +324,60 @@ class _Builder:
                 found = times[value] = _micros(value, none)
             return found
 
-        values: dict[str, list[int]] = {name: [] for name in _INT_FIELDS}
+        # Machine integers from the start: numpy copies them whole, where a list of a
+        # million Python ints took it longer than the loop that made them.
+        values: dict[str, array[int]] = {name: array("q") for name in _INT_FIELDS}
         eid, src, src_col, dst, dst_col = (
             values[n] for n in ("eid", "src", "src_col", "dst", "dst_col")
         )
         kinds, subtypes, origins = values["type"], values["subtype"], values["origin"]
         producers, runs, states = values["producer"], values["run"], values["state"]
         starts, ends, observed = values["valid_from"], values["valid_to"], values["observed"]
+        decode = msgspec.json.decode
         for set_id, target, producer, origin, run_id, state, vf, vt, ob, links in rows:
-            links = json.loads(links) if isinstance(links, str) else links
+            links = decode(links) if isinstance(links, str) else links
             n = len(links)
-            target_id = ds(int(target))
-            eid += [int(set_id)] * n
-            dst += [target_id] * n
-            producers += [text(producer)] * n
-            origins += [origin_ids[origin]] * n
-            runs += [text(run_id)] * n
-            states += [text(state)] * n
-            starts += [micros(vf, OPEN_START)] * n
-            ends += [micros(vt, OPEN_END)] * n
-            observed += [micros(ob, _NONE_TIME)] * n
-            for source, source_column, target_column, kind, subtype in links:
-                src.append(ds(int(source)))
-                src_col.append(text(source_column))
-                dst_col.append(text(target_column))
-                kinds.append(type_ids[kind])
-                subtypes.append(subtype_ids[subtype])
+            target_id = local[int(target)]
+            eid += array("q", (int(set_id),)) * n
+            dst += array("q", (target_id,)) * n
+            producers += array("q", (texts[producer],)) * n
+            origins += array("q", (origin_ids[origin],)) * n
+            runs += array("q", (texts[run_id],)) * n
+            states += array("q", (texts[state],)) * n
+            starts += array("q", (micros(vf, OPEN_START),)) * n
+            ends += array("q", (micros(vt, OPEN_END),)) * n
+            observed += array("q", (micros(ob, _NONE_TIME),)) * n
+            if not n:
+                continue
+            sources, source_columns, target_columns, link_kinds, link_subtypes = zip(
+                *links, strict=True
+            )
+            src.extend(map(local.__getitem__, map(int, sources)))
+            # Interned in the order the links name them (source column, target column, ...).
+            columns = list(
+                map(
+                    texts.__getitem__,
+                    chain.from_iterable(zip(source_columns, target_columns, strict=True)),
+                )
+            )
+            src_col.extend(columns[0::2])
+            dst_col.extend(columns[1::2])
+            kinds.extend(map(type_ids.__getitem__, link_kinds))
+            subtypes.extend(map(subtype_ids.__getitem__, link_subtypes))
         cols: dict[str, Any] = {n: np.array(values[n], dtype=np.int64) for n in _INT_FIELDS}
         return ColumnarEdges(datasets=known, strings=strings, **cols)
+
+
+class _Interned(dict[Any, int]):
+    """A dict whose missing keys are interned by `add` (it returns the new index)."""
+
+    def __init__(self, add: Callable[[Any], int], known: dict[Any, int] | None = None) -> None:
+        super().__init__(known or {})
+        self._add = add
+
+    def __missing__(self, key: Any) -> int:
+        i = self[key] = self._add(key)
+        return i
 
 
 class StoredLineageGraph(InMemoryLineageGraph):

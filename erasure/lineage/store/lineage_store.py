@@ -41,7 +41,14 @@ from erasure.lineage.openlineage import (
     run_lineage,
     timeline,
 )
-from erasure.lineage.store.bulk import IN_CHUNK, chunks, copy_cursor, copy_rows
+from erasure.lineage.store.bulk import (
+    IN_CHUNK,
+    chunks,
+    copy_cursor,
+    copy_rows,
+    insert_datasets,
+    stored_datasets,
+)
 from erasure.lineage.store.declared import (
     DeclaredSource,
     declared_unchanged,
@@ -75,9 +82,11 @@ from erasure.lineage.store.projection import (
     EdgeSet,
     Link,
     close_current,
+    delete_observed_sets,
     drop_index,
     known_runs,
     link_set_digest,
+    link_sources,
     links_text,
     lock_projection,
     output_states,
@@ -170,7 +179,7 @@ class LineageStore:
     def ingest_body(self, body: bytes, *, origin: str = "api") -> IngestReport:
         """Ingest an HTTP body: one event object, or a JSON array of them (Marquez's batch).
 
-        Each element is decoded, hashed and stored as the text it was sent in. A body that is
+        Each element is decoded, hashed and stored as its event encoded again. A body that is
         not JSON at all is quarantined whole and raises LineageError with the reason.
         """
         with collector_paused():
@@ -479,7 +488,7 @@ class LineageStore:
             for completed_at, run_id, published in publications:
                 facets = published.facet_digest()
                 if state is None or facets != state.get("facet_digest"):
-                    links = frozenset(published.links)
+                    links = published.link_set()
                     digest = link_set_digest(links)
                     if state is None or digest != state["edge_set"]:
                         if pending is not None:
@@ -503,63 +512,60 @@ class LineageStore:
             chunk.report.edges_closed += close_current(conn, closes, version)
             chunk.report.edges_opened += self._insert_sets(conn, opened, version)
         upsert_outputs(conn, output_rows)
-        for producer, output in dict.fromkeys(rebuild + withdrawn):
-            self._replay(conn, chunk, producer, output, ids[output])
+        replays = dict.fromkeys(rebuild + withdrawn)
+        self._replay(conn, chunk, [(producer, output, ids[output]) for producer, output in replays])
 
     def _replay(
-        self, conn: Connection, chunk: Chunk, producer: str, output: DatasetRef, output_id: int
+        self, conn: Connection, chunk: Chunk, outputs: list[tuple[str, DatasetRef, int]]
     ) -> None:
-        """Recompute one producer's edge sets into one output from every completed run."""
-        run_ids = [
-            str(r)
-            for r in conn.execute(
-                sa.select(lineage_runs.c.run_id).where(
-                    lineage_runs.c.job == producer, lineage_runs.c.completed_at.is_not(None)
+        """Recompute producers' edge sets into outputs from every completed run, each
+        (producer, output) alone, in a few statements for all of them: a late day replays
+        hundreds, and a round of statements each cost more than the replay itself."""
+        if not outputs:
+            return
+        producers = sorted({producer for producer, _, _ in outputs})
+        keys: list[tuple[str, str]] = []
+        for part in chunks(producers, IN_CHUNK):
+            keys += [
+                (str(job), str(run_id))
+                for job, run_id in conn.execute(
+                    sa.select(lineage_runs.c.job, lineage_runs.c.run_id).where(
+                        lineage_runs.c.job.in_(part), lineage_runs.c.completed_at.is_not(None)
+                    )
                 )
-            ).scalars()
-        ]
-        stored = stored_events(conn, [(producer, r) for r in run_ids])
-        publications = []
-        latest: tuple[datetime, str, Gap | None] | None = None
-        for events in stored.values():
+            ]
+        completed: dict[str, list[RunLineage]] = {}
+        for (job, _), events in stored_events(conn, keys).items():
             ordered = sorted(events, key=lambda kv: kv[1].event_time)
             run = run_lineage([e for _, e in ordered], [i for i, _ in ordered])
-            if run.completed_at is None:
-                continue
-            for out in run.outputs:
-                if out.output == output:
-                    at = (run.completed_at, run.summary.run_id)
-                    publications.append((*at, frozenset(out.links)))
-                    if latest is None or (latest[0], latest[1]) <= at:
-                        latest = (*at, out.gap)
+            if run.completed_at is not None:
+                completed.setdefault(job, []).append(run)
         version = self._bump(conn, chunk)
-        removed = conn.execute(
-            lineage_edge_sets.delete().where(
-                lineage_edge_sets.c.producer == producer,
-                lineage_edge_sets.c.target_dataset_id == output_id,
-                lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value,
-            )
-        ).rowcount
-        intervals = timeline(publications)
-        sets = [
-            EdgeSet(output_id, producer, links, r, since, until)
-            for links, r, since, until in intervals
-        ]
-        chunk.report.edges_opened += self._insert_sets(conn, sets, version)
-        chunk.report.edges_closed += max(removed or 0, 0)
-        drop_index(conn, chunk)  # rows were deleted: the next plan rebuilds the index whole
-        if latest is None or not intervals:  # no completed run writes it any more
-            conn.execute(
-                lineage_outputs.delete().where(
-                    lineage_outputs.c.producer == producer,
-                    lineage_outputs.c.dataset_id == output_id,
-                )
-            )
-            return
-        links, _, since, _ = intervals[-1]
-        upsert_outputs(
-            conn,
-            [
+        removed = delete_observed_sets(conn, [(p, output_id) for p, _, output_id in outputs])
+        sets: list[EdgeSet] = []
+        current: list[dict[str, Any]] = []
+        gone: list[tuple[str, int]] = []
+        for producer, output, output_id in outputs:
+            publications = []
+            latest: tuple[datetime, str, Gap | None] | None = None
+            for run in completed.get(producer, []):
+                assert run.completed_at is not None
+                for out in run.outputs:
+                    if out.output == output:
+                        at = (run.completed_at, run.summary.run_id)
+                        publications.append((*at, frozenset(out.links)))
+                        if latest is None or (latest[0], latest[1]) <= at:
+                            latest = (*at, out.gap)
+            intervals = timeline(publications)
+            sets += [
+                EdgeSet(output_id, producer, links, r, since, until)
+                for links, r, since, until in intervals
+            ]
+            if latest is None or not intervals:  # no completed run writes it any more
+                gone.append((producer, output_id))
+                continue
+            links, _, since, _ = intervals[-1]
+            current.append(
                 {
                     "producer": producer,
                     "dataset_id": output_id,
@@ -570,8 +576,18 @@ class LineageStore:
                     "last_completed_at": latest[0],
                     "gap": None if latest[2] is None else latest[2].model_dump_json(),
                 }
-            ],
-        )
+            )
+        chunk.report.edges_opened += self._insert_sets(conn, sets, version)
+        chunk.report.edges_closed += removed
+        drop_index(conn, chunk)  # rows were deleted: the next plan rebuilds the index whole
+        for producer, output_id in gone:
+            conn.execute(
+                lineage_outputs.delete().where(
+                    lineage_outputs.c.producer == producer,
+                    lineage_outputs.c.dataset_id == output_id,
+                )
+            )
+        upsert_outputs(conn, current)
 
     def _bump(self, conn: Connection, chunk: Chunk) -> int:
         if chunk.version is None:
@@ -587,7 +603,7 @@ class LineageStore:
         """Insert edge sets (ids taken under the projection lock); how many edges they hold."""
         if not sets:
             return 0
-        ids = self._dataset_ids(conn, {link[0].dataset for s in sets for link in s.links})
+        ids = self._dataset_ids(conn, {ref for s in sets for ref in link_sources(s.links)})
         start = int(conn.execute(sa.select(sa.func.max(lineage_edge_sets.c.id))).scalar() or 0)
         rows = [s.row(start + k + 1, ids, version) for k, s in enumerate(sets)]
         if conn.dialect.name == "postgresql" and copy_cursor(conn) is not None:
@@ -604,22 +620,14 @@ class LineageStore:
             self._load_all_ids(conn)
         known = self._ids
         # Not `set - keys`: that walks every cached key, however few are wanted.
-        unknown = {r for r in refs if r not in known}
-        for part in chunks(sorted(unknown), IN_CHUNK):
+        unknown = sorted({r for r in refs if r not in known})
+        if unknown:
             # Another process may have stored some since this cache was read (the lock is
             # held now): take theirs rather than insert them again.
-            names = {r.name for r in part}
-            query = sa.select(*_DATASET_COLUMNS).where(lineage_datasets.c.name.in_(names))
-            self._remember(conn.execute(query))
-        missing = sorted(r for r in unknown if r not in known)
-        for part in chunks(missing, IN_CHUNK):
-            self._remember(
-                conn.execute(
-                    lineage_datasets.insert()
-                    .values([r.as_dict() for r in part])
-                    .returning(*_DATASET_COLUMNS)
-                )
-            )
+            self._remember(stored_datasets(conn, unknown))
+            missing = [r for r in unknown if r not in known]
+            if missing:
+                self._remember(insert_datasets(conn, missing))
         return known
 
     def _load_all_ids(self, conn: Connection) -> None:

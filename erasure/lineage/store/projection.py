@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from erasure.errors import LineageError
-from erasure.lineage.openlineage import OutputLineage, event_json, link_key
+from erasure.lineage.openlineage import OutputLineage, PlainLinks, event_json, link_key
 from erasure.lineage.store.bulk import joined_to_keys, json_rows, upsert_rows
 from erasure.lineage.store.intake import IngestReport
 from erasure.model import DatasetRef, EdgeOrigin, FieldRef
@@ -29,6 +29,7 @@ from erasure.store.schema import (
 )
 
 Link = tuple[FieldRef, FieldRef, Any, Any]  # (source, target, EdgeType, EdgeSubtype)
+LinkSet = frozenset[Link] | PlainLinks  # a set's links, as objects or as text rows
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _repeats_current(published: OutputLineage, state: Mapping[str, Any]) -> bool
     """Whether a run published the output's current edge set (by facets, else by links)."""
     if state.get("facet_digest") is not None and published.facet_digest() == state["facet_digest"]:
         return True
-    return bool(link_set_digest(frozenset(published.links)) == state["edge_set"])
+    return bool(link_set_digest(published.link_set()) == state["edge_set"])
 
 
 SET_FIELDS = (
@@ -89,7 +90,7 @@ class EdgeSet:
 
     target_id: int
     producer: str
-    links: frozenset[Link]
+    links: LinkSet
     run_id: str | None
     valid_from: datetime | None
     valid_to: datetime | None = None
@@ -106,8 +107,10 @@ class EdgeSet:
         )  # fmt: skip
 
 
-def links_text(links: Iterable[Link], ids: dict[DatasetRef, int]) -> str:
+def links_text(links: Iterable[Link] | PlainLinks, ids: dict[DatasetRef, int]) -> str:
     """The links of a set as compact JSON, in a fixed order (equal sets, equal text)."""
+    if isinstance(links, PlainLinks):
+        return _plain_text(links, ids)
     rows = []
     for source, target, kind, subtype in sorted(links, key=link_key):
         for column in (source.column, target.column):
@@ -120,8 +123,42 @@ def links_text(links: Iterable[Link], ids: dict[DatasetRef, int]) -> str:
     return event_json.compact(rows, native=True)  # ints and strings: json.dumps' very text
 
 
-def link_set_digest(links: Iterable[Link]) -> str:
+def _plain_text(links: PlainLinks, ids: dict[DatasetRef, int]) -> str:
+    """`links_text` of PlainLinks: their rows are in `link_key` order already."""
+    if any(len(r[2]) > COLUMN_LENGTH or len(r[3]) > COLUMN_LENGTH for r in links.rows):
+        raise LineageError(
+            f"a column name in lineage into {links.output.name} is longer than "
+            f"{COLUMN_LENGTH} characters; shorten it in the producer"
+        )
+    source_ids: dict[tuple[str, str], int] = {}
+    rows = []
+    for namespace, name, source_column, target_column, kind, subtype in links.rows:
+        source = source_ids.get((namespace, name))
+        if source is None:
+            source = source_ids[(namespace, name)] = ids[DatasetRef(namespace, name)]
+        rows.append([source, source_column, target_column, kind, subtype])
+    return event_json.compact(rows, native=True)
+
+
+def link_sources(links: LinkSet) -> set[DatasetRef]:
+    """The datasets the links of a set come from."""
+    if isinstance(links, PlainLinks):
+        return links.sources()
+    return {link[0].dataset for link in links}
+
+
+def link_set_digest(links: Iterable[Link] | PlainLinks) -> str:
     """Order-independent digest of an edge set: equal sets of links, equal digests."""
+    if isinstance(links, PlainLinks):
+        output = links.output
+        plain = sorted(
+            "\x1f".join(
+                (ns, name, column or "\x00", output.namespace, output.name, target or "\x00",
+                 kind, subtype)
+            )
+            for ns, name, column, target, kind, subtype in links.rows
+        )  # fmt: skip
+        return hashlib.sha256("\x1e".join(plain).encode()).hexdigest()
     texts = sorted(
         "\x1f".join(
             (
@@ -192,6 +229,34 @@ def close_current(conn: Connection, closes: list[tuple[datetime, str, int]], ver
             ).scalar_one()
         )
         conn.execute(lineage_edge_sets.update().where(where).values(valid_to=at, version=version))
+    return total
+
+
+def delete_observed_sets(conn: Connection, pairs: list[tuple[str, int]]) -> int:
+    """Delete every observed set of each (producer, target id); how many rows went."""
+    if not pairs:
+        return 0
+    if conn.dialect.name == "postgresql":  # one statement for them all
+        deleted = conn.exec_driver_sql(
+            "DELETE FROM lineage_edge_sets AS s USING json_to_recordset(%(pairs)s::json) "
+            "AS k(producer text, target int) WHERE s.producer = k.producer "
+            "AND s.target_dataset_id = k.target AND s.origin = %(observed)s",
+            {
+                "pairs": json_rows(("producer", "target"), pairs),
+                "observed": EdgeOrigin.OBSERVED.value,
+            },
+        ).rowcount
+        return max(deleted or 0, 0)
+    total = 0
+    for producer, target in pairs:
+        deleted = conn.execute(
+            lineage_edge_sets.delete().where(
+                lineage_edge_sets.c.producer == producer,
+                lineage_edge_sets.c.target_dataset_id == target,
+                lineage_edge_sets.c.origin == EdgeOrigin.OBSERVED.value,
+            )
+        ).rowcount
+        total += max(deleted or 0, 0)
     return total
 
 

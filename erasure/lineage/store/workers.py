@@ -36,6 +36,7 @@ from erasure.lineage.store.events import canonical_json, event_row
 from erasure.lineage.store.intake import Incoming, incoming
 
 MAX_DEFAULT_WORKERS = 4
+PIECES = 4  # parts of a batch judged apart
 
 
 def judged_batches(path: Path, size: int, workers: int) -> Generator[list[Incoming]] | None:
@@ -65,36 +66,45 @@ def _judged(
     # Forked before the pool starts its own thread (it does, with fork); the children never
     # touch the parent's database connections, and leave with os._exit.
     context = multiprocessing.get_context("fork")
+    # Each batch goes to the workers in PIECES parts: the writer waits for a quarter of a
+    # batch to be judged before it starts, not for a whole one, and the workers share the
+    # last batch of a file instead of one judging it alone.
+    parts = max(1, min(PIECES, size))
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_started) as pool:
-        pending: deque[tuple[Future[list[Incoming]], list[tuple[int, str]]]] = deque()
+        pending: deque[list[tuple[Future[list[Incoming]], list[tuple[int, str]]]]] = deque()
         batches = iter(head)
 
         def submit() -> None:
             batch = next(batches, None) or list(islice(lines, size))
             if batch:
-                pending.append((pool.submit(judge_lines, str(path), batch), batch))
+                step = -(-len(batch) // parts)
+                pieces = [batch[k : k + step] for k in range(0, len(batch), step)]
+                pending.append([(pool.submit(judge_lines, str(path), p), p) for p in pieces])
 
         try:
             for _ in range(workers + 1):  # one batch ahead of every worker
                 submit()
             while pending:
-                future, sent = pending.popleft()
-                try:
-                    batch = future.result()
-                except BrokenProcessPool:
-                    raise LineageError(
-                        f"{path}: a worker process reading it ended abruptly (out of memory, "
-                        "or killed); the batches before it are stored: run the ingest again "
-                        "(stored events are skipped; malformed lines are quarantined again), "
-                        "with --workers 0 to read in one process"
-                    ) from None
+                judged: list[Incoming] = []
+                for future, sent in pending.popleft():
+                    try:
+                        piece = future.result()
+                    except BrokenProcessPool:
+                        raise LineageError(
+                            f"{path}: a worker process reading it ended abruptly (out of "
+                            "memory, or killed); the batches before it are stored: run the "
+                            "ingest again (stored events are skipped; malformed lines are "
+                            "quarantined again), with --workers 0 to read in one process"
+                        ) from None
+                    for item, (_, line) in zip(piece, sent, strict=True):
+                        item.text = item.text or line  # sent back only when not the line
+                    judged += piece
                 submit()
-                for item, (_, line) in zip(batch, sent, strict=True):
-                    item.text = item.text or line  # sent back only when it is not the line
-                yield batch
+                yield judged
         finally:
-            for future, _ in pending:
-                future.cancel()
+            for group in pending:
+                for future, _ in group:
+                    future.cancel()
             lines.close()
 
 

@@ -79,6 +79,28 @@ def test_workers_store_the_same_rows_ids_and_quarantine_as_one_process(tmp_path:
         assert (again.stored, again.duplicates, again.quarantined) == (0, 15, 3)
 
 
+@pytest.mark.parametrize("batch_size", [1, 3, 7, 64])
+def test_batches_judged_in_parts_are_the_batches_one_process_reads(
+    tmp_path: Path, batch_size: int
+) -> None:
+    """Each batch goes to the workers in parts (of uneven length when it does not divide):
+    the writer gets the same batches, in file order, and stores the same rows."""
+    path = _day(tmp_path / "day.jsonl")
+    with (
+        open_store(f"sqlite:///{tmp_path}/one.db") as one,
+        open_store(f"sqlite:///{tmp_path}/workers.db") as workers,
+    ):
+        alone = LineageStore(one, batch_size=batch_size).ingest_file(path)
+        forked = LineageStore(workers, batch_size=batch_size).ingest_file(path, workers=2)
+        assert forked.model_dump() == alone.model_dump()
+        assert _tables(workers) == _tables(one)
+    batches = judged_batches(path, batch_size, 2)
+    if batch_size < 18:  # more than one batch: judged in the workers
+        assert batches is not None
+        sizes = [len(b) for b in batches]
+        assert sizes[:-1] == [batch_size] * (len(sizes) - 1) and sum(sizes) == 18
+
+
 def test_a_file_of_one_batch_or_not_json_lines_is_read_in_this_process(tmp_path: Path) -> None:
     small = tmp_path / "small.jsonl"
     small.write_text("\n".join(json.dumps(event(f"r{k}")) for k in range(4)) + "\n")

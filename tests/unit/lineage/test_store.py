@@ -204,6 +204,37 @@ def _agrees_with_the_timeline(store: Store, sent: list[dict[str, Any]]) -> None:
     assert set(LineageStore(store).graph().edges()) == set(expected)
 
 
+def test_one_batch_replaying_many_outputs_gives_the_timeline_of_each(store: Store) -> None:
+    """Late runs, a FAIL after a COMPLETE and a run completing again, for several jobs and
+    outputs in one batch: each output replayed alone gives its own timeline; an output no
+    completed run writes any more keeps no current edges."""
+    early = []
+    for k in range(4):
+        job, output = f"job{k}", f"marts.out{k}"
+        early.append(event(f"a{k}", at="2026-11-01T02:00:00Z", columns={"ltv": ["a"]},
+                           job=job, output=output))  # fmt: skip
+        early.append(event(f"c{k}", at="2026-11-03T02:00:00Z", columns={"ltv": ["c"]},
+                           job=job, output=output))  # fmt: skip
+    early.append(event("x0", at="2026-11-01T02:00:00Z", job="job9", output="marts.gone"))
+    ingest(store, *early)
+    late = [
+        event("b0", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"]}, job="job0",
+              output="marts.out0"),
+        event("b1", at="2026-11-02T02:00:00Z", columns={"ltv": ["b"], "n": ["id"]},
+              job="job1", output="marts.out1"),
+        event("c2", "FAIL", at="2026-11-03T05:00:00Z", columns={"ltv": ["c"]}, job="job2",
+              output="marts.out2"),
+        event("a3", at="2026-11-04T02:00:00Z", columns={"ltv": ["a"]}, job="job3",
+              output="marts.out3"),
+        event("x0", "FAIL", at="2026-11-01T05:00:00Z", job="job9", output="marts.gone"),
+    ]  # fmt: skip
+    report = ingest(store, *late)
+    assert report.stored == len(late)
+    expected = timeline_edges(runs_from_events([parse_event(e) for e in early + late])).edges
+    assert set(LineageStore(store).graph().edges()) == set(expected)
+    assert not any(e.target.dataset.name == "marts.gone" for e in expected)
+
+
 def test_a_run_that_fails_after_its_complete_takes_its_edges_back(store: Store) -> None:
     _agrees_with_the_timeline(
         store,
@@ -358,6 +389,24 @@ def test_run_and_job_facets_that_are_not_lineage_are_never_stored(
     (kept,) = [e for e in stored_events(store) if e.run.run_id == "r3"]
     assert set(kept.run.facets) == {"parent"} and not kept.job.facets
     assert current(store) == {("crm.orders.amount", "marts.customer_ltv.ltv")}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_facet_given_twice_under_one_key_never_stores_the_first(
+    store: Store, tmp_path: Path, workers: int
+) -> None:
+    """JSON text with a key twice decodes to its last value: a producer sending an ownership
+    facet and then `"facets": {}` (or a transformationDescription, then the marker) must not
+    have the first stored with the text as read (RFC 8259: names SHOULD be unique)."""
+    line = json.dumps(event("r1"))
+    owned = json.dumps({"ownership": {"owners": [{"name": CANARY}]}})
+    twice = line.replace('"outputs": [{', f'"outputs": [{{"facets": {owned}, "facets": {{}}, ', 1)
+    assert twice != line
+    path = tmp_path / "events.jsonl"
+    path.write_text(twice + "\n")
+    report = LineageStore(store).ingest_file(path, workers=workers)
+    assert report.stored == 1
+    assert "canary" not in _stored_text(store)
 
 
 def test_events_differing_only_in_dropped_facets_are_one_event(store: Store) -> None:
@@ -516,6 +565,31 @@ def test_a_dataset_another_process_stored_since_is_not_stored_again(store: Store
     assert any(target.startswith("marts.new_mart.") for _source, target in current(store))
 
 
+def test_datasets_are_told_apart_by_namespace_and_name_however_they_are_spelled(
+    store: Store,
+) -> None:
+    """Dataset identities are bound as JSON: quotes, backslashes, other scripts and the same
+    name in two namespaces each get their own id, found again by a store that starts cold."""
+    names = ['marts."quoted"', "marts.back\\slash", "marts.ünïcode_表", "s3://bucket/a b/c"]
+    sent = []
+    for k, name in enumerate(names):
+        for namespace in (NS, "s3://other"):
+            e = event(f"r{k}{namespace}", job=f"job{k}", output=name)
+            e["outputs"][0]["namespace"] = namespace
+            sent.append(e)
+    ingest(store, *sent)
+    with store.engine.connect() as conn:
+        stored = conn.exec_driver_sql("SELECT id, namespace, name FROM lineage_datasets").all()
+    identities = {(ns, name) for _, ns, name in stored}
+    assert len(stored) == len(identities) == 2 * len(names) + 1  # and crm.orders
+    assert {(ns, n) for n in names for ns in (NS, "s3://other")} <= identities
+    again = ingest(store, *[{**e, "run": {"runId": e["run"]["runId"] + "b"}} for e in sent])
+    assert again.stored == len(sent)
+    with store.engine.connect() as conn:
+        after = conn.exec_driver_sql("SELECT id, namespace, name FROM lineage_datasets").all()
+    assert sorted(after) == sorted(stored)  # no identity stored twice, no id moved
+
+
 def test_plans_saving_the_index_at_once_all_succeed(store: Store) -> None:
     ingest(store, event("r1"))
     start = threading.Barrier(6)
@@ -573,14 +647,19 @@ def test_a_plan_over_the_store_is_the_plan_over_the_files(tmp_path: Path) -> Non
         assert plan.lineage_as_of == now
 
 
-def test_an_http_body_is_stored_as_sent_and_its_bad_elements_quarantined(store: Store) -> None:
+def test_an_http_body_is_stored_as_its_events_and_its_bad_elements_quarantined(
+    store: Store,
+) -> None:
     lineage = LineageStore(store)
     good = json.dumps(event("r1"), indent=1)
     body = f"[{good}, {json.dumps('not an event')}]".encode()
     report = lineage.ingest_body(body, origin="http")
     assert (report.received, report.stored, report.quarantined) == (2, 1, 1)
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT raw FROM lineage_events").scalar_one() == good
+        raw = conn.exec_driver_sql("SELECT raw FROM lineage_events").scalar_one()
+    # The event encoded again, compact, in the order sent: never the text as sent, which may
+    # hold a key twice (tests: a facet given twice).
+    assert raw == json.dumps(json.loads(good), separators=(",", ":"))
     assert lineage.ingest_body(body, origin="http").stored == 0  # the same body again
     surrogate = json.dumps(event("r2")).replace('"r2"', '"r2\\ud800"')  # not valid Unicode
     report = lineage.ingest_body(f"[{surrogate}, {json.dumps(event('r3'))}]".encode())
@@ -712,6 +791,10 @@ def _bad_neighbours() -> list[tuple[str, Any, str]]:
         ("over-long dataset name", event("01937a10-0000-7000-8000-0000000b0005",
                                          output="m" * 2000),
          "outputs[0].name is longer than 1024 characters"),
+        ("DEL in a dataset name, as sent", event("01937a10-0000-7000-8000-0000000b0009",
+                                                 output="marts.\x7fx"),
+         "outputs[0].name holds a control character"),
+        ("over-long run id", event("r" * 256), "run.runId is longer than 255 characters"),
         ("eventTime 9999-12-31", future, "eventTime is more than a day ahead"),
         ("eventTime two days ahead", event("01937a10-0000-7000-8000-0000000b0006", at=tomorrow),
          "eventTime is more than a day ahead"),
@@ -778,3 +861,15 @@ def test_an_event_file_with_bad_lines_keeps_its_good_ones(store: Store, tmp_path
             errors = [r["error"] for r in report.results if "error" in r]
             assert f"{path}:2: " in errors[0] and "more than 64 levels deep" in errors[0]
             assert "eventTime is more than a day ahead" in errors[1]
+
+
+def test_a_dataset_name_holding_a_nul_is_refused_not_cut_short(tmp_path: Path) -> None:
+    """SQLite's json_extract ends a string at NUL: `a\x00b` must never be looked up (or
+    stored) as `a`, another dataset's name."""
+    from erasure.errors import LineageError
+    from erasure.lineage.store.bulk import stored_datasets
+    from erasure.model import DatasetRef
+
+    store = open_store(f"sqlite:///{tmp_path / 'nul.db'}")
+    with store.engine.connect() as conn, pytest.raises(LineageError, match="NUL"):
+        stored_datasets(conn, [DatasetRef(namespace="w", name="a\x00b")])
