@@ -41,7 +41,10 @@ def _refs(datasets: list[DatasetRef]) -> list[dict[str, str]]:
     schedule=None,
     catchup=False,
     is_paused_upon_creation=False,
-    max_active_runs=8,
+    # Four requests act at once, the rest wait their turn: on two cores, twenty at once finished
+    # in 134 s with a p95 of 19 s from the DPO's last answer to the record, against 150 s and
+    # 55 s at eight (every running request's tasks competing for the same slots).
+    max_active_runs=4,
     tags=["gdpr", "erasure"],
     doc_md=__doc__,
     params={

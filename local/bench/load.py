@@ -354,6 +354,8 @@ def bench(executor: str) -> None:
         busy = load.run(twenty(stack, skip=2))
         print(summary(f"  {REQUESTS} requests at once", busy), flush=True)
         print(targets(f"{REQUESTS} at once", busy, p95_within=30, all_within=180), flush=True)
+        if os.environ.get("BENCH_LOAD_HUNDRED", "1") == "0":
+            return
         hundred = load.run(subjects(stack, 2 + REQUESTS + 100)[2 + REQUESTS :], timeout=3_600)
         print(summary("  100 requests at once", hundred), flush=True)
         interventions = sum(state != "success" for state in hundred.states.values())
@@ -378,6 +380,7 @@ def _load_average() -> str:
 
 def main() -> None:
     """The LocalExecutor stack, then the CeleryExecutor stack (two workers, the local Redis),
-    one after the other on this machine. `BENCH_LOAD_EXECUTORS=celery` runs one."""
+    one after the other on this machine. `BENCH_LOAD_EXECUTORS=celery` runs one,
+    `BENCH_LOAD_HUNDRED=0` leaves out the hundred."""
     for executor in os.environ.get("BENCH_LOAD_EXECUTORS", "local,celery").split(","):
         bench(executor.strip())
