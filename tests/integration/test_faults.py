@@ -97,9 +97,11 @@ class Run:
 
 @dataclass(frozen=True)
 class Task:
-    """One task of gdpr_erasure (a mapped one per artefact), as the worker runs it."""
+    """One step of gdpr_erasure as the worker runs it: a task, or one artefact's step of an
+    action task (which walks its artefacts in this order, and after a failure is run again
+    from the first: the steps done return their evidence, as `tasks_of`'s later ones do)."""
 
-    name: str  # as the Airflow UI names it: "erase_rows crm.orders"
+    name: str  # as the task's log names it: "erase_rows crm.orders"
     call: Callable[[Services, Run, DatasetRef | None], None]
     dataset: DatasetRef | None = None
     rebuilt_by_dag: str | None = None  # rebuild tasks: the DAG that rebuilds it, or SQL (None)
@@ -176,7 +178,8 @@ def complete_task(svc: Services, run: Run, _ds: DatasetRef | None) -> None:
     workflow.complete(svc, run.ref)
 
 
-# The mapped tasks of gdpr_erasure, one per artefact of the plan's action, in a DAG order.
+# The action tasks of gdpr_erasure, each a step per artefact of the plan's action, in a DAG
+# order.
 MAPPED = [
     (Action.ERASE_ROWS, "erase_rows", erase_task),
     (Action.CRYPTO_SHRED, "crypto_shred", shred_task),
