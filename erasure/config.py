@@ -155,6 +155,9 @@ class Settings(BaseSettings):
     require_dpo_role: bool = True
     # An action waiting for an earlier one of its request gives up, naming it, when that one
     # failed and was not retried within the grace, or after the timeout whatever happened.
+    # A rebuild's rematerialisation run that ends within this is waited for in the task; a
+    # longer one in Airflow's triggerer, holding no worker slot (0: always the triggerer).
+    rebuild_wait_in_task_seconds: float = Field(default=10, ge=0, le=300)
     upstream_retry_grace_seconds: int = Field(default=120, ge=0)
     upstream_wait_timeout_seconds: int = Field(default=6 * 3600, gt=0)
 

@@ -15,16 +15,17 @@ from erasure_airflow.tasks import in_order, open_services, retried_in_place, tar
 
 if TYPE_CHECKING:
     from erasure.actions.rebuild import RebuildEvidence
+    from erasure.config import Settings
     from erasure.model import DatasetRef
     from erasure.prompts import Asked
     from erasure.rulings import DpoAnswer
 
 log = logging.getLogger(__name__)
 
-# A rematerialisation run that ends within BRIEF_WAIT of its trigger is waited for in the task,
-# asked every BRIEF_POLL: handing the wait to the triggerer and back costs 2-4 s of its loops
-# and the scheduler's. A longer run is waited for in the triggerer, holding no slot.
-BRIEF_WAIT = timedelta(seconds=10)
+# A rematerialisation run that ends within ERASURE_REBUILD_WAIT_IN_TASK_SECONDS (default 10)
+# of its trigger is waited for in the task, asked every BRIEF_POLL: handing the wait to the
+# triggerer and back costs 2-4 s of its loops and the scheduler's. A longer run is waited for
+# in the triggerer, holding no slot.
 BRIEF_POLL = 0.2
 POLL_SECONDS = 1.0  # how often the triggerer asks whether a rematerialisation run ended
 
@@ -104,7 +105,7 @@ class RebuildOperator(BaseOperator):
                     run = trigger_dag(svc, self.ref)
                     evidence = workflow.rebuild_artefact(svc, self.ref, artefact, run)
             except workflow.AwaitingRun as waiting:
-                ended = _ended_soon(waiting.dag_id, waiting.run_id)
+                ended = _ended_soon(waiting.dag_id, waiting.run_id, svc.settings)
                 if ended is None:
                     self.defer(
                         trigger=DagRunEndTrigger(waiting.dag_id, waiting.run_id, POLL_SECONDS),
@@ -124,11 +125,14 @@ class RebuildOperator(BaseOperator):
             return workflow.rebuild_artefact(svc, self.ref, dataset, run_ended(svc, event))
 
 
-def _ended_soon(dag_id: str, run_id: str) -> dict[str, str] | None:
-    """The run's end as `DagRunEndTrigger` reports it, if it comes within BRIEF_WAIT."""
+def _ended_soon(dag_id: str, run_id: str, settings: Settings) -> dict[str, str] | None:
+    """The run's end as `DagRunEndTrigger` reports it, if it comes within the settings' wait
+    in the task (None at once when that is 0)."""
     from erasure_airflow.triggers import run_end
 
-    deadline = time.monotonic() + BRIEF_WAIT.total_seconds()
+    if settings.rebuild_wait_in_task_seconds == 0:
+        return None
+    deadline = time.monotonic() + settings.rebuild_wait_in_task_seconds
     while (ended := run_end(dag_id, run_id)) is None and time.monotonic() < deadline:
         time.sleep(BRIEF_POLL)
     return ended
