@@ -336,7 +336,7 @@ class Stack:
         extra_dag_folders: Mapping[str, Path] | None = None,
         executor: str = "local",
         celery_broker: str = CELERY_BROKER,
-        settings: Mapping[str, str] | None = None,
+        overrides: Mapping[str, str] | None = None,
     ) -> None:
         if executor not in EXECUTORS:
             raise StackError(f"unknown executor {executor!r}: one of {', '.join(EXECUTORS)}")
@@ -345,7 +345,7 @@ class Stack:
         self.broker_url: str | None = None  # the database claimed, released at stop
         self.paths = paths
         self.extra_dag_folders = dict(extra_dag_folders or {})
-        self.settings = dict(settings or {})  # ERASURE_* variables over the stack's own
+        self.overrides = dict(overrides or {})  # ERASURE_* variables over the stack's own
         self.metadata_database = metadata_database
         self.drop_metadata_on_stop = drop_metadata_on_stop
         self.metadata: MetadataDb | None = None
@@ -414,7 +414,7 @@ class Stack:
         self.env.update(self._metadata_environment())
         self.env.update(self._celery_environment())
         self.env.update(dag_bundles_environment(self.extra_dag_folders))
-        self.env.update(self.settings)
+        self.env.update(self.overrides)
         log = self.log_path.open("ab")
         try:
             # start_new_session: setsid(2) in the child, so its pid is the group's id and one

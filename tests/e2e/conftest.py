@@ -55,7 +55,7 @@ def airflow_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         extra_dag_folders={"e2e-tests": TEST_DAGS},
         # Every rebuild by DAG waits for its run in the triggerer here (the deferral and the
         # resume with the dataset it waited for); the Celery stack waits in the task.
-        settings={"ERASURE_REBUILD_WAIT_IN_TASK_SECONDS": "0"},
+        overrides={"ERASURE_REBUILD_WAIT_IN_TASK_SECONDS": "0"},
     )
     with running(stack, "standalone"):
         yield stack
