@@ -233,6 +233,14 @@ class SubmissionBox:
             )
         return bool(deleted.rowcount)
 
+    def destroy_notes_of(self, bound_to: str) -> int:
+        """Delete every note of the prompt `bound_to`, once it has ruled: an earlier answer's
+        note whose task never resumed (its run failed, the prompt was cleared and answered
+        again) serves nothing now. How many."""
+        with _transaction(self._store, "destroy the prompt's sealed justifications") as c:
+            deleted = c.execute(sealed_notes.delete().where(sealed_notes.c.bound_to == bound_to))
+        return int(deleted.rowcount)
+
     def purge_notes(self, sealed_before: datetime) -> int:
         """Delete the notes sealed before `sealed_before` (a prompt cleared or failed before its
         task opened its note); how many."""

@@ -217,6 +217,8 @@ def _destroy_note(svc: Any, handle: str, binding: str) -> None:
         return
     try:
         retried_in_place(lambda: svc.submissions.destroy_note(handle, binding))
+        # An earlier answer's note for this prompt whose task never resumed serves nothing.
+        retried_in_place(lambda: svc.submissions.destroy_notes_of(binding))
     except ErasureError as exc:
         log.warning(
             "the answer's sealed note %s is still kept (%s): the reconciler purges it", handle, exc

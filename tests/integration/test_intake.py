@@ -105,6 +105,21 @@ def notes_text(store: Store) -> str:
         return "\n".join(str(tuple(row)) for row in conn.execute(sa.select(sealed_notes)))
 
 
+def test_a_prompt_that_ruled_leaves_no_earlier_answer_s_note(box: SubmissionBox) -> None:
+    """An answer whose task never resumed (its run failed; the prompt cleared and answered
+    again) leaves its note: the prompt's ruling destroys every note of that prompt, and only
+    that prompt's."""
+    prompt = note_binding("gdpr_erasure", "erasure-DSR-SEAL-3", "dpo_decides", 0)
+    other = note_binding("gdpr_erasure", "erasure-DSR-SEAL-3", "dpo_decides", 1)
+    first, second = box.seal_note(JUSTIFICATION, prompt), box.seal_note(JUSTIFICATION, prompt)
+    kept = box.seal_note(JUSTIFICATION, other)
+    assert box.destroy_notes_of(prompt) == 2
+    for gone in (first, second):
+        with pytest.raises(RequestError, match="was not sealed by the erasure plugin"):
+            box.open_note(gone, prompt)
+    assert box.open_note(kept, other) == JUSTIFICATION
+
+
 def test_a_sealed_note_opens_only_for_the_prompt_it_answers(
     box: SubmissionBox, store: Store
 ) -> None:
