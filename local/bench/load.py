@@ -114,9 +114,9 @@ def typed_again(email: str) -> str:
     return "\u00a0" + email.upper() + "\t"
 
 
-def twenty(stack: Stack, skip: int = 0, count: int = REQUESTS) -> list[str]:
-    """`count` identifiers, one subject among them twice."""
-    emails = subjects(stack, count - 1 + skip)[skip:]
+def twenty(stack: Stack, skip: int = 0) -> list[str]:
+    """REQUESTS identifiers, one subject among them twice."""
+    emails = subjects(stack, REQUESTS - 1 + skip)[skip:]
     return [*emails, typed_again(emails[0])]
 
 
