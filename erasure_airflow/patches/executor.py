@@ -17,10 +17,10 @@ The fix is where the knowledge is missing: the executor counts the workloads it 
 per key and not yet seen end, and `has_task` answers from that count, so the stale exit of
 the parking workload is recognised as such while the resumed one is in flight.
 
-It also imports the erasure domain once, before its workers fork: every task process is
-forked from a worker, so each starts with it loaded. Otherwise every task paid those imports
-(sqlglot, hvac, pydantic models, the catalog's kinds) again: 1.5 s alone, 4-6 s with twenty
-requests running, most of a task's time.
+It also imports the erasure domain and the task SDK's plugins once, before its workers fork:
+every task process is forked from a worker, so each starts with them loaded. Otherwise every
+task paid those imports (sqlglot, hvac, pydantic models, the catalog's kinds) again: 1.5 s
+alone, 4-6 s with twenty requests running, most of a task's time.
 
 Upstream: the stale-executor-event race family apache/airflow #66374 (CeleryExecutor, 3.2.0,
 fixed for `scheduled` only in 3.2.2), #67287 (`queued`, 3.2.1) and #72716 (the resumed attempt
@@ -41,7 +41,7 @@ from airflow.executors.local_executor import LocalExecutor
 from airflow.utils.state import TaskInstanceState
 from packaging.specifiers import SpecifierSet
 
-from erasure_airflow.tasks import preload_erasure
+from erasure_airflow.tasks import preload_erasure, preload_task_plugins
 
 if TYPE_CHECKING:
     from airflow.models.taskinstance import TaskInstance
@@ -66,7 +66,9 @@ class ResumeSafeLocalExecutor(LocalExecutor):
         self.in_flight: Counter[Any] = Counter()
 
     def start(self) -> None:
-        preload_erasure()  # before the workers fork: each task process starts with it
+        # Before the workers fork: each task process starts with the domain and the plugins.
+        preload_erasure()
+        preload_task_plugins()
         super().start()
 
     def queue_workload(self, workload: Any, session: Any) -> None:

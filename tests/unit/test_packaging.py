@@ -64,21 +64,30 @@ def test_the_charts_executor_imports_with_the_tested_set() -> None:
     assert pins()["celery"] == metadata.version("celery")
 
 
-def test_a_celery_worker_loads_the_domain_before_its_pool_forks() -> None:
+def test_a_celery_worker_loads_the_domain_and_the_task_plugins_before_its_pool_forks() -> None:
     """The chart's `[celery] celery_config_options` (helm/values.yaml): Airflow's own Celery
-    configuration, and, loaded, the modules every erasure task imports."""
+    configuration; loaded, the modules every erasure task imports; and when a worker starts
+    (`worker_init`, before its pool forks), the plugins every task would otherwise load (this
+    package's with its API, the OpenLineage listener), never in the scheduler."""
     import subprocess
     import sys
 
     probe = (
         "import sys; import erasure_airflow.celery_config as c; "
         "from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG; "
+        "from airflow.sdk import plugins_manager; from celery.signals import worker_init; "
         "print(c.CELERY_CONFIG == DEFAULT_CELERY_CONFIG, 'erasure.workflow' in sys.modules, "
-        "'sqlglot' in sys.modules)"
+        "'sqlglot' in sys.modules, 'erasure_airflow.plugin' not in sys.modules); "
+        "worker_init.send(sender=None); "
+        "from airflow.sdk.listener import get_listener_manager; "
+        "print(plugins_manager._get_plugins.cache_info().currsize, "
+        "'erasure_airflow.plugin' in sys.modules, get_listener_manager.cache_info().currsize, "
+        "get_listener_manager().has_listeners)"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO
     )
-    assert done.stdout.split()[-3:] == ["True", "True", "True"], done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[-2:] == ["True True True True", "1 True 1 True"], done.stderr[-2000:]
     values = (REPO / "helm" / "values.yaml").read_text()
     assert "celery_config_options: erasure_airflow.celery_config.CELERY_CONFIG" in values
