@@ -343,7 +343,7 @@ def test_the_image_is_airflow_3_3_2_with_package_dags_and_plugin() -> None:
     assert '"apache-airflow==3.3.2"' in dockerfile and "/opt/erasure/src" in dockerfile
     # The tested set: the versions make test installs (tests/unit/test_packaging.py).
     assert "--constraint /opt/erasure/src/constraints.txt" in dockerfile
-    for provider in ("postgres", "fab", "hashicorp", "openlineage", "celery"):
+    for provider in ("postgres", "fab", "hashicorp", "openlineage", "celery", "cncf-kubernetes"):
         assert f"apache-airflow-providers-{provider}" in dockerfile
     assert "COPY --chown=airflow:0 dags /opt/airflow/dags" in dockerfile
     # The plugin is the installed adapter package's entry point, never a plugins-folder copy.

@@ -64,6 +64,51 @@ def test_the_charts_executor_imports_with_the_tested_set() -> None:
     assert pins()["celery"] == metadata.version("celery")
 
 
+def test_the_charts_other_executor_imports_and_builds_a_task_pod_with_the_tested_set() -> None:
+    """`airflow.executor: KubernetesExecutor` needs the cncf-kubernetes provider (in Airflow 3
+    the executor ships there): it imports, and builds an erasure task's pod from a base worker
+    pod as the chart's (the worker service account, the image), with the pinned client. No
+    cluster here: whether the pod runs is not tested (docs/operator-runbook.md, Executors)."""
+    from airflow.providers.cncf.kubernetes.executors.kubernetes_executor import (
+        KubernetesExecutor,
+    )
+    from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator
+    from kubernetes.client import models as k8s
+
+    assert KubernetesExecutor.__name__ == "KubernetesExecutor"
+    base = k8s.V1Pod(
+        spec=k8s.V1PodSpec(
+            service_account_name="airflow-worker",
+            containers=[k8s.V1Container(name="base", image="erasure-airflow:0.1.0")],
+        )
+    )
+    args = ["python", "-m", "airflow.sdk.execution_time.execute_workload", "--json-string", "{}"]
+    pod = PodGenerator.construct_pod(
+        dag_id="gdpr_erasure",
+        task_id="verify",
+        pod_id="gdpr-erasure-verify",
+        try_number=1,
+        kube_image="erasure-airflow:0.1.0",
+        date=None,
+        args=args,
+        pod_override_object=None,
+        base_worker_pod=base,
+        namespace="gdpr",
+        scheduler_job_id="1",
+        run_id="erasure-DSR-2026-0042",
+    )
+    assert pod.spec.service_account_name == "airflow-worker"
+    [container] = pod.spec.containers
+    assert (container.image, container.args) == ("erasure-airflow:0.1.0", args)
+    assert (pod.metadata.labels["dag_id"], pod.metadata.labels["task_id"]) == (
+        "gdpr_erasure",
+        "verify",
+    )
+    assert pins()["apache-airflow-providers-cncf-kubernetes"] == metadata.version(
+        "apache-airflow-providers-cncf-kubernetes"
+    )
+
+
 def test_a_celery_worker_loads_the_domain_and_the_task_plugins_before_its_pool_forks() -> None:
     """The chart's `[celery] celery_config_options` (helm/values.yaml): Airflow's own Celery
     configuration; loaded, the modules every erasure task imports; and when a worker starts
