@@ -5,7 +5,7 @@ gap when an output has no readable facet.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -312,15 +312,30 @@ def output_links(
     elif facet is not None:
         links = _column_links(output, facets, facet)
     else:
-        table = FieldRef(output, None)
-        links = [(FieldRef(s, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN) for s in inputs]
+        links = []
         gap = Gap(
             kind=GapKind.TABLE_ONLY_LINEAGE,
             detail=f"job {producer} wrote {output.qualified} but {problem}; "
             "only table-level lineage is known",
             dataset=output,
         )
-    return tuple(dict.fromkeys(links)), gap
+    return tuple(dict.fromkeys([*links, *declared_links(output, inputs, links)])), gap
+
+
+def declared_links(
+    output: DatasetRef, inputs: Sequence[DatasetRef], links: Iterable[Link] | PlainLinks
+) -> list[Link]:
+    """Table-level links into `output` from each declared input its column links do not
+    name. The spec's `inputs` list every dataset the run read; a column facet may leave one
+    out (read only to filter, or spelt another way): a facet never hides an input. How it
+    flowed is unknown, so DIRECT: over-stating a disclosure is the safe error."""
+    named = links.sources() if isinstance(links, PlainLinks) else {s.dataset for s, *_ in links}
+    table = FieldRef(output, None)
+    return [
+        (FieldRef(source, None), table, EdgeType.DIRECT, EdgeSubtype.UNKNOWN)
+        for source in dict.fromkeys(inputs)
+        if source not in named
+    ]
 
 
 def link_key(link: Link) -> tuple[str, str, str, str, str, str, str, str]:

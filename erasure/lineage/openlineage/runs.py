@@ -16,6 +16,7 @@ from erasure.lineage.openlineage import event_json
 from erasure.lineage.openlineage.column_facets import (
     Link,
     PlainLinks,
+    declared_links,
     link_key,
     output_links,
     plain_links,
@@ -173,11 +174,14 @@ class OutputLineage:
 
     def link_set(self) -> frozenset[Link] | PlainLinks:
         """The distinct links as the store digests and writes them: `PlainLinks` when they
-        come from a well-formed `fields` facet (no object per link), else the links."""
+        come from a well-formed `fields` facet naming every declared input (no object per
+        link), else the links."""
         if self._plain is None and self._read_links is None:
-            self._plain = plain_links(
+            plain = plain_links(
                 self.output, {"columnLineage": event_json.unraw(self._facets.get("columnLineage"))}
             )
+            if plain is not None and not declared_links(self.output, self._inputs, plain):
+                self._plain = plain  # else the declared inputs it leaves out are added below
         if self._plain is not None:
             return self._plain
         return frozenset(self.links)

@@ -165,6 +165,24 @@ def test_plain_links_are_the_links_the_facet_gives() -> None:
         assert link_sources(plain) == link_sources(frozenset(links))
 
 
+def test_declared_inputs_a_facet_leaves_out_are_added_on_either_path() -> None:
+    """The store's no-object path (`PlainLinks`) serves a facet only when it names every
+    declared input; otherwise the links are read the long way, the missing inputs added."""
+    rng = random.Random(23)
+    candidates = [DatasetRef("warehouse", n) for n in ("crm.customers", "crm.orders", "x.y")]
+    for _ in range(200):
+        facets = {"columnLineage": _facet(rng)}
+        inputs = rng.sample(candidates, rng.randint(0, len(candidates)))
+        links, gap = output_links("job", OUT, facets, inputs)
+        published = OutputLineage(OUT, facets, inputs, "job")
+        found = published.link_set()
+        named = {source.dataset for source, *_ in output_links("job", OUT, facets, [])[0]}
+        assert isinstance(found, PlainLinks) == (set(inputs) <= named)
+        assert (found.links() if isinstance(found, PlainLinks) else found) == frozenset(links)
+        assert {source.dataset for source, *_ in links} >= set(inputs)
+        assert gap is None and published.gap is None
+
+
 @pytest.mark.parametrize(
     "facets",
     [

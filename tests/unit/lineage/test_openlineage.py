@@ -138,6 +138,35 @@ def test_input_field_with_several_transformations_gives_several_edges() -> None:
     ]
 
 
+def test_a_declared_input_the_column_facet_leaves_out_still_reaches_the_output() -> None:
+    """The spec's `inputs` list every dataset a run read; its column facet may leave one out
+    (read only to filter, or spelt another way: `db.public.t` beside `public.t`). A facet
+    never hides an input: each it does not name reaches the output table-level, DIRECT."""
+    facet = {
+        "fields": {
+            "lifetime_value": {
+                "inputFields": [{"namespace": PG, "name": ORDERS, "field": "amount"}]
+            }
+        }
+    }
+    spelt_apart = "analytics.warehouse.staging.customers"
+    event = minimal(
+        inputs=[
+            {"namespace": PG, "name": ORDERS},
+            {"namespace": PG, "name": spelt_apart},
+            {"namespace": "kafka://broker:9092", "name": "suppressions"},
+        ],
+        outputs=[{"namespace": PG, "name": LTV, "facets": {"columnLineage": facet}}],
+    )
+    lineage = edges_from_events([parse_event(event)])
+    assert [(e.source, e.target, e.type, e.subtype) for e in lineage.edges] == [
+        (col(ORDERS, "amount"), col(LTV, "lifetime_value"), D, S.UNKNOWN),
+        (col(spelt_apart, None), col(LTV, None), D, S.UNKNOWN),
+        (col("suppressions", None, "kafka://broker:9092"), col(LTV, None), D, S.UNKNOWN),
+    ]
+    assert lineage.gaps == []  # the columns the facet names are known
+
+
 @pytest.mark.parametrize(
     ("legacy", "expected"),
     [
