@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -339,7 +339,6 @@ class Catalog(_Strict):
     @model_validator(mode="after")
     def _cross_references(self) -> Catalog:
         seen: set[tuple[str, str]] = set()
-        names = {d.name for d in self.datasets}
         by_bare_name: dict[str, set[str]] = {}
         for d in self.datasets:
             by_bare_name.setdefault(d.name, set()).add(d.namespace)
@@ -385,18 +384,14 @@ class Catalog(_Strict):
                     "system this one cannot reach, such as the CRM the warehouse copies)"
                 )
             for ref in ds.references:
-                bare = ref.dataset.rpartition("/")[2]
-                if bare not in names:
+                matches = name_matches(ref.dataset, by_bare_name)
+                if not matches:
                     raise ValueError(
                         f"{where} field 'references': dataset {_shown(ref.dataset)} is not in the "
                         "catalog"
                     )
-                if "/" not in ref.dataset and len(by_bare_name[bare]) > 1:
-                    raise ValueError(
-                        f"{where} field 'references': {ref.dataset!r} is a name in several "
-                        f"namespaces ({', '.join(sorted(by_bare_name[bare]))}): write it as "
-                        "'namespace/name'"
-                    )
+                if len(matches) > 1:
+                    raise ValueError(f"{where} field 'references': {_ambiguous(matches)}")
             if ds.encryption == "per_subject" and ds.storage != "immutable":
                 raise ValueError(
                     f"{where} field 'encryption': per_subject applies to immutable storage; "
@@ -432,30 +427,26 @@ class Catalog(_Strict):
         ]
 
     def by_name(self, name: str) -> DatasetSpec:
-        """The entry named `name`, or `namespace/name`: a bare name must be unique across
-        namespaces (catalog load refuses references that are not)."""
-        namespace, _, bare = name.lower().rpartition("/")
-        found = [
-            ds for ds in self._names().get(bare, []) if not namespace or ds.namespace == namespace
-        ]
+        """The entry (or explicit alias) `name` spells: a bare name, unique across namespaces,
+        or `namespace/name` (`name_matches`: slashes within a name are read as such)."""
+        index = self._index()
+        matches = name_matches(name, self._namespaces())
+        found = list({id(index[match]): index[match] for match in matches}.values())
         if not found:
             # A malformed name is not echoed: it may be a subject's identifier typed there.
             raise CatalogError(f"dataset {_shown(name, 'with that name')} is not in the catalog")
         if len(found) > 1:
-            raise CatalogError(
-                f"dataset name {bare!r} is in several namespaces "
-                f"({', '.join(sorted(ds.namespace for ds in found))}): qualify it as "
-                "'namespace/name'"
-            )
+            raise CatalogError(_ambiguous(matches))
         return found[0]
 
-    def _names(self) -> dict[str, list[DatasetSpec]]:
-        cached: dict[str, list[DatasetSpec]] | None = self.__dict__.get("_by_name")
+    def _namespaces(self) -> dict[str, set[str]]:
+        """The namespaces of each name the catalog knows (entries and explicit aliases)."""
+        cached: dict[str, set[str]] | None = self.__dict__.get("_namespaces_of")
         if cached is None:
             cached = {}
-            for ds in self.datasets:
-                cached.setdefault(ds.name, []).append(ds)
-            object.__setattr__(self, "_by_name", cached)
+            for namespace, name in self._index():
+                cached.setdefault(name, set()).add(namespace)
+            object.__setattr__(self, "_namespaces_of", cached)
         return cached
 
     def canonical(self, ref: DatasetRef) -> DatasetRef:
@@ -487,6 +478,34 @@ class Catalog(_Strict):
                     cached[(alias.namespace, alias.name.lower())] = ds
             object.__setattr__(self, "_idx", cached)
         return cached
+
+
+def name_matches(name: str, namespaces: Mapping[str, Collection[str]]) -> list[tuple[str, str]]:
+    """Every (namespace, name) among `namespaces` (name -> its namespaces) that `name` spells:
+    the whole of it as a bare name, in any namespace; `namespace/name`, split at any slash
+    (dataset names hold slashes: an object store's `s3://bucket` + `path/to/file`); or a URI,
+    whose path keeps its slash (`hdfs://nn:8020` + `/user/hive/warehouse/t`, and
+    `file:///data/x.csv` for the `file` namespace's `/data/x.csv`)."""
+    wanted = name.lower()
+    splits = [(wanted[:at], wanted[at + 1 :]) for at, c in enumerate(wanted) if c == "/"]
+    splits += [(wanted[:at], wanted[at:]) for at, c in enumerate(wanted) if c == "/" and at]
+    if wanted.startswith("file:///"):
+        splits.append(("file", wanted[len("file://") :]))
+    found = dict.fromkeys((namespace, wanted) for namespace in sorted(namespaces.get(wanted, ())))
+    found.update((split, None) for split in splits if split[0] in namespaces.get(split[1], ()))
+    return list(found)
+
+
+def _ambiguous(matches: Sequence[tuple[str, str]]) -> str:
+    names = {bare for _, bare in matches}
+    if len(names) == 1:
+        return (
+            f"dataset name {next(iter(names))!r} is in several namespaces "
+            f"({', '.join(namespace for namespace, _ in matches)}): qualify it as "
+            "'namespace/name'"
+        )
+    listed = "; ".join(f"namespace {namespace!r} name {bare!r}" for namespace, bare in matches)
+    return f"the name spells several datasets ({listed}): name the one meant in full"
 
 
 DATASET_NAME_LENGTH = 512  # the erasure store's column for namespace/name keeps 512

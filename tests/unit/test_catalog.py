@@ -217,3 +217,56 @@ def test_a_malformed_dataset_name_is_refused_without_repeating_it(
     with pytest.raises(CatalogError) as refused:
         load_catalog(path)
     assert f"dataset #1 field 'name': {expected}" in str(refused.value)
+
+
+OBJECT_STORES = """
+version: 1
+identifiers:
+  email: {normalise: email}
+datasets:
+  - {namespace: "s3://exports", name: crm/daily/customers.parquet, kind: file}
+  - {namespace: file, name: /data/exports/customers.csv, kind: file}
+  - {namespace: "hdfs://nn:8020", name: /user/hive/warehouse/crm.db/orders, kind: table}
+  - {namespace: warehouse, name: crm.customers, kind: table}
+  - {namespace: "s3://lake", name: p/q, kind: file}
+  - {namespace: "s3://lake/p", name: q, kind: file}
+"""
+
+
+@pytest.mark.parametrize(
+    ("spelt", "expected"),
+    [
+        # OpenLineage's naming: an object store's bucket is the namespace, the key the name
+        (
+            "s3://exports/crm/daily/customers.parquet",
+            ("s3://exports", "crm/daily/customers.parquet"),
+        ),
+        ("crm/daily/customers.parquet", ("s3://exports", "crm/daily/customers.parquet")),
+        ("file//data/exports/customers.csv", ("file", "/data/exports/customers.csv")),
+        ("/data/exports/customers.csv", ("file", "/data/exports/customers.csv")),
+        ("file:///data/exports/customers.csv", ("file", "/data/exports/customers.csv")),
+        (
+            "hdfs://nn:8020/user/hive/warehouse/crm.db/orders",
+            ("hdfs://nn:8020", "/user/hive/warehouse/crm.db/orders"),
+        ),
+        ("warehouse/crm.customers", ("warehouse", "crm.customers")),
+        ("CRM.Customers", ("warehouse", "crm.customers")),
+    ],
+)
+def test_names_with_slashes_and_schemes_are_found_bare_or_qualified(
+    tmp_path: Path, spelt: str, expected: tuple[str, str]
+) -> None:
+    catalog = load_catalog(write(tmp_path, OBJECT_STORES))
+    assert catalog.by_name(spelt).ref == DatasetRef(*expected)
+
+
+def test_a_name_that_spells_two_datasets_is_refused_naming_both(tmp_path: Path) -> None:
+    catalog = load_catalog(write(tmp_path, OBJECT_STORES))
+    with pytest.raises(CatalogError) as err:
+        catalog.by_name("s3://lake/p/q")
+    assert str(err.value) == (
+        "the name spells several datasets (namespace 's3://lake' name 'p/q'; namespace "
+        "'s3://lake/p' name 'q'): name the one meant in full"
+    )
+    with pytest.raises(CatalogError, match=r"'s3://exports/crm/daily' is not in the catalog"):
+        catalog.by_name("s3://exports/crm/daily")  # a prefix of a name is not the name
