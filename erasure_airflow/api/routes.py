@@ -175,7 +175,8 @@ class BatchIngestResponse(BaseModel):
 async def ingest_lineage(
     request: Request, caller: LineageWriterDep, backend: BackendDep
 ) -> JSONResponse:
-    """Marquez-compatible OpenLineage ingest: one RunEvent, or a JSON array of them.
+    """Marquez-compatible OpenLineage ingest: one RunEvent or JobEvent (static lineage), or a
+    JSON array of them.
 
     Every event is validated, stored once and projected into the lineage store in the same
     transaction (a batch in one). Malformed ones are quarantined with their reason: a single

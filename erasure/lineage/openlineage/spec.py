@@ -185,6 +185,15 @@ def _validate(data: Any, *, owned: bool, kept: bool = False) -> RunEvent:
         raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
     if not kept:
         data = minimised(data)
+    if "run" not in data and "eventType" not in data:
+        if "job" in data:
+            return _job_event(data, owned=owned)
+        if "dataset" in data:
+            raise LineageError(
+                "an OpenLineage DatasetEvent carries no lineage (no job reads or writes in "
+                "it): send the RunEvents or JobEvents of the jobs that read and write the "
+                "dataset"
+            )
     if owned and isinstance(data, dict):
         fast = _well_formed(data)
         if fast is not None:
@@ -195,6 +204,28 @@ def _validate(data: Any, *, owned: bool, kept: bool = False) -> RunEvent:
         )
     except ValidationError as exc:
         raise LineageError(f"malformed OpenLineage RunEvent: {describe_invalid(exc)}") from exc
+
+
+JOB_EVENT_RUN_PREFIX = "job-event:"
+
+
+def _job_event(data: Mapping[str, Any], *, owned: bool) -> RunEvent:
+    """A JobEvent (static lineage: what a job reads and writes, declared with no run) read as
+    a completed run of that job at its eventTime, under a run id drawn from its content
+    (`JOB_EVENT_RUN_PREFIX`): a later JobEvent or run of the job supersedes its edges, as a
+    later run does, and the same JobEvent sent again is the same event. Identified, stored
+    and read back as sent (its `_raw`)."""
+    run_id = (
+        JOB_EVENT_RUN_PREFIX
+        + hashlib.sha256(event_json.canonical(data, native=False)).hexdigest()[:32]
+    )
+    as_run = {**data, "eventType": RunState.COMPLETE.value, "run": {"runId": run_id}}
+    try:
+        event = RunEvent.model_validate(as_run, context={_OWNED: True})
+    except ValidationError as exc:
+        raise LineageError(f"malformed OpenLineage JobEvent: {describe_invalid(exc)}") from exc
+    event._raw = dict(data) if owned else copy.deepcopy(dict(data))
+    return event
 
 
 _STATES = {state.value: state for state in RunState}

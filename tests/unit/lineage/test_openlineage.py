@@ -16,8 +16,11 @@ from erasure.lineage.openlineage import (
     RunEvent,
     edges_from_events,
     event_id,
+    event_text,
     parse_event,
     read_event_file,
+    runs_from_events,
+    timeline_edges,
 )
 from erasure.model import (
     DatasetRef,
@@ -508,3 +511,70 @@ def test_a_plainly_well_formed_event_reads_as_the_models_read_it() -> None:
 def _demo_lines() -> list[str]:
     path = Path(__file__).resolve().parents[3] / "erasure/sample/estate/lineage/events.jsonl"
     return path.read_text().splitlines()
+
+
+# --- JobEvents (static lineage) and DatasetEvents -------------------------------------------
+
+
+def job_event(**overrides: Any) -> dict[str, Any]:
+    """A JobEvent as the spec defines it: a job's declared inputs and outputs, no run."""
+    event: dict[str, Any] = {
+        "eventTime": "2025-06-01T00:00:00Z",
+        "producer": "https://github.com/OpenLineage/OpenLineage/tree/1.40.0/integration/dbt",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+        "job": {"namespace": "default", "name": "marts_daily.build_customer_ltv"},
+        "inputs": [{"namespace": PG, "name": ORDERS}],
+        "outputs": [{"namespace": PG, "name": LTV}],
+    }
+    event.update(overrides)
+    return event
+
+
+def test_a_job_event_is_static_lineage_read_as_a_completed_run_of_its_job() -> None:
+    event = parse_event(job_event())
+    lineage = edges_from_events([event])
+    [edge] = lineage.edges
+    assert (edge.source, edge.target, edge.producer) == (
+        col(ORDERS, None),
+        col(LTV, None),
+        "default/marts_daily.build_customer_ltv",
+    )
+    assert edge.run_id == event.run.run_id and edge.run_id.startswith("job-event:")
+    assert edge.observed_at == datetime(2025, 6, 1, tzinfo=UTC)
+    # kept as sent (no run, no eventType added), and read back as the same event and run
+    assert "run" not in json.loads(event_text(event)) and "eventType" not in event.content()
+    again = parse_event(event_text(event))
+    assert (event_id(again), again.run.run_id) == (event_id(event), event.run.run_id)
+    other = parse_event(job_event(eventTime="2025-06-02T00:00:00Z"))
+    assert other.run.run_id != event.run.run_id
+
+
+def test_a_later_run_of_the_job_supersedes_its_static_lineage() -> None:
+    later = minimal(eventTime="2025-06-03T00:00:00Z")
+    later["inputs"] = [{"namespace": PG, "name": CUSTOMERS}]
+    runs = runs_from_events([parse_event(job_event()), parse_event(later)])
+    edges = timeline_edges(runs).edges
+    current = {(str(e.source), str(e.target)) for e in edges if e.valid_to is None}
+    assert current == {(f"{CUSTOMERS}.*", f"{LTV}.*")}
+    ended = [e for e in edges if e.valid_to is not None]
+    assert [(str(e.source), e.valid_to) for e in ended] == [
+        (f"{ORDERS}.*", datetime(2025, 6, 3, tzinfo=UTC))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        (
+            {"eventTime": "2025-06-01T00:00:00Z", "dataset": {"namespace": PG, "name": LTV}},
+            "an OpenLineage DatasetEvent carries no lineage",
+        ),
+        (job_event(job={"namespace": "default"}), "malformed OpenLineage JobEvent: job.name"),
+        (job_event(eventTime="yesterday"), "malformed OpenLineage JobEvent: eventTime"),
+        # a RunEvent without its run is a malformed RunEvent, not a JobEvent
+        (minimal(run=None) | {"run": None}, "malformed OpenLineage RunEvent: run"),
+    ],
+)
+def test_other_event_kinds_are_named_in_the_error(event: dict[str, Any], message: str) -> None:
+    with pytest.raises(LineageError, match=re.escape(message)):
+        parse_event(event)

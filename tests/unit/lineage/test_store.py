@@ -326,6 +326,26 @@ def test_plans_read_an_index_that_follows_every_change(store: Store) -> None:
     assert rebuilt.graph().snapshot_id() == second.snapshot_id()
 
 
+def test_a_job_event_is_stored_as_sent_and_published_until_a_run_supersedes_it(
+    store: Store,
+) -> None:
+    """Static lineage (an OpenLineage JobEvent, no run) is accepted over the HTTP door's path,
+    stored as sent, and published as its job's lineage until a later run of the job."""
+    static = event("unused", at="2026-10-31T00:00:00Z", columns={"ltv": ["amount"]})
+    del static["eventType"], static["run"]
+    static["schemaURL"] = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent"
+    lineage = LineageStore(store)
+    report = lineage.ingest_json([static, static], origin="http")
+    assert (report.received, report.stored, report.duplicates) == (2, 1, 1)
+    assert current(store) == {("crm.orders.amount", "marts.customer_ltv.ltv")}
+    (run,) = lineage.runs()
+    assert (run["state"], str(run["run_id"]).startswith("job-event:")) == ("COMPLETE", True)
+    (stored,) = stored_events(store)
+    assert "run" not in stored.content() and stored.content()["schemaURL"].endswith("JobEvent")
+    ingest(store, event("r1", at="2026-11-01T02:00:00Z", columns={"ltv": ["net_amount"]}))
+    assert current(store) == {("crm.orders.net_amount", "marts.customer_ltv.ltv")}
+
+
 def test_malformed_events_are_quarantined_with_their_reason(store: Store) -> None:
     lineage = LineageStore(store)
     broken = event("r1")
