@@ -340,23 +340,36 @@ class Catalog(_Strict):
     def _cross_references(self) -> Catalog:
         seen: set[tuple[str, str]] = set()
         by_bare_name: dict[str, set[str]] = {}
+        labels: dict[str, tuple[str, str]] = {}
         for d in self.datasets:
-            by_bare_name.setdefault(d.name, set()).add(d.namespace)
+            for namespace, name in [(d.namespace, d.name), *_alias_keys(d)]:
+                by_bare_name.setdefault(name, set()).add(namespace)
+                # The action log, the plan and the record name a dataset `namespace/name`:
+                # two identities spelt alike there (`s3://lake` + `a/b`, `s3://lake/a` + `b`)
+                # would share one another's erasures and rulings.
+                other = labels.setdefault(f"{namespace}/{name}", (namespace, name))
+                if other != (namespace, name):
+                    raise ValueError(
+                        f"dataset {shown_name(d.name)}: namespace {other[0]!r} name "
+                        f"{shown_name(other[1])} and namespace {namespace!r} name "
+                        f"{shown_name(name)} are both written 'namespace/name' alike; rename one"
+                    )
         for ds in self.datasets:
-            where = f"dataset {_shown(ds.name)}"
+            where = f"dataset {shown_name(ds.name)}"
             if (ds.namespace, ds.name) in seen:
                 raise ValueError(f"{where}: declared twice in namespace {ds.namespace!r}")
             seen.add((ds.namespace, ds.name))
             if ds.connection is not None and ds.connection not in self.connections:
                 raise ValueError(
-                    f"{where} field 'connection': {_shown(ds.connection)} is not declared; "
+                    f"{where} field 'connection': {shown_name(ds.connection)} is not declared; "
                     f"allowed: {sorted(self.connections)}"
                 )
             for id_type in ds.holds_subject:
                 if id_type not in self.identifiers:
                     raise ValueError(
-                        f"{where} field 'holds_subject': identifier type {_shown(id_type)} is not "
-                        f"declared under 'identifiers'; allowed: {sorted(self.identifiers)}"
+                        f"{where} field 'holds_subject': identifier type "
+                        f"{shown_name(id_type)} is not declared under 'identifiers'; allowed: "
+                        f"{sorted(self.identifiers)}"
                     )
             for id_type, columns in ds.holds_subject.items():
                 for column in columns:
@@ -387,8 +400,8 @@ class Catalog(_Strict):
                 matches = name_matches(ref.dataset, by_bare_name)
                 if not matches:
                     raise ValueError(
-                        f"{where} field 'references': dataset {_shown(ref.dataset)} is not in the "
-                        "catalog"
+                        f"{where} field 'references': dataset {shown_name(ref.dataset)} is not "
+                        "in the catalog"
                     )
                 if len(matches) > 1:
                     raise ValueError(f"{where} field 'references': {_ambiguous(matches)}")
@@ -419,12 +432,16 @@ class Catalog(_Strict):
 
     def referrers(self, target: DatasetSpec) -> list[tuple[DatasetSpec, ReferenceSpec]]:
         """Every (dataset, reference) that points into `target`."""
-        return [
-            (ds, ref)
-            for ds in self.datasets
-            for ref in ds.references
-            if self.target_of(ref) is target
-        ]
+        cached: dict[int, list[tuple[DatasetSpec, ReferenceSpec]]] | None = self.__dict__.get(
+            "_referrers_of"
+        )
+        if cached is None:  # resolved once: locate asks for every dataset it finds
+            cached = {}
+            for ds in self.datasets:
+                for ref in ds.references:
+                    cached.setdefault(id(self.target_of(ref)), []).append((ds, ref))
+            object.__setattr__(self, "_referrers_of", cached)
+        return list(cached.get(id(target), []))
 
     def by_name(self, name: str) -> DatasetSpec:
         """The entry (or explicit alias) `name` spells: a bare name, unique across namespaces,
@@ -434,7 +451,9 @@ class Catalog(_Strict):
         found = list({id(index[match]): index[match] for match in matches}.values())
         if not found:
             # A malformed name is not echoed: it may be a subject's identifier typed there.
-            raise CatalogError(f"dataset {_shown(name, 'with that name')} is not in the catalog")
+            raise CatalogError(
+                f"dataset {shown_name(name, 'with that name')} is not in the catalog"
+            )
         if len(found) > 1:
             raise CatalogError(_ambiguous(matches))
         return found[0]
@@ -474,10 +493,14 @@ class Catalog(_Strict):
             cached = {}
             for ds in self.datasets:
                 cached[(ds.namespace, ds.name)] = ds
-                for alias in ds.aliases:
-                    cached[(alias.namespace, alias.name.lower())] = ds
+                for key in _alias_keys(ds):
+                    cached[key] = ds
             object.__setattr__(self, "_idx", cached)
         return cached
+
+
+def _alias_keys(ds: DatasetSpec) -> list[tuple[str, str]]:
+    return [(alias.namespace, alias.name.lower()) for alias in ds.aliases]
 
 
 def name_matches(name: str, namespaces: Mapping[str, Collection[str]]) -> list[tuple[str, str]]:
@@ -529,10 +552,21 @@ def _dataset_name(value: str) -> str:
 _SHOWN_NAME = re.compile(r"[A-Za-z0-9_(][A-Za-z0-9_.$:/()-]{0,199}")
 
 
-def _shown(name: str, instead: str = "(a name that is not repeated)") -> str:
+def shown_name(name: str, instead: str = "(a name that is not repeated)") -> str:
     """A name for a message: quoted when it is a plain name, else `instead` (it may be a
     value typed in the wrong place)."""
-    return repr(name) if _SHOWN_NAME.fullmatch(name) else instead
+    return repr(name) if _plain_name(name) else instead
+
+
+def _plain_name(name: str) -> bool:
+    """A name an error may repeat (`_SHOWN_NAME`) holding a letter and fewer than seven
+    digits: `07700900123` or `020-7946-0000` typed where a dataset name goes is a phone
+    number, never repeated."""
+    return (
+        bool(_SHOWN_NAME.fullmatch(name))
+        and any(c.isalpha() for c in name)
+        and sum(c.isdigit() for c in name) < 7
+    )
 
 
 # libyaml's parser when PyYAML was built with it: a 4 MB catalog loads in about a second
@@ -705,12 +739,12 @@ def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
         if len(loc) >= 2 and loc[0] == "datasets" and isinstance(loc[1], int):
             entry = (raw.get("datasets") or [None] * (loc[1] + 1))[loc[1]]
             name = entry.get("name") if isinstance(entry, dict) else None
-            shown = isinstance(name, str) and _SHOWN_NAME.fullmatch(name)
+            shown = isinstance(name, str) and _plain_name(name)
             label = f"dataset {str(name).lower()!r}" if shown else f"dataset #{loc[1] + 1}"
             field = ".".join(str(p) for p in loc[2:]) or "(entry)"
-            where = f"{label} field {_shown(field)}"
+            where = f"{label} field {shown_name(field)}"
         elif loc:
-            where = "field " + _shown(".".join(str(p) for p in loc))
+            where = "field " + shown_name(".".join(str(p) for p in loc))
         msg = problem.message
         if problem.kind == "extra_forbidden":
             msg = "unknown field; check the spelling against DESIGN section 2"

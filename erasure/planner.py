@@ -13,9 +13,9 @@ from datetime import UTC, date, datetime, timedelta
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
-from erasure.catalog import Catalog, DatasetKind, DatasetSpec
+from erasure.catalog import Catalog, DatasetKind, DatasetSpec, shown_name
 from erasure.drift import drift_gaps
-from erasure.errors import ErasureError, RebuildFailed, SubjectError
+from erasure.errors import ErasureError, LineageError, RebuildFailed, SubjectError
 from erasure.kanon import measure_k
 from erasure.lineage import (
     CatalogLineage,
@@ -249,6 +249,7 @@ def plan_erasure(
     if location.search is not None:
         items.append(_not_found_item(location.search))
     items = _order(items, closure, warehouse, catalog)
+    _refuse_spelt_alike(items)
     items.append(_tombstone_item(subject))
     plan = Plan(
         subject=subject,
@@ -263,6 +264,26 @@ def plan_erasure(
         created_at=now,
     )
     return redact_subject_names(plan, catalog, location.identities, name_key or _PROCESS_NAME_KEY)
+
+
+def _refuse_spelt_alike(items: Sequence[PlanItem]) -> None:
+    """Two artefacts written alike as `namespace/name` (a producer's `s3://lake` + `a/b` and
+    `s3://lake/a` + `b`): the action log and the record name an artefact so, and one's
+    erasure or ruling would count for the other. The plan stops and says so; the catalog
+    refuses such a pair of its own entries at load."""
+    seen: dict[str, DatasetRef] = {}
+    for item in items:
+        other = seen.setdefault(item.dataset.qualified, item.dataset)
+        if other != item.dataset:
+            raise LineageError(
+                "two artefacts of this plan, in namespaces "
+                f"{shown_name(other.namespace, '(not repeated)')} and "
+                f"{shown_name(item.dataset.namespace, '(not repeated)')}, are both written "
+                "'namespace/name' alike, and "
+                "their erasures and rulings would be taken for one another: give one another "
+                "name (its producer, or a catalog entry with that name as an alias), then "
+                "re-plan"
+            )
 
 
 def _refuse_several_people(location: Location, subject: SubjectSummary) -> None:

@@ -278,7 +278,8 @@ lineage_events = sa.Table(
 # into runs and edge-set intervals; declared lineage (SQL, rebuild SQL, dbt manifests) is
 # parsed when its source changes. Plans read `lineage_edge_sets` through `lineage_index`,
 # never the raw events. Everything below is derived and may be rebuilt from the raw events
-# and the catalog's sources (`erasure lineage reproject`).
+# and the catalog's sources (`LineageStore.reproject`; a migration that changes how events
+# are read marks the projection not backfilled, and the next process projects it again).
 
 SOURCE_KEY_LENGTH = 1024
 COLUMN_LENGTH = 512

@@ -65,3 +65,31 @@ def test_the_store_keeps_the_archive_in_every_plan(
     assert sorted((g.kind, g.dataset, g.detail) for g in in_memory.gaps) == sorted(
         (g.kind, g.dataset, g.detail) for g in stored.gaps
     )
+
+
+def test_two_artefacts_written_alike_stop_the_plan_naming_neither(demo: Catalog) -> None:
+    """A producer writing `s3://lake` + `exports/x.csv` and `s3://lake/exports` + `x.csv`:
+    the action log and the record name both `s3://lake/exports/x.csv`, so one's erasure or
+    ruling would count for the other. The plan stops and says so, never plans them as one."""
+    from erasure.errors import LineageError
+    from erasure.lineage import parse_event
+
+    source = demo.by_name("crm.customers")
+
+    def run(run_id: str, namespace: str, name: str) -> dict[str, object]:
+        return {
+            "eventType": "COMPLETE",
+            "eventTime": "2026-11-28T02:00:00Z",
+            "run": {"runId": run_id},
+            "job": {"namespace": "exports", "name": f"export_{run_id}"},
+            "inputs": [{"namespace": source.namespace, "name": source.name}],
+            "outputs": [{"namespace": namespace, "name": name}],
+        }
+
+    events = [
+        parse_event(run("r1", "s3://lake", "exports/x.csv")),
+        parse_event(run("r2", "s3://lake/exports", "x.csv")),
+    ]
+    with pytest.raises(LineageError, match="written 'namespace/name' alike") as err:
+        make_plan(demo, SUBJECT, events=events, now=NOW)
+    assert "x.csv" not in str(err.value)

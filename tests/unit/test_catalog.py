@@ -229,7 +229,7 @@ datasets:
   - {namespace: "hdfs://nn:8020", name: /user/hive/warehouse/crm.db/orders, kind: table}
   - {namespace: warehouse, name: crm.customers, kind: table}
   - {namespace: "s3://lake", name: p/q, kind: file}
-  - {namespace: "s3://lake/p", name: q, kind: file}
+  - {namespace: file, name: "s3://lake/p/q", kind: file}
 """
 
 
@@ -263,10 +263,44 @@ def test_names_with_slashes_and_schemes_are_found_bare_or_qualified(
 def test_a_name_that_spells_two_datasets_is_refused_naming_both(tmp_path: Path) -> None:
     catalog = load_catalog(write(tmp_path, OBJECT_STORES))
     with pytest.raises(CatalogError) as err:
-        catalog.by_name("s3://lake/p/q")
+        catalog.by_name("s3://lake/p/q")  # s3://lake + p/q, or file's name s3://lake/p/q
     assert str(err.value) == (
-        "the name spells several datasets (namespace 's3://lake' name 'p/q'; namespace "
-        "'s3://lake/p' name 'q'): name the one meant in full"
+        "the name spells several datasets (namespace 'file' name 's3://lake/p/q'; namespace "
+        "'s3://lake' name 'p/q'): name the one meant in full"
     )
+    assert catalog.by_name("file/s3://lake/p/q").ref == DatasetRef("file", "s3://lake/p/q")
     with pytest.raises(CatalogError, match=r"'s3://exports/crm/daily' is not in the catalog"):
         catalog.by_name("s3://exports/crm/daily")  # a prefix of a name is not the name
+
+
+def test_two_identities_written_alike_as_namespace_slash_name_are_refused(tmp_path: Path) -> None:
+    """The action log, the plan and the record name a dataset `namespace/name`: two entries or
+    aliases spelt alike there would share one another's erasures and rulings."""
+    alike = OBJECT_STORES + '  - {namespace: "s3://lake/p", name: q, kind: file}\n'
+    with pytest.raises(CatalogError, match="are both written 'namespace/name' alike"):
+        load_catalog(write(tmp_path, alike))
+    aliased = OBJECT_STORES.replace(
+        "name: crm.customers, kind: table}",
+        'name: crm.customers, kind: table, aliases: [{namespace: "s3://lake/p", name: q}]}',
+    )
+    with pytest.raises(CatalogError, match="are both written 'namespace/name' alike"):
+        load_catalog(write(tmp_path, aliased))
+
+
+@pytest.mark.parametrize("typed", ["07700900123", "020-7946-0000", "(020)79460000", "4155550123"])
+def test_a_phone_number_typed_as_a_dataset_name_is_not_repeated(tmp_path: Path, typed: str) -> None:
+    catalog = load_catalog(write(tmp_path, OBJECT_STORES))
+    with pytest.raises(CatalogError) as err:
+        catalog.by_name(typed)
+    assert typed not in str(err.value) and "with that name" in str(err.value)
+
+
+def test_a_reference_may_name_its_target_by_an_alias(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "    aliases:",
+        '    references: [{column: a, dataset: "postgres://db:5432/crm.public.customers", '
+        "key: id}]\n    aliases:",
+    )
+    catalog = load_catalog(write(tmp_path, text))
+    customers = catalog.by_name("crm.customers")
+    assert [ds.name for ds, _ in catalog.referrers(customers)] == ["crm.customers"]

@@ -346,6 +346,33 @@ def test_a_job_event_is_stored_as_sent_and_published_until_a_run_supersedes_it(
     assert current(store) == {("crm.orders.net_amount", "marts.customer_ltv.ltv")}
 
 
+def test_the_upgrade_projects_stored_events_again_under_todays_rules(tmp_path: Path) -> None:
+    """A store projected before a declared input the column facet leaves out reached the
+    output: migration a7d2 has the next process project every stored event again, or a run
+    repeating its job's facets would never be read again and the edge would stay missing."""
+    from erasure.store import upgrade
+    from erasure.store.schema import lineage_state
+
+    url = f"sqlite:///{tmp_path}/erasure.db"
+    run = event("r1")
+    run["inputs"].append({"namespace": NS, "name": "crm.customers"})  # not in the facet
+    with open_store(url, migrate=False) as old:
+        upgrade(old, "f6b9_sealed_notes")
+        LineageStore(old).ingest([parse_event(run)])
+        assert ("crm.customers.*", "marts.customer_ltv.*") in current(old)
+        with old.engine.begin() as conn:  # a projection that no longer holds that edge
+            conn.execute(lineage_edge_sets.delete())
+            conn.execute(lineage_index.delete())
+        assert current(old) == set()
+    with open_store(url) as upgraded:
+        with upgraded.engine.connect() as conn:
+            flag = conn.execute(
+                sa.select(lineage_state.c.value).where(lineage_state.c.key == "backfilled")
+            ).scalar_one()
+        assert flag == 0
+        assert ("crm.customers.*", "marts.customer_ltv.*") in current(upgraded)
+
+
 def test_malformed_events_are_quarantined_with_their_reason(store: Store) -> None:
     lineage = LineageStore(store)
     broken = event("r1")
