@@ -170,6 +170,19 @@ def test_a_declared_input_the_column_facet_leaves_out_still_reaches_the_output()
     assert lineage.gaps == []  # the columns the facet names are known
 
 
+def test_a_job_reading_its_own_output_feeds_it_back() -> None:
+    """A MERGE or an incremental load lists its output among its inputs: the output's earlier
+    rows flow into its new ones, so even when the facet does not say so, the output depends
+    on itself (a one-member feedback cycle: a rebuild must start it empty)."""
+    facet = {"fields": {"ltv": {"inputFields": [{"namespace": PG, "name": ORDERS, "field": "a"}]}}}
+    event = minimal(
+        inputs=[{"namespace": PG, "name": ORDERS}, {"namespace": PG, "name": LTV}],
+        outputs=[{"namespace": PG, "name": LTV, "facets": {"columnLineage": facet}}],
+    )
+    edges = edges_from_events([parse_event(event)]).edges
+    assert (col(LTV, None), col(LTV, None)) in {(e.source, e.target) for e in edges}
+
+
 @pytest.mark.parametrize(
     ("legacy", "expected"),
     [
