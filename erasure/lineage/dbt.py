@@ -1,7 +1,8 @@
 """Declared lineage from a dbt project's `manifest.json` (what `dbt compile` writes).
 
-Each model, snapshot and seed is a dataset `schema.alias`; its upstreams are the nodes and
-sources in `depends_on`. Column lineage comes from the model's compiled SQL through the same
+Each model, snapshot and seed is a dataset `schema.alias` (an ephemeral model is none: dbt
+inlines it, and what it reads reaches what reads it); its upstreams are the nodes and sources
+in `depends_on`. Column lineage comes from the model's compiled SQL through the same
 parser as other declared SQL, with the manifest's documented columns and the catalog's
 schema, so `*` expands where the columns are known. An upstream the SQL does not resolve to
 columns still gets a table-level edge, so the closure never misses a dependency dbt knows.
@@ -83,14 +84,33 @@ def manifest_lineage(
             "point lineage.dbt at target/manifest.json"
         ) from None
     dialect = spec.dialect or _DIALECTS.get(adapter)
-    relations = {uid: _relation(node) for uid, node in {**sources, **nodes}.items()}
+    # An ephemeral model is inlined by dbt as a CTE of what reads it: no relation exists.
+    ephemeral = {uid for uid, node in nodes.items() if _materialized(node) == "ephemeral"}
+    relations = {
+        uid: _relation(node) for uid, node in {**sources, **nodes}.items() if uid not in ephemeral
+    }
     databases = {str(n.get("database") or "").lower() for n in {**sources, **nodes}.values()}
+    databases.discard("")
     documented = dict(schema)
+    # Compiled SQL names `"database"."schema"."table"`: the columns are known by that name too.
+    documented.update(
+        {
+            f"{database}.{name}": columns
+            for name, columns in schema.items()
+            for database in databases
+        }
+    )
+    from_manifest: set[str] = set()  # the catalog's schema first, then the first node's
     for uid, node in {**sources, **nodes}.items():
-        columns = list((node.get("columns") or {}).keys())
+        columns = [c.lower() for c in (node.get("columns") or {})]
         name = relations.get(uid)
-        if name and columns and name not in documented:
-            documented[name] = [c.lower() for c in columns]
+        if not name or not columns:
+            continue
+        database = str(node.get("database") or "").lower()
+        for key in (name, f"{database}.{name}" if database else None):
+            if key is not None and key not in schema and key not in from_manifest:
+                documented[key] = columns
+                from_manifest.add(key)
 
     edges: list[LineageEdge] = []
     gaps: list[Gap] = []
@@ -105,7 +125,7 @@ def manifest_lineage(
         dataset = catalog.canonical(DatasetRef(namespace, target))
         upstreams = [
             name
-            for u in (node.get("depends_on") or {}).get("nodes") or []
+            for u in _through_ephemeral(nodes, ephemeral, uid)
             if (name := relations.get(u)) is not None
         ]
         code = node.get("compiled_code") or node.get("compiled_sql")
@@ -146,6 +166,36 @@ def manifest_lineage(
                     )
                 )
     return edges, gaps
+
+
+def _materialized(node: dict[str, Any]) -> str:
+    if node.get("resource_type") != "model":
+        return ""
+    return str((node.get("config") or {}).get("materialized") or "").lower()
+
+
+def _through_ephemeral(nodes: dict[str, Any], ephemeral: set[str], uid: str) -> list[str]:
+    """The nodes and sources `uid` depends on, an ephemeral model replaced by what it depends
+    on (dbt inlines it), in order, each once."""
+    found: dict[str, None] = {}
+    seen = {uid}
+    pending = list(_depends_on(nodes.get(uid)))
+    while pending:
+        upstream = pending.pop(0)
+        if upstream in seen:
+            continue
+        seen.add(upstream)
+        if upstream in ephemeral:
+            pending[:0] = _depends_on(nodes.get(upstream))
+        else:
+            found[upstream] = None
+    return list(found)
+
+
+def _depends_on(node: Any) -> list[str]:
+    if not isinstance(node, dict):
+        return []
+    return [str(u) for u in (node.get("depends_on") or {}).get("nodes") or []]
 
 
 def _relation(node: dict[str, Any]) -> str | None:

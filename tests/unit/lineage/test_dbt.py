@@ -80,3 +80,71 @@ def test_a_manifest_is_a_lineage_source_the_closure_walks(tmp_path: Path) -> Non
         "marts.customer_regions",
         "marts.region_counts",
     ]
+
+
+def with_nodes(**nodes: dict[str, object]) -> dict[str, object]:
+    manifest = json.loads(json.dumps(MANIFEST))
+    manifest["nodes"].update(nodes)
+    return manifest
+
+
+def lineage_of(tmp_path: Path, manifest: dict[str, object]) -> tuple[set[tuple[str, str]], list]:
+    cat = catalog(tmp_path)
+    path = tmp_path / "target" / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    edges, gaps = manifest_lineage(cat, path, path.read_bytes(), DbtLineageSource(manifest=""), {})
+    return {(str(e.source), str(e.target)) for e in edges}, gaps
+
+
+def test_select_star_from_a_three_part_name_expands_to_the_sources_columns(
+    tmp_path: Path,
+) -> None:
+    """Compiled SQL names `"db"."schema"."table"`; the manifest documents the source's columns
+    by its own database, schema and identifier: `*` expands to them, column by column."""
+    manifest = with_nodes(
+        **{
+            "model.shop.customers_copy": {
+                "resource_type": "model", "database": "analytics", "schema": "marts",
+                "name": "customers_copy", "config": {"materialized": "table"},
+                "compiled_code": 'select * from "analytics"."crm"."customers"',
+                "depends_on": {"nodes": ["source.shop.crm.customers"]},
+            }
+        }
+    )  # fmt: skip
+    edges, _ = lineage_of(tmp_path, manifest)
+    into = {source for source, target in edges if target.startswith("marts.customers_copy")}
+    assert into == {"crm.customers.id", "crm.customers.email", "crm.customers.region"}
+
+
+def test_an_ephemeral_model_is_no_dataset_and_its_lineage_passes_through(tmp_path: Path) -> None:
+    """dbt inlines an ephemeral model as a CTE: no relation exists, so nothing is planned for
+    it, and what it reads reaches what reads it (by the compiled SQL, or table-level)."""
+    manifest = with_nodes(
+        **{
+            "model.shop.stg_customers": {
+                "resource_type": "model", "database": "analytics", "schema": "marts",
+                "name": "stg_customers", "config": {"materialized": "ephemeral"},
+                "compiled_code": 'select id, email from "analytics"."crm"."customers"',
+                "depends_on": {"nodes": ["source.shop.crm.customers"]},
+            },
+            "model.shop.emails": {
+                "resource_type": "model", "database": "analytics", "schema": "marts",
+                "name": "emails", "config": {"materialized": "view"},
+                "compiled_code": 'with __dbt__cte__stg_customers as (select id, email from '
+                '"analytics"."crm"."customers") select email from __dbt__cte__stg_customers',
+                "depends_on": {"nodes": ["model.shop.stg_customers"]},
+            },
+            "model.shop.ids": {  # no compiled SQL: table-level, through the ephemeral model
+                "resource_type": "model", "database": "analytics", "schema": "marts",
+                "name": "ids", "config": {"materialized": "table"},
+                "depends_on": {"nodes": ["model.shop.stg_customers"]},
+            },
+        }
+    )  # fmt: skip
+    edges, gaps = lineage_of(tmp_path, manifest)
+    assert not any(
+        "stg_customers" in source or "stg_customers" in target for source, target in edges
+    )
+    assert not any("stg_customers" in str(g.dataset) for g in gaps)
+    assert ("crm.customers.email", "marts.emails.email") in edges
+    assert ("crm.customers.*", "marts.ids.*") in edges
