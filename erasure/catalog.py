@@ -340,25 +340,31 @@ class Catalog(_Strict):
     def _cross_references(self) -> Catalog:
         seen: set[tuple[str, str]] = set()
         by_bare_name: dict[str, set[str]] = {}
-        labels: dict[str, tuple[str, str]] = {}
-        for d in self.datasets:
+        labels: dict[str, tuple[str, str, int]] = {}
+        for index, d in enumerate(self.datasets):
+            if (d.namespace, d.name) in seen:
+                raise ValueError(
+                    f"dataset {shown_name(d.name)}: declared twice in namespace "
+                    f"{shown_name(d.namespace)}"
+                )
+            seen.add((d.namespace, d.name))
             for namespace, name in [(d.namespace, d.name), *_alias_keys(d)]:
                 by_bare_name.setdefault(name, set()).add(namespace)
                 # The action log, the plan and the record name a dataset `namespace/name`:
-                # two identities spelt alike there (`s3://lake` + `a/b`, `s3://lake/a` + `b`)
-                # would share one another's erasures and rulings.
-                other = labels.setdefault(f"{namespace}/{name}", (namespace, name))
-                if other != (namespace, name):
+                # two datasets named alike there, by an entry or an alias (`s3://lake` + `a/b`
+                # and `s3://lake/a` + `b`, or the same name twice) would share one another's
+                # erasures and rulings.
+                other = labels.setdefault(f"{namespace}/{name}", (namespace, name, index))
+                if other[2] != index:
                     raise ValueError(
-                        f"dataset {shown_name(d.name)}: namespace {other[0]!r} name "
-                        f"{shown_name(other[1])} and namespace {namespace!r} name "
-                        f"{shown_name(name)} are both written 'namespace/name' alike; rename one"
+                        f"dataset {shown_name(d.name)}: namespace {shown_name(other[0])} name "
+                        f"{shown_name(other[1])} (of dataset "
+                        f"{shown_name(self.datasets[other[2]].name)}) and namespace "
+                        f"{shown_name(namespace)} name {shown_name(name)} are written "
+                        "'namespace/name' alike: one name, one dataset; rename one"
                     )
         for ds in self.datasets:
             where = f"dataset {shown_name(ds.name)}"
-            if (ds.namespace, ds.name) in seen:
-                raise ValueError(f"{where}: declared twice in namespace {ds.namespace!r}")
-            seen.add((ds.namespace, ds.name))
             if ds.connection is not None and ds.connection not in self.connections:
                 raise ValueError(
                     f"{where} field 'connection': {shown_name(ds.connection)} is not declared; "
@@ -432,16 +438,16 @@ class Catalog(_Strict):
 
     def referrers(self, target: DatasetSpec) -> list[tuple[DatasetSpec, ReferenceSpec]]:
         """Every (dataset, reference) that points into `target`."""
-        cached: dict[int, list[tuple[DatasetSpec, ReferenceSpec]]] | None = self.__dict__.get(
-            "_referrers_of"
+        cached: dict[DatasetRef, list[tuple[DatasetSpec, ReferenceSpec]]] | None = (
+            self.__dict__.get("_referrers_of")
         )
         if cached is None:  # resolved once: locate asks for every dataset it finds
             cached = {}
             for ds in self.datasets:
                 for ref in ds.references:
-                    cached.setdefault(id(self.target_of(ref)), []).append((ds, ref))
+                    cached.setdefault(self.target_of(ref).ref, []).append((ds, ref))
             object.__setattr__(self, "_referrers_of", cached)
-        return list(cached.get(id(target), []))
+        return list(cached.get(target.ref, []))
 
     def by_name(self, name: str) -> DatasetSpec:
         """The entry (or explicit alias) `name` spells: a bare name, unique across namespaces,

@@ -91,16 +91,14 @@ def manifest_lineage(
     }
     databases = {str(n.get("database") or "").lower() for n in {**sources, **nodes}.values()}
     databases.discard("")
+    # Compiled SQL names `"database"."schema"."table"`: each relation's columns are known by
+    # that name too, the catalog's schema first (under each database the manifest puts that
+    # relation in), then the manifest's documented columns of the first node naming it.
     documented = dict(schema)
-    # Compiled SQL names `"database"."schema"."table"`: the columns are known by that name too.
-    documented.update(
-        {
-            f"{database}.{name}": columns
-            for name, columns in schema.items()
-            for database in databases
-        }
-    )
-    from_manifest: set[str] = set()  # the catalog's schema first, then the first node's
+    for uid, node in {**sources, **nodes}.items():
+        name, database = relations.get(uid), str(node.get("database") or "").lower()
+        if name in schema and database:
+            documented.setdefault(f"{database}.{name}", schema[name])
     for uid, node in {**sources, **nodes}.items():
         columns = [c.lower() for c in (node.get("columns") or {})]
         name = relations.get(uid)
@@ -108,9 +106,8 @@ def manifest_lineage(
             continue
         database = str(node.get("database") or "").lower()
         for key in (name, f"{database}.{name}" if database else None):
-            if key is not None and key not in schema and key not in from_manifest:
+            if key is not None and key not in documented:
                 documented[key] = columns
-                from_manifest.add(key)
 
     edges: list[LineageEdge] = []
     gaps: list[Gap] = []

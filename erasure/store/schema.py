@@ -277,9 +277,9 @@ lineage_events = sa.Table(
 # The lineage store (erasure.lineage.store): raw events above are projected once, on ingest,
 # into runs and edge-set intervals; declared lineage (SQL, rebuild SQL, dbt manifests) is
 # parsed when its source changes. Plans read `lineage_edge_sets` through `lineage_index`,
-# never the raw events. Everything below is derived and may be rebuilt from the raw events
-# and the catalog's sources (`LineageStore.reproject`; a migration that changes how events
-# are read marks the projection not backfilled, and the next process projects it again).
+# never the raw events. Everything below is derived from the raw events and the catalog's
+# sources (`LineageStore.reproject`; not after a purge, which keeps current edge sets whose
+# events it deleted).
 
 SOURCE_KEY_LENGTH = 1024
 COLUMN_LENGTH = 512

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -277,14 +278,31 @@ def test_two_identities_written_alike_as_namespace_slash_name_are_refused(tmp_pa
     """The action log, the plan and the record name a dataset `namespace/name`: two entries or
     aliases spelt alike there would share one another's erasures and rulings."""
     alike = OBJECT_STORES + '  - {namespace: "s3://lake/p", name: q, kind: file}\n'
-    with pytest.raises(CatalogError, match="are both written 'namespace/name' alike"):
+    with pytest.raises(CatalogError, match="are written 'namespace/name' alike"):
         load_catalog(write(tmp_path, alike))
     aliased = OBJECT_STORES.replace(
         "name: crm.customers, kind: table}",
         'name: crm.customers, kind: table, aliases: [{namespace: "s3://lake/p", name: q}]}',
     )
-    with pytest.raises(CatalogError, match="are both written 'namespace/name' alike"):
-        load_catalog(write(tmp_path, aliased))
+    for alias in ('{namespace: "s3://lake/p", name: q}', '{namespace: "s3://lake", name: p/q}'):
+        aliased = OBJECT_STORES.replace(
+            "name: crm.customers, kind: table}",
+            f"name: crm.customers, kind: table, aliases: [{alias}]}}",
+        )  # alike, and the very identity of another entry
+        with pytest.raises(CatalogError, match="are written 'namespace/name' alike"):
+            load_catalog(write(tmp_path, aliased))
+    shared = OBJECT_STORES.replace(
+        "name: crm.customers, kind: table}",
+        'name: crm.customers, kind: table, aliases: [{namespace: "s3://x", name: y}]}',
+    ).replace(
+        "name: /data/exports/customers.csv, kind: file}",
+        'name: /data/exports/customers.csv, kind: file, aliases: [{namespace: "s3://x", name: y}]}',
+    )  # one alias, two datasets
+    with pytest.raises(CatalogError, match="are written 'namespace/name' alike"):
+        load_catalog(write(tmp_path, shared))
+    twice = OBJECT_STORES + "  - {namespace: warehouse, name: CRM.Customers, kind: table}\n"
+    with pytest.raises(CatalogError, match="declared twice in namespace 'warehouse'"):
+        load_catalog(write(tmp_path, twice))
 
 
 @pytest.mark.parametrize("typed", ["07700900123", "020-7946-0000", "(020)79460000", "4155550123"])
@@ -304,3 +322,8 @@ def test_a_reference_may_name_its_target_by_an_alias(tmp_path: Path) -> None:
     catalog = load_catalog(write(tmp_path, text))
     customers = catalog.by_name("crm.customers")
     assert [ds.name for ds, _ in catalog.referrers(customers)] == ["crm.customers"]
+    copied = copy.deepcopy(catalog)  # a copy's entries are other objects: found all the same
+    assert [ds.name for ds, _ in copied.referrers(copied.by_name("crm.customers"))] == [
+        "crm.customers"
+    ]
+    assert [ds.name for ds, _ in copied.referrers(customers)] == ["crm.customers"]

@@ -72,6 +72,10 @@ class ObservedEvent:
         )  # fmt: skip
 
 
+# Bumped whenever `output_links` reads the same facets into other links (2: declared inputs
+# a column facet leaves out reach the output): part of `facet_digest`, so a job's next run
+# after an upgrade is read again, not taken for a repetition of what the old rules projected.
+LINK_RULES = 2
 # The output facets links are read from (`output_links`, `OutputLineage.facet_digest`).
 _LINK_FACETS = ("columnLineage", "schema")
 
@@ -191,7 +195,7 @@ class OutputLineage:
         columns, schema = self._facets.get("columnLineage"), self._facets.get("schema")
         if not self._native:  # the standard library spells them: msgspec.Raw decoded first
             columns, schema = event_json.unraw(columns), event_json.unraw(schema)
-        basis = [columns, schema, [ref.qualified for ref in self._inputs], self._producer]
+        basis = [LINK_RULES, columns, schema, [r.qualified for r in self._inputs], self._producer]
         # Key order as sent: a producer repeats its own order, and a digest that differs only
         # by order makes the links be read and compared, never a wrong answer.
         return hashlib.sha256(event_json.digest_text(basis, native=self._native)).hexdigest()

@@ -194,16 +194,20 @@ def _validate(data: Any, *, owned: bool, kept: bool = False) -> RunEvent:
                 "it): send the RunEvents or JobEvents of the jobs that read and write the "
                 "dataset"
             )
-    if owned and isinstance(data, dict):
-        fast = _well_formed(data)
-        if fast is not None:
-            return fast
-    try:
-        return RunEvent.model_validate(
-            data if owned and isinstance(data, dict) else dict(data), context={_OWNED: owned}
+    event = _well_formed(data) if owned and isinstance(data, dict) else None
+    if event is None:
+        try:
+            event = RunEvent.model_validate(
+                data if owned and isinstance(data, dict) else dict(data), context={_OWNED: owned}
+            )
+        except ValidationError as exc:
+            raise LineageError(f"malformed OpenLineage RunEvent: {describe_invalid(exc)}") from exc
+    if event.run.run_id.startswith(JOB_EVENT_RUN_PREFIX):
+        raise LineageError(
+            f"malformed OpenLineage RunEvent: run.runId: the prefix {JOB_EVENT_RUN_PREFIX!r} "
+            "names the runs JobEvents stand for; a run's id is a UUID"
         )
-    except ValidationError as exc:
-        raise LineageError(f"malformed OpenLineage RunEvent: {describe_invalid(exc)}") from exc
+    return event
 
 
 JOB_EVENT_RUN_PREFIX = "job-event:"

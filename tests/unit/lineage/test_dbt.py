@@ -148,3 +148,29 @@ def test_an_ephemeral_model_is_no_dataset_and_its_lineage_passes_through(tmp_pat
     assert not any("stg_customers" in str(g.dataset) for g in gaps)
     assert ("crm.customers.email", "marts.emails.email") in edges
     assert ("crm.customers.*", "marts.ids.*") in edges
+
+
+def test_the_warehouses_columns_come_before_the_manifests_under_a_three_part_name(
+    tmp_path: Path,
+) -> None:
+    """The manifest documents some columns; the warehouse has them all: `*` expands to the
+    warehouse's, whether compiled SQL names the table in two parts or three."""
+    cat = catalog(tmp_path)
+    path = tmp_path / "target" / "manifest.json"
+    warehouse = {"crm.customers": ["id", "email", "phone", "region"]}
+    for written in ('"analytics"."crm"."customers"', "crm.customers"):
+        manifest = with_nodes(
+            **{
+                "model.shop.customers_copy": {
+                    "resource_type": "model", "database": "analytics", "schema": "marts",
+                    "name": "customers_copy", "compiled_code": f"select * from {written}",
+                    "depends_on": {"nodes": ["source.shop.crm.customers"]},
+                }
+            }
+        )  # fmt: skip
+        path.write_text(json.dumps(manifest))
+        edges, _ = manifest_lineage(
+            cat, path, path.read_bytes(), DbtLineageSource(manifest=""), warehouse
+        )
+        into = {str(e.source) for e in edges if e.target.dataset.name == "marts.customers_copy"}
+        assert into == {f"crm.customers.{c}" for c in warehouse["crm.customers"]}, written

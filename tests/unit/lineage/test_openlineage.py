@@ -586,6 +586,11 @@ def test_a_later_run_of_the_job_supersedes_its_static_lineage() -> None:
         (job_event(eventTime="yesterday"), "malformed OpenLineage JobEvent: eventTime"),
         # a RunEvent without its run is a malformed RunEvent, not a JobEvent
         (minimal(run=None) | {"run": None}, "malformed OpenLineage RunEvent: run"),
+        # nor may a run pass for one (a FAIL would turn a JobEvent's lineage into a failure)
+        (
+            minimal("FAIL", run={"runId": "job-event:7bf303db8b7fc54dc37d9ff33e0abf28"}),
+            "malformed OpenLineage RunEvent: run.runId: the prefix 'job-event:'",
+        ),
     ],
 )
 def test_other_event_kinds_are_named_in_the_error(event: dict[str, Any], message: str) -> None:

@@ -346,31 +346,30 @@ def test_a_job_event_is_stored_as_sent_and_published_until_a_run_supersedes_it(
     assert current(store) == {("crm.orders.net_amount", "marts.customer_ltv.ltv")}
 
 
-def test_the_upgrade_projects_stored_events_again_under_todays_rules(tmp_path: Path) -> None:
-    """A store projected before a declared input the column facet leaves out reached the
-    output: migration a7d2 has the next process project every stored event again, or a run
-    repeating its job's facets would never be read again and the edge would stay missing."""
-    from erasure.store import upgrade
-    from erasure.store.schema import lineage_state
+def test_a_jobs_next_run_after_an_upgrade_is_read_under_todays_rules(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Projected by a version before declared inputs a column facet leaves out reached the
+    output, a job's lineage is read again at its next run (the rules' version is part of the
+    facets' digest), not taken for a repetition of what the old rules projected."""
+    from erasure.lineage.openlineage import column_facets, runs
 
-    url = f"sqlite:///{tmp_path}/erasure.db"
-    run = event("r1")
-    run["inputs"].append({"namespace": NS, "name": "crm.customers"})  # not in the facet
-    with open_store(url, migrate=False) as old:
-        upgrade(old, "f6b9_sealed_notes")
-        LineageStore(old).ingest([parse_event(run)])
-        assert ("crm.customers.*", "marts.customer_ltv.*") in current(old)
-        with old.engine.begin() as conn:  # a projection that no longer holds that edge
-            conn.execute(lineage_edge_sets.delete())
-            conn.execute(lineage_index.delete())
-        assert current(old) == set()
-    with open_store(url) as upgraded:
-        with upgraded.engine.connect() as conn:
-            flag = conn.execute(
-                sa.select(lineage_state.c.value).where(lineage_state.c.key == "backfilled")
-            ).scalar_one()
-        assert flag == 0
-        assert ("crm.customers.*", "marts.customer_ltv.*") in current(upgraded)
+    def run(run_id: str, at: str) -> dict[str, Any]:
+        found = event(run_id, at=at)
+        found["inputs"].append({"namespace": NS, "name": "crm.customers"})  # not in the facet
+        return found
+
+    with monkeypatch.context() as old:  # as the version before projected it
+        old.setattr(runs, "LINK_RULES", 1)
+        old.setattr(runs, "declared_links", lambda *_: [])
+        old.setattr(column_facets, "declared_links", lambda *_: [])
+        ingest(store, run("r1", "2026-11-01T02:00:00Z"))
+        assert current(store) == {("crm.orders.amount", "marts.customer_ltv.ltv")}
+    ingest(store, run("r2", "2026-11-02T02:00:00Z"))  # the same facets, the next night
+    assert current(store) == {
+        ("crm.orders.amount", "marts.customer_ltv.ltv"),
+        ("crm.customers.*", "marts.customer_ltv.*"),
+    }
 
 
 def test_malformed_events_are_quarantined_with_their_reason(store: Store) -> None:
