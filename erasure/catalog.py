@@ -355,14 +355,24 @@ class Catalog(_Strict):
                 # and `s3://lake/a` + `b`, or the same name twice) would share one another's
                 # erasures and rulings.
                 other = labels.setdefault(f"{namespace}/{name}", (namespace, name, index))
-                if other[2] != index:
-                    raise ValueError(
-                        f"dataset {shown_name(d.name)}: namespace {shown_name(other[0])} name "
-                        f"{shown_name(other[1])} (of dataset "
-                        f"{shown_name(self.datasets[other[2]].name)}) and namespace "
-                        f"{shown_name(namespace)} name {shown_name(name)} are written "
-                        "'namespace/name' alike: one name, one dataset; rename one"
+                if other[2] == index:
+                    continue
+                first, second = _described(self.datasets[other[2]]), _described(d)
+                if other[:2] == (namespace, name):
+                    spelt = (
+                        f"namespace {shown_name(namespace)} name {shown_name(name)} names both "
+                        f"{first} and {second} (as an entry or an alias)"
                     )
+                else:
+                    spelt = (
+                        f"namespace {shown_name(other[0])} name {shown_name(other[1])} ({first}) "
+                        f"and namespace {shown_name(namespace)} name {shown_name(name)} "
+                        f"({second}) are written 'namespace/name' alike"
+                    )
+                raise ValueError(
+                    f"{spelt}: one name, one dataset; drop the alias or rename one, or the "
+                    "erasure of one would count for the other"
+                )
         for ds in self.datasets:
             where = f"dataset {shown_name(ds.name)}"
             if ds.connection is not None and ds.connection not in self.connections:
@@ -503,6 +513,10 @@ class Catalog(_Strict):
                     cached[key] = ds
             object.__setattr__(self, "_idx", cached)
         return cached
+
+
+def _described(ds: DatasetSpec) -> str:
+    return f"the dataset {shown_name(ds.name)} of namespace {shown_name(ds.namespace)}"
 
 
 def _alias_keys(ds: DatasetSpec) -> list[tuple[str, str]]:

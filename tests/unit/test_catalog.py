@@ -284,12 +284,15 @@ def test_two_identities_written_alike_as_namespace_slash_name_are_refused(tmp_pa
         "name: crm.customers, kind: table}",
         'name: crm.customers, kind: table, aliases: [{namespace: "s3://lake/p", name: q}]}',
     )
-    for alias in ('{namespace: "s3://lake/p", name: q}', '{namespace: "s3://lake", name: p/q}'):
+    for alias, said in (
+        ('{namespace: "s3://lake/p", name: q}', "are written 'namespace/name' alike"),
+        ('{namespace: "s3://lake", name: p/q}', "name 'p/q' names both the dataset"),
+    ):  # alike, and the very identity of another entry
         aliased = OBJECT_STORES.replace(
             "name: crm.customers, kind: table}",
             f"name: crm.customers, kind: table, aliases: [{alias}]}}",
-        )  # alike, and the very identity of another entry
-        with pytest.raises(CatalogError, match="are written 'namespace/name' alike"):
+        )
+        with pytest.raises(CatalogError, match=said):
             load_catalog(write(tmp_path, aliased))
     shared = OBJECT_STORES.replace(
         "name: crm.customers, kind: table}",
@@ -298,7 +301,7 @@ def test_two_identities_written_alike_as_namespace_slash_name_are_refused(tmp_pa
         "name: /data/exports/customers.csv, kind: file}",
         'name: /data/exports/customers.csv, kind: file, aliases: [{namespace: "s3://x", name: y}]}',
     )  # one alias, two datasets
-    with pytest.raises(CatalogError, match="are written 'namespace/name' alike"):
+    with pytest.raises(CatalogError, match="name 'y' names both the dataset"):
         load_catalog(write(tmp_path, shared))
     twice = OBJECT_STORES + "  - {namespace: warehouse, name: CRM.Customers, kind: table}\n"
     with pytest.raises(CatalogError, match="declared twice in namespace 'warehouse'"):
