@@ -464,7 +464,7 @@ class Catalog(_Strict):
         or `namespace/name` (`name_matches`: slashes within a name are read as such)."""
         index = self._index()
         matches = name_matches(name, self._namespaces())
-        found = list({id(index[match]): index[match] for match in matches}.values())
+        found = list({index[match].ref: index[match] for match in matches}.values())
         if not found:
             # A malformed name is not echoed: it may be a subject's identifier typed there.
             raise CatalogError(
@@ -543,11 +543,13 @@ def _ambiguous(matches: Sequence[tuple[str, str]]) -> str:
     names = {bare for _, bare in matches}
     if len(names) == 1:
         return (
-            f"dataset name {next(iter(names))!r} is in several namespaces "
-            f"({', '.join(namespace for namespace, _ in matches)}): qualify it as "
+            f"dataset name {shown_name(next(iter(names)))} is in several namespaces "
+            f"({', '.join(shown_name(namespace) for namespace, _ in matches)}): qualify it as "
             "'namespace/name'"
         )
-    listed = "; ".join(f"namespace {namespace!r} name {bare!r}" for namespace, bare in matches)
+    listed = "; ".join(
+        f"namespace {shown_name(namespace)} name {shown_name(bare)}" for namespace, bare in matches
+    )
     return f"the name spells several datasets ({listed}): name the one meant in full"
 
 

@@ -180,6 +180,10 @@ def parse_decoded(data: Any, *, native: bool = False, kept: bool = False) -> Run
     return event
 
 
+# The run id a JobEvent is read under (`_job_event`); no RunEvent may take one.
+JOB_EVENT_RUN_PREFIX = "job-event:"
+
+
 def _validate(data: Any, *, owned: bool, kept: bool = False) -> RunEvent:
     if not isinstance(data, Mapping):
         raise LineageError(f"OpenLineage event must be a JSON object, got {type(data).__name__}")
@@ -208,9 +212,6 @@ def _validate(data: Any, *, owned: bool, kept: bool = False) -> RunEvent:
             "names the runs JobEvents stand for; a run's id is a UUID"
         )
     return event
-
-
-JOB_EVENT_RUN_PREFIX = "job-event:"
 
 
 def _job_event(data: Mapping[str, Any], *, owned: bool) -> RunEvent:

@@ -8,7 +8,7 @@ from pathlib import Path
 from erasure.catalog import Catalog, DbtLineageSource
 from erasure.lineage.dbt import manifest_lineage
 from erasure.lineage.sources import build_lineage
-from erasure.model import DatasetRef, GapKind
+from erasure.model import DatasetRef, Gap, GapKind
 
 MANIFEST = {
     "metadata": {"adapter_type": "postgres", "dbt_version": "1.8.0"},
@@ -39,7 +39,7 @@ MANIFEST = {
 
 
 def catalog(tmp_path: Path) -> Catalog:
-    (tmp_path / "target").mkdir()
+    (tmp_path / "target").mkdir(exist_ok=True)
     (tmp_path / "target" / "manifest.json").write_text(json.dumps(MANIFEST))
     return Catalog.model_validate(
         {
@@ -82,17 +82,36 @@ def test_a_manifest_is_a_lineage_source_the_closure_walks(tmp_path: Path) -> Non
     ]
 
 
-def with_nodes(**nodes: dict[str, object]) -> dict[str, object]:
+def model(
+    name: str,
+    code: str | None = None,
+    *,
+    materialized: str = "table",
+    depends_on: str = "source.shop.crm.customers",
+) -> dict[str, object]:
+    """A model node of the `marts` schema as a manifest holds it, keyed by its unique id."""
+    node: dict[str, object] = {
+        "resource_type": "model", "database": "analytics", "schema": "marts", "name": name,
+        "config": {"materialized": materialized}, "depends_on": {"nodes": [depends_on]},
+    }  # fmt: skip
+    if code is not None:
+        node["compiled_code"] = code
+    return {f"model.shop.{name}": node}
+
+
+def lineage_of(
+    tmp_path: Path, *models: dict[str, object], schema: dict[str, list[str]] | None = None
+) -> tuple[set[tuple[str, str]], list[Gap]]:
+    """The manifest's edges (source, target as text) and gaps, with `models` added."""
     manifest = json.loads(json.dumps(MANIFEST))
-    manifest["nodes"].update(nodes)
-    return manifest
-
-
-def lineage_of(tmp_path: Path, manifest: dict[str, object]) -> tuple[set[tuple[str, str]], list]:
+    for added in models:
+        manifest["nodes"].update(added)
     cat = catalog(tmp_path)
     path = tmp_path / "target" / "manifest.json"
     path.write_text(json.dumps(manifest))
-    edges, gaps = manifest_lineage(cat, path, path.read_bytes(), DbtLineageSource(manifest=""), {})
+    edges, gaps = manifest_lineage(
+        cat, path, path.read_bytes(), DbtLineageSource(manifest=""), schema or {}
+    )
     return {(str(e.source), str(e.target)) for e in edges}, gaps
 
 
@@ -101,17 +120,9 @@ def test_select_star_from_a_three_part_name_expands_to_the_sources_columns(
 ) -> None:
     """Compiled SQL names `"db"."schema"."table"`; the manifest documents the source's columns
     by its own database, schema and identifier: `*` expands to them, column by column."""
-    manifest = with_nodes(
-        **{
-            "model.shop.customers_copy": {
-                "resource_type": "model", "database": "analytics", "schema": "marts",
-                "name": "customers_copy", "config": {"materialized": "table"},
-                "compiled_code": 'select * from "analytics"."crm"."customers"',
-                "depends_on": {"nodes": ["source.shop.crm.customers"]},
-            }
-        }
-    )  # fmt: skip
-    edges, _ = lineage_of(tmp_path, manifest)
+    edges, _ = lineage_of(
+        tmp_path, model("customers_copy", 'select * from "analytics"."crm"."customers"')
+    )
     into = {source for source, target in edges if target.startswith("marts.customers_copy")}
     assert into == {"crm.customers.id", "crm.customers.email", "crm.customers.region"}
 
@@ -119,29 +130,23 @@ def test_select_star_from_a_three_part_name_expands_to_the_sources_columns(
 def test_an_ephemeral_model_is_no_dataset_and_its_lineage_passes_through(tmp_path: Path) -> None:
     """dbt inlines an ephemeral model as a CTE: no relation exists, so nothing is planned for
     it, and what it reads reaches what reads it (by the compiled SQL, or table-level)."""
-    manifest = with_nodes(
-        **{
-            "model.shop.stg_customers": {
-                "resource_type": "model", "database": "analytics", "schema": "marts",
-                "name": "stg_customers", "config": {"materialized": "ephemeral"},
-                "compiled_code": 'select id, email from "analytics"."crm"."customers"',
-                "depends_on": {"nodes": ["source.shop.crm.customers"]},
-            },
-            "model.shop.emails": {
-                "resource_type": "model", "database": "analytics", "schema": "marts",
-                "name": "emails", "config": {"materialized": "view"},
-                "compiled_code": 'with __dbt__cte__stg_customers as (select id, email from '
-                '"analytics"."crm"."customers") select email from __dbt__cte__stg_customers',
-                "depends_on": {"nodes": ["model.shop.stg_customers"]},
-            },
-            "model.shop.ids": {  # no compiled SQL: table-level, through the ephemeral model
-                "resource_type": "model", "database": "analytics", "schema": "marts",
-                "name": "ids", "config": {"materialized": "table"},
-                "depends_on": {"nodes": ["model.shop.stg_customers"]},
-            },
-        }
-    )  # fmt: skip
-    edges, gaps = lineage_of(tmp_path, manifest)
+    staged = "model.shop.stg_customers"
+    edges, gaps = lineage_of(
+        tmp_path,
+        model(
+            "stg_customers",
+            'select id, email from "analytics"."crm"."customers"',
+            materialized="ephemeral",
+        ),
+        model(
+            "emails",
+            'with __dbt__cte__stg_customers as (select id, email from "analytics"."crm".'
+            '"customers") select email from __dbt__cte__stg_customers',
+            materialized="view",
+            depends_on=staged,
+        ),
+        model("ids", depends_on=staged),  # no compiled SQL: table-level, through it
+    )
     assert not any(
         "stg_customers" in source or "stg_customers" in target for source, target in edges
     )
@@ -155,22 +160,10 @@ def test_the_warehouses_columns_come_before_the_manifests_under_a_three_part_nam
 ) -> None:
     """The manifest documents some columns; the warehouse has them all: `*` expands to the
     warehouse's, whether compiled SQL names the table in two parts or three."""
-    cat = catalog(tmp_path)
-    path = tmp_path / "target" / "manifest.json"
     warehouse = {"crm.customers": ["id", "email", "phone", "region"]}
     for written in ('"analytics"."crm"."customers"', "crm.customers"):
-        manifest = with_nodes(
-            **{
-                "model.shop.customers_copy": {
-                    "resource_type": "model", "database": "analytics", "schema": "marts",
-                    "name": "customers_copy", "compiled_code": f"select * from {written}",
-                    "depends_on": {"nodes": ["source.shop.crm.customers"]},
-                }
-            }
-        )  # fmt: skip
-        path.write_text(json.dumps(manifest))
-        edges, _ = manifest_lineage(
-            cat, path, path.read_bytes(), DbtLineageSource(manifest=""), warehouse
+        edges, _ = lineage_of(
+            tmp_path, model("customers_copy", f"select * from {written}"), schema=warehouse
         )
-        into = {str(e.source) for e in edges if e.target.dataset.name == "marts.customers_copy"}
+        into = {source for source, target in edges if target.startswith("marts.customers_copy")}
         assert into == {f"crm.customers.{c}" for c in warehouse["crm.customers"]}, written
