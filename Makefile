@@ -16,6 +16,15 @@ $(STAMP): pyproject.toml constraints.txt
 	rm -rf erasure.egg-info
 	touch $(STAMP)
 
+# The dbt CLI the dbt project's tests build and rebuild with, in a virtualenv of its own.
+DBT_VENV  := .venv-dbt
+DBT_STAMP := $(DBT_VENV)/.installed
+
+$(DBT_STAMP): local/dbt-constraints.txt
+	test -x $(DBT_VENV)/bin/python || $(PYTHON) -m venv $(DBT_VENV)
+	$(DBT_VENV)/bin/pip install --quiet -r local/dbt-constraints.txt
+	touch $(DBT_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python -m local.demo
 
@@ -31,7 +40,7 @@ up: $(STAMP)
 # about Airflow on a machine of its own, not beside another test run.
 TEST_WORKERS ?= 2
 
-test: $(STAMP)
+test: $(STAMP) $(DBT_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --ignore=tests/e2e
@@ -47,4 +56,4 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DBT_VENV) var .pytest_cache .mypy_cache .ruff_cache

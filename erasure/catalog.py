@@ -13,6 +13,7 @@ a package adds more under the entry point groups `erasure.connections` and
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import json
@@ -37,7 +38,8 @@ from pydantic import (
     model_validator,
 )
 
-from erasure.errors import CatalogError, invalid_fields
+from erasure.dbt_manifest import MATERIALISED, materialization, parse_manifest, relation
+from erasure.errors import CatalogError, ErasureError, LineageError, invalid_fields
 from erasure.kinds import KindConfig, KindRegistry
 from erasure.model import DatasetRef
 
@@ -210,6 +212,32 @@ class DagRebuild(RebuildTarget):
         return {"dag_id": self.dag_id}
 
 
+class DbtRebuild(RebuildTarget):
+    """`{select: ...}`: `dbt run --select <select>` in a dbt project (the dbt CLI, the way
+    Astronomer Cosmos runs it on Airflow); a model described by a catalog's dbt manifest gets
+    one with no catalog entry. Paths are catalog-relative."""
+
+    kind: Literal["dbt"] = "dbt"
+    select: str = Field(min_length=1)  # one node: dbt's `fqn:` selector of the model
+    project_dir: str
+    profiles_dir: str | None = None  # default: dbt's (DBT_PROFILES_DIR, the project, ~/.dbt)
+    target: str | None = None  # the profile's target; default: the profile's own
+    executable: str = "dbt"  # a dbt installed beside Airflow, or in a virtualenv of its own
+    full_refresh: bool = False  # an incremental model rebuilt from scratch
+    node: str | None = None  # the manifest's unique_id: the run must report it, succeeded
+    timeout_seconds: int = Field(default=3600, ge=1)
+    implied_by: ClassVar[str | None] = "select"
+
+    def producer(self) -> str:
+        return f"dbt {self.node or self.select}"
+
+    def plan_detail(self) -> dict[str, Any]:
+        detail: dict[str, Any] = {"select": self.select}
+        if self.full_refresh:
+            detail["full_refresh"] = True
+        return detail
+
+
 class ViewRebuild(RebuildTarget):
     """A view: computed on read from its cleaned upstreams, nothing to run."""
 
@@ -222,6 +250,7 @@ class ViewRebuild(RebuildTarget):
 REBUILD_TARGETS.register(SqlRebuild, "erasure.actions.rebuild:rebuild_by_sql")
 REBUILD_TARGETS.register(DagRebuild, "erasure.actions.rebuild:rebuild_by_dag")
 REBUILD_TARGETS.register(ViewRebuild, "erasure.actions.rebuild:rebuild_view")
+REBUILD_TARGETS.register(DbtRebuild, "erasure.actions.rebuild:rebuild_by_dbt")
 RebuildField = Annotated[SerializeAsAny[RebuildTarget], BeforeValidator(REBUILD_TARGETS.validate)]
 
 
@@ -307,6 +336,70 @@ class DatasetSpec(_Strict):
         return self.kind not in UNMATERIALISED_KINDS
 
 
+class DefaultMatch(_Strict):
+    """Which datasets a default describes: shell-style patterns (`*`, `?`, `[...]`) over the
+    namespace (as written) and the name (in lower case); `*` crosses `.` and `/`."""
+
+    namespace: str = Field(default="*", min_length=1)
+    name: str = Field(default="*", min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.lower()
+
+    def matches(self, ref: DatasetRef) -> bool:
+        return fnmatch.fnmatchcase(ref.namespace, self.namespace) and fnmatch.fnmatchcase(
+            ref.name, self.name
+        )
+
+
+class DatasetDefault(_Strict):
+    """A policy for every dataset the lineage reaches that has no entry of its own and whose
+    identity `match` matches: what an entry would say of its kind, storage and rebuild. It
+    never says who a dataset holds (holds_subject, references): those are found and written
+    per dataset."""
+
+    match: DefaultMatch
+    kind: DatasetKind
+    storage: Literal["mutable", "immutable"] = "mutable"
+    connection: str | None = None
+    rebuild: RebuildField | None = None
+    encryption: Literal["none", "per_subject"] = "none"
+    retention_days: int | None = Field(default=None, ge=0)
+    producer: ProducerSpec | None = None
+    owner: str | None = None
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _describes_a_dataset(self) -> DatasetDefault:
+        self.example()  # an entry's own checks (a rebuild target for its kind)
+        return self
+
+    def example(self) -> DatasetSpec:
+        """The entry this default gives a dataset it matches."""
+        return self.spec_for(DatasetRef(self.match.namespace, "default"))
+
+    def spec_for(self, ref: DatasetRef) -> DatasetSpec:
+        """The entry this default gives `ref`."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields if name != "match"}
+        return DatasetSpec(namespace=ref.namespace, name=ref.name, **fields)
+
+    def shown(self, index: int) -> str:
+        return (
+            f"catalog default #{index + 1} (namespace {_shown_pattern(self.match.namespace)}, "
+            f"name {_shown_pattern(self.match.name)})"
+        )
+
+
+@dataclass(frozen=True)
+class Description:
+    """Where a dataset with no catalog entry of its own got one: a default or a dbt manifest."""
+
+    source: str  # "catalog default #2 (...)", "dbt manifest ...: model.shop.customers (table)"
+    note: str | None = None  # why it is not rebuilt, when it is not
+
+
 class SqlLineageSource(_Strict):
     path: str
     dialect: str | None = None
@@ -318,6 +411,16 @@ class DbtLineageSource(_Strict):
     manifest: str
     namespace: str | None = None  # of its datasets; default: the catalog entry's of that name
     dialect: str | None = None  # for the compiled SQL; default: the manifest's adapter type
+    # Its models, snapshots and seeds are datasets with no catalog entry (an entry of the same
+    # name wins): kind from the materialisation, rebuilt by dbt (erasure.lineage.dbt).
+    describe: bool = True
+    connection: str | None = None  # the warehouse its models are in: verify counts there
+    project_dir: str | None = None  # default: the folder above the manifest's (target/..)
+    profiles_dir: str | None = None
+    target: str | None = None
+    executable: str = "dbt"
+    dag_id: str | None = None  # rebuild by triggering this DAG (Cosmos) instead of the CLI
+    incremental: Literal["escalate", "full_refresh"] = "escalate"
 
 
 class LineageSources(_Strict):
@@ -333,6 +436,8 @@ class Catalog(_Strict):
     identifiers: dict[str, IdentifierSpec]
     connections: dict[str, ConnectionField] = Field(default_factory=dict)
     datasets: list[DatasetSpec]
+    # Policy for datasets with no entry (first match wins), after a dbt manifest's description.
+    defaults: list[DatasetDefault] = Field(default_factory=list)
     lineage: LineageSources = Field(default_factory=LineageSources)
     base_dir: Path = Field(default=Path("."), exclude=True)
 
@@ -374,63 +479,118 @@ class Catalog(_Strict):
                     "erasure of one would count for the other"
                 )
         for ds in self.datasets:
-            where = f"dataset {shown_name(ds.name)}"
-            if ds.connection is not None and ds.connection not in self.connections:
+            self._check_entry(ds, f"dataset {shown_name(ds.name)}", by_bare_name)
+        for index, default in enumerate(self.defaults):
+            self._check_entry(default.example(), default.shown(index), {})
+        for source in self.lineage.dbt:
+            if source.connection is not None and source.connection not in self.connections:
                 raise ValueError(
-                    f"{where} field 'connection': {shown_name(ds.connection)} is not declared; "
-                    f"allowed: {sorted(self.connections)}"
-                )
-            for id_type in ds.holds_subject:
-                if id_type not in self.identifiers:
-                    raise ValueError(
-                        f"{where} field 'holds_subject': identifier type "
-                        f"{shown_name(id_type)} is not declared under 'identifiers'; allowed: "
-                        f"{sorted(self.identifiers)}"
-                    )
-            for id_type, columns in ds.holds_subject.items():
-                for column in columns:
-                    form = ds.stored_forms.get(column)
-                    spec = self.identifiers.get(id_type)
-                    if form is None or spec is None or form.normaliser is not None:
-                        continue
-                    if spec.normalise in ("email", "e164") and (
-                        form.integer or form.case != "as_is" or form.drop_prefix
-                    ):
-                        raise ValueError(
-                            f"{where} field 'stored_forms.{column}': {id_type} values are read "
-                            f"with the {spec.normalise} normaliser, which allows no integer, "
-                            "case or drop_prefix; declare those for strip or lower identifiers"
-                        )
-            if ds.references and ds.connection is None:
-                raise ValueError(
-                    f"{where} field 'connection': a dataset that references rows must name "
-                    "a connection to count them in"
-                )
-            if ds.holds_subject and ds.connection is None and ds.owner is None:
-                raise ValueError(
-                    f"{where} field 'connection': a dataset that holds the subject must name "
-                    "a connection to erase them in, or an 'owner' who erases them there (a "
-                    "system this one cannot reach, such as the CRM the warehouse copies)"
-                )
-            for ref in ds.references:
-                matches = name_matches(ref.dataset, by_bare_name)
-                if not matches:
-                    raise ValueError(
-                        f"{where} field 'references': dataset {shown_name(ref.dataset)} is not "
-                        "in the catalog"
-                    )
-                if len(matches) > 1:
-                    raise ValueError(f"{where} field 'references': {_ambiguous(matches)}")
-            if ds.encryption == "per_subject" and ds.storage != "immutable":
-                raise ValueError(
-                    f"{where} field 'encryption': per_subject applies to immutable storage; "
-                    "set storage: immutable or drop encryption"
+                    f"lineage.dbt {shown_name(source.manifest)} field 'connection': "
+                    f"{shown_name(source.connection)} is not declared; allowed: "
+                    f"{sorted(self.connections)}"
                 )
         return self
 
+    def _check_entry(
+        self, ds: DatasetSpec, where: str, by_bare_name: Mapping[str, Collection[str]]
+    ) -> None:
+        """An entry's fields against the rest of the catalog (a default's, as the entry it
+        gives)."""
+        if ds.connection is not None and ds.connection not in self.connections:
+            raise ValueError(
+                f"{where} field 'connection': {shown_name(ds.connection)} is not declared; "
+                f"allowed: {sorted(self.connections)}"
+            )
+        for id_type in ds.holds_subject:
+            if id_type not in self.identifiers:
+                raise ValueError(
+                    f"{where} field 'holds_subject': identifier type "
+                    f"{shown_name(id_type)} is not declared under 'identifiers'; allowed: "
+                    f"{sorted(self.identifiers)}"
+                )
+        for id_type, columns in ds.holds_subject.items():
+            for column in columns:
+                form = ds.stored_forms.get(column)
+                spec = self.identifiers.get(id_type)
+                if form is None or spec is None or form.normaliser is not None:
+                    continue
+                if spec.normalise in ("email", "e164") and (
+                    form.integer or form.case != "as_is" or form.drop_prefix
+                ):
+                    raise ValueError(
+                        f"{where} field 'stored_forms.{column}': {id_type} values are read "
+                        f"with the {spec.normalise} normaliser, which allows no integer, "
+                        "case or drop_prefix; declare those for strip or lower identifiers"
+                    )
+        if ds.references and ds.connection is None:
+            raise ValueError(
+                f"{where} field 'connection': a dataset that references rows must name "
+                "a connection to count them in"
+            )
+        if ds.holds_subject and ds.connection is None and ds.owner is None:
+            raise ValueError(
+                f"{where} field 'connection': a dataset that holds the subject must name "
+                "a connection to erase them in, or an 'owner' who erases them there (a "
+                "system this one cannot reach, such as the CRM the warehouse copies)"
+            )
+        for ref in ds.references:
+            matches = name_matches(ref.dataset, by_bare_name)
+            if not matches:
+                raise ValueError(
+                    f"{where} field 'references': dataset {shown_name(ref.dataset)} is not "
+                    "in the catalog"
+                )
+            if len(matches) > 1:
+                raise ValueError(f"{where} field 'references': {_ambiguous(matches)}")
+        if ds.encryption == "per_subject" and ds.storage != "immutable":
+            raise ValueError(
+                f"{where} field 'encryption': per_subject applies to immutable storage; "
+                "set storage: immutable or drop encryption"
+            )
+
     def dataset(self, ref: DatasetRef) -> DatasetSpec | None:
-        """The catalog entry for a dataset identity or one of its explicit aliases."""
-        return self._index().get((ref.namespace, ref.name))
+        """The catalog entry for a dataset identity or one of its explicit aliases; else the
+        one a dbt manifest (`lineage.dbt`) or a default (`defaults`) gives it (`description`
+        says which)."""
+        found = self._index().get((ref.namespace, ref.name))
+        if found is not None:
+            return found
+        described = self._described(ref)
+        return described[0] if described is not None else None
+
+    def description(self, ref: DatasetRef) -> Description | None:
+        """Where `ref`'s entry came from when the catalog has none of its own."""
+        if (ref.namespace, ref.name) in self._index():
+            return None
+        described = self._described(ref)
+        return described[1] if described is not None else None
+
+    def _described(self, ref: DatasetRef) -> tuple[DatasetSpec, Description] | None:
+        cache: dict[DatasetRef, tuple[DatasetSpec, Description] | None] = self.__dict__.setdefault(
+            "_described_cache", {}
+        )
+        if ref not in cache:
+            found = self._dbt_described().get(ref)
+            if found is None:
+                for index, default in enumerate(self.defaults):
+                    if default.match.matches(ref):
+                        found = (default.spec_for(ref), Description(default.shown(index)))
+                        break
+            cache[ref] = found
+        return cache[ref]
+
+    def _dbt_described(self) -> Mapping[DatasetRef, tuple[DatasetSpec, Description]]:
+        """The datasets the catalog's dbt manifests describe, read once."""
+        cached = self.__dict__.get("_dbt_nodes")
+        if cached is None:
+            cached = {}
+            if any(source.describe for source in self.lineage.dbt):
+                for source in self.lineage.dbt:
+                    if source.describe:
+                        for ref, found in _described_by_dbt(self, source).items():
+                            cached.setdefault(ref, found)
+            object.__setattr__(self, "_dbt_nodes", cached)
+        return cached
 
     def require(self, ref: DatasetRef) -> DatasetSpec:
         """The entry for `ref`; CatalogError if the catalog does not know it."""
@@ -484,6 +644,16 @@ class Catalog(_Strict):
             object.__setattr__(self, "_namespaces_of", cached)
         return cached
 
+    def dbt_namespace(self, source: DbtLineageSource, name: str) -> str:
+        """The namespace of a dbt node or source `name`: the source's, else the catalog
+        entry's of that name, else the first entry's."""
+        if source.namespace is not None:
+            return source.namespace
+        try:
+            return self.by_name(name).namespace
+        except ErasureError:
+            return self.datasets[0].namespace if self.datasets else "default"
+
     def canonical(self, ref: DatasetRef) -> DatasetRef:
         """The catalog identity for an alias; unknown datasets stay as they are."""
         ds = self.dataset(ref)
@@ -517,6 +687,123 @@ class Catalog(_Strict):
 
 def _described(ds: DatasetSpec) -> str:
     return f"the dataset {shown_name(ds.name)} of namespace {shown_name(ds.namespace)}"
+
+
+# Why a materialised node is not rebuilt by a dbt run: what the erasure needs instead.
+_NOT_REBUILT = {
+    "incremental": (
+        "a dbt incremental model keeps the rows of its earlier runs (a run only adds or merges), "
+        "so running it again does not remove the person, and a full refresh could drop history "
+        "its sources no longer hold: catalog it with the columns that hold the subject "
+        "(holds_subject) so its rows are erased, set `incremental: full_refresh` on the dbt "
+        "source, or the DPO decides"
+    ),
+    "snapshot": (
+        "a dbt snapshot keeps every earlier version of a row, and no run removes them: catalog "
+        "it with the columns that hold the subject (holds_subject) so its rows are erased, or "
+        "the DPO decides"
+    ),
+    "seed": (
+        "a dbt seed is loaded from a CSV file in the dbt project, which a run loads again: "
+        "erase the person from the file and catalog the table with the columns that hold the "
+        "subject (holds_subject), or the DPO decides"
+    ),
+}
+_KINDS = {
+    "view": DatasetKind.VIEW,
+    "table": DatasetKind.TABLE,
+    "materialized_view": DatasetKind.MATERIALIZED_VIEW,
+}
+
+
+def _described_by_dbt(
+    catalog: Catalog, source: DbtLineageSource
+) -> dict[DatasetRef, tuple[DatasetSpec, Description]]:
+    """The datasets a dbt source's manifests describe (Catalog.dataset's second layer): each
+    materialised node, its kind from its materialisation, rebuilt by dbt where a run
+    re-creates it from its cleaned upstreams. A manifest that cannot be read describes
+    nothing here."""
+    described: dict[DatasetRef, tuple[DatasetSpec, Description]] = {}
+    for path in catalog.resolve(source.manifest):
+        try:
+            nodes, _, _ = parse_manifest(path, path.read_bytes())
+        except (OSError, LineageError):  # the lineage build stops and says why
+            continue
+        project = _path(catalog, source.project_dir) or path.resolve().parent.parent
+        where = os.path.relpath(path, catalog.base_dir)
+        for uid, node in sorted(nodes.items()):
+            if node.get("resource_type") not in MATERIALISED:
+                continue
+            kind_of_node = str(node.get("resource_type"))
+            materialized = materialization(node)
+            name = relation(node)
+            if materialized == "ephemeral" or name is None:
+                continue
+            ref = DatasetRef(catalog.dbt_namespace(source, name), name)
+            kind = _KINDS.get(materialized, DatasetKind.TABLE)
+            rebuild: RebuildTarget | None = None
+            note = _NOT_REBUILT.get(materialized)
+            if materialized == "incremental" and source.incremental == "full_refresh":
+                note = None
+            elif materialized not in _KINDS and note is None:
+                note = (
+                    f"its dbt materialization {shown_name(materialized, '(none given)')} is "
+                    "not one this system knows a run of to re-create from its upstreams: the "
+                    "DPO decides"
+                )
+            if note is None and kind is not DatasetKind.VIEW:
+                rebuild = _dbt_rebuild(catalog, source, project, uid, node, materialized)
+            try:
+                spec = DatasetSpec(
+                    namespace=ref.namespace,
+                    name=ref.name,
+                    kind=kind,
+                    connection=source.connection,
+                    rebuild=rebuild,
+                    description=f"dbt {kind_of_node} {uid}",
+                )
+            except ValidationError:  # a name no catalog entry could have: it stays unknown
+                continue
+            shown = f"dbt manifest {where}: {uid} (materialized {materialized})"
+            described.setdefault(ref, (spec, Description(shown, note)))
+    return described
+
+
+def _dbt_rebuild(
+    catalog: Catalog,
+    source: DbtLineageSource,
+    project: Path,
+    uid: str,
+    node: dict[str, Any],
+    materialized: str,
+) -> RebuildTarget:
+    if source.dag_id is not None:
+        return DagRebuild(dag_id=source.dag_id)
+    fqn = node.get("fqn")
+    select = (
+        "fqn:" + ".".join(str(part) for part in fqn)
+        if isinstance(fqn, list) and fqn
+        else str(node.get("name") or uid)
+    )
+    profiles = _path(catalog, source.profiles_dir)
+    executable = source.executable
+    if "/" in executable:
+        executable = str(_path(catalog, executable))
+    return DbtRebuild(
+        select=select,
+        project_dir=str(project),
+        profiles_dir=str(profiles) if profiles is not None else None,
+        target=source.target,
+        executable=executable,
+        full_refresh=materialized == "incremental",
+        node=uid,
+    )
+
+
+def _path(catalog: Catalog, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    return (catalog.base_dir / Path(value).expanduser()).resolve()
 
 
 def _alias_keys(ds: DatasetSpec) -> list[tuple[str, str]]:
@@ -578,6 +865,12 @@ def shown_name(name: str, instead: str = "(a name that is not repeated)") -> str
     """A name for a message: quoted when it is a plain name, else `instead` (it may be a
     value typed in the wrong place)."""
     return repr(name) if _plain_name(name) else instead
+
+
+def _shown_pattern(pattern: str) -> str:
+    """A default's pattern for a message: as a name is (`shown_name`), its wildcards aside."""
+    bare = re.sub(r"[*?\[\]!]", "", pattern)
+    return repr(pattern) if not bare.strip("./:_-") or _plain_name(bare) else "(not repeated)"
 
 
 def _plain_name(name: str) -> bool:

@@ -309,6 +309,19 @@ def _closure_datasets(closure: Closure, roots: Sequence[DatasetRef]) -> list[Dat
 
 
 def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
+    """The artefact's item; one with no catalog entry of its own names what described it (a
+    dbt manifest, a default) and, when it escalates for want of a rebuild, why."""
+    item = _decide_entry(ctx, ref)
+    described = ctx.catalog.description(ref)
+    if described is None:
+        return item
+    update: dict[str, Any] = {"evidence": {**item.evidence, "described_by": described.source}}
+    if described.note is not None and item.rule == "7":
+        update["reason"] = described.note
+    return item.model_copy(update=update)
+
+
+def _decide_entry(ctx: _Context, ref: DatasetRef) -> PlanItem:
     ds = ctx.catalog.dataset(ref)
     upstreams = sorted(ctx.closure.upstreams.get(ref, set()), key=lambda u: (u.name, u.namespace))
     if ds is None:

@@ -41,8 +41,7 @@ def render_plan(plan: Plan) -> str:
             f"  {n:>2}. {item.action.value:<16} {item.dataset.name:<{width}}  "
             f"[rule {item.rule}] {item.reason}"
         )
-        detail = _evidence_line(item)
-        if detail:
+        for detail in _evidence_lines(item):
             out.append(f"      {'':<16} {'':<{width}}  {detail}")
     if plan.cycles:
         out += ["", "Cycles"]
@@ -56,16 +55,24 @@ def render_plan(plan: Plan) -> str:
     return "\n".join(out)
 
 
-def _evidence_line(item: PlanItem) -> str:
+def _evidence_lines(item: PlanItem) -> list[str]:
     e: dict[str, Any] = item.evidence
+    lines: list[str] = []
     if item.action is Action.AGGREGATE_OK or "min_group_size" in e:
-        return (
+        lines.append(
             f"k={e['k']} min_group_size={e['min_group_size']} groups={e['groups']} "
             f"groups_below_k={e['groups_below_k']} QI={','.join(e['quasi_identifiers'])} "
             f"version={e['table_version']}"
         )
-    if item.action is Action.REBUILD and item.upstreams:
-        return "after: " + ", ".join(u.name for u in item.upstreams)
-    if item.action is Action.ERASE_ROWS:
-        return str(e.get("statement", ""))
-    return ""
+    elif item.action is Action.REBUILD:
+        how = {"dag": f"DAG {e.get('dag_id')}", "dbt": f"dbt run --select {e.get('select')}"}
+        by = how.get(str(e.get("method")))
+        parts = [f"by {by}"] if by else []
+        if item.upstreams:
+            parts.append("after: " + ", ".join(u.name for u in item.upstreams))
+        lines.append(" ".join(parts))
+    elif item.action is Action.ERASE_ROWS:
+        lines.append(str(e.get("statement", "")))
+    if e.get("described_by"):
+        lines.append(f"described by {e['described_by']}")
+    return [line for line in lines if line]

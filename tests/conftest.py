@@ -66,6 +66,7 @@ WORKER_GROUPS = {
     "tests/integration/test_bad_inputs.py": "reliability-doc",
     "tests/integration/audit/test_tamper_matrix.py": "reliability-doc",
     "tests/integration/test_vault_policies.py": "reliability-doc",
+    "tests/integration/test_dbt_project.py": "dbt-project",  # one project built, in order
 }
 
 

@@ -1,8 +1,9 @@
 """Declared lineage from a dbt project's `manifest.json` (what `dbt compile` writes).
 
 Each model, snapshot and seed is a dataset `schema.alias` (an ephemeral model is none: dbt
-inlines it, and what it reads reaches what reads it); its upstreams are the nodes and sources
-in `depends_on`. Column lineage comes from the model's compiled SQL through the same
+inlines it, and what it reads reaches what reads it; with no catalog entry of its own, the
+catalog describes it from the manifest); its upstreams are the nodes and sources in
+`depends_on`. Column lineage comes from the model's compiled SQL through the same
 parser as other declared SQL, with the manifest's documented columns and the catalog's
 schema, so `*` expands where the columns are known. An upstream the SQL does not resolve to
 columns still gets a table-level edge, so the closure never misses a dependency dbt knows.
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from erasure.catalog import Catalog, DbtLineageSource
-from erasure.errors import ErasureError, LineageError
+from erasure.dbt_manifest import MATERIALISED, materialization, parse_manifest, relation
+from erasure.errors import LineageError
 from erasure.lineage.sql import sql_lineage, to_lineage_edges
 from erasure.lineage.store import DeclaredSource
 from erasure.model import (
@@ -31,7 +33,6 @@ from erasure.model import (
     LineageEdge,
 )
 
-_MATERIALISED = frozenset({"model", "snapshot", "seed"})
 # dbt adapter type -> sqlglot dialect where the names differ
 _DIALECTS = {"postgres": "postgres", "redshift": "redshift", "snowflake": "snowflake",
              "bigquery": "bigquery", "databricks": "databricks", "spark": "spark",
@@ -73,21 +74,12 @@ def manifest_lineage(
     schema: dict[str, list[str]],
 ) -> tuple[list[LineageEdge], list[Gap]]:
     """Edges and gaps of every model in a manifest."""
-    try:
-        manifest = json.loads(blob)
-        nodes: dict[str, Any] = manifest.get("nodes") or {}
-        sources: dict[str, Any] = manifest.get("sources") or {}
-        adapter = str((manifest.get("metadata") or {}).get("adapter_type") or "")
-    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
-        raise LineageError(
-            f"{path}: not a dbt manifest.json ({type(exc).__name__}); run `dbt compile` and "
-            "point lineage.dbt at target/manifest.json"
-        ) from None
+    nodes, sources, adapter = parse_manifest(path, blob)
     dialect = spec.dialect or _DIALECTS.get(adapter)
     # An ephemeral model is inlined by dbt as a CTE of what reads it: no relation exists.
-    ephemeral = {uid for uid, node in nodes.items() if _materialized(node) == "ephemeral"}
+    ephemeral = {uid for uid, node in nodes.items() if materialization(node) == "ephemeral"}
     relations = {
-        uid: _relation(node) for uid, node in {**sources, **nodes}.items() if uid not in ephemeral
+        uid: relation(node) for uid, node in {**sources, **nodes}.items() if uid not in ephemeral
     }
     databases = {str(n.get("database") or "").lower() for n in {**sources, **nodes}.values()}
     databases.discard("")
@@ -112,7 +104,7 @@ def manifest_lineage(
     edges: list[LineageEdge] = []
     gaps: list[Gap] = []
     for uid, node in nodes.items():
-        if node.get("resource_type") not in _MATERIALISED:
+        if node.get("resource_type") not in MATERIALISED:
             continue
         target = relations.get(uid)
         if not target:
@@ -165,12 +157,6 @@ def manifest_lineage(
     return edges, gaps
 
 
-def _materialized(node: dict[str, Any]) -> str:
-    if node.get("resource_type") != "model":
-        return ""
-    return str((node.get("config") or {}).get("materialized") or "").lower()
-
-
 def _through_ephemeral(nodes: dict[str, Any], ephemeral: set[str], uid: str) -> list[str]:
     """The nodes and sources `uid` depends on, an ephemeral model replaced by what it depends
     on (dbt inlines it), in order, each once."""
@@ -193,15 +179,6 @@ def _depends_on(node: Any) -> list[str]:
     if not isinstance(node, dict):
         return []
     return [str(u) for u in (node.get("depends_on") or {}).get("nodes") or []]
-
-
-def _relation(node: dict[str, Any]) -> str | None:
-    """`schema.alias` (`schema.identifier` for a source), lower-cased, as the catalog names it."""
-    schema = node.get("schema")
-    name = node.get("identifier") or node.get("alias") or node.get("name")
-    if not schema or not name:
-        return None
-    return f"{schema}.{name}".lower()
 
 
 def _strip_database(
@@ -230,9 +207,4 @@ def _strip_database(
 
 
 def _namespace(catalog: Catalog, spec: DbtLineageSource, name: str) -> str:
-    if spec.namespace is not None:
-        return spec.namespace
-    try:
-        return catalog.by_name(name).namespace
-    except ErasureError:
-        return catalog.datasets[0].namespace if catalog.datasets else "default"
+    return catalog.dbt_namespace(spec, name)

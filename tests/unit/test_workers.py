@@ -47,7 +47,7 @@ def test_every_group_is_a_path_of_this_suite() -> None:
     for prefix, group in WORKER_GROUPS.items():
         assert (repo / prefix).exists(), f"{prefix} is named in WORKER_GROUPS but does not exist"
         by_group[group].append(prefix)
-    assert set(by_group) == {"e2e-stack", "reliability-doc"}
+    assert set(by_group) == {"e2e-stack", "reliability-doc", "dbt-project"}
 
 
 def test_xdist_group_marks_are_still_ignored_so_the_conftest_scheduler_is_still_needed(

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from erasure.catalog import Catalog, DbtLineageSource
+from erasure.errors import LineageError
 from erasure.lineage.dbt import manifest_lineage
 from erasure.lineage.sources import build_lineage
 from erasure.model import DatasetRef, Gap, GapKind
@@ -167,3 +170,102 @@ def test_the_warehouses_columns_come_before_the_manifests_under_a_three_part_nam
         )
         into = {source for source, target in edges if target.startswith("marts.customers_copy")}
         assert into == {f"crm.customers.{c}" for c in warehouse["crm.customers"]}, written
+
+
+def described(tmp_path: Path, *models: dict[str, object], **source: object) -> Catalog:
+    """The test catalog with `models` added to its manifest and the dbt source's options."""
+    manifest = json.loads(json.dumps(MANIFEST))
+    for added in models:
+        manifest["nodes"].update(added)
+    cat = catalog(tmp_path)
+    (tmp_path / "target" / "manifest.json").write_text(json.dumps(manifest))
+    return cat.model_copy(
+        update={
+            "lineage": cat.lineage.model_copy(
+                update={"dbt": [DbtLineageSource(manifest="target/manifest.json", **source)]}  # type: ignore[arg-type]
+            )
+        }
+    )
+
+
+def test_a_manifest_describes_each_node_by_its_materialisation(tmp_path: Path) -> None:
+    """Models with no catalog entry: a view is computed on read, a table or materialized view
+    rebuilt by `dbt run`, what keeps history escalates with the reason, an ephemeral model or
+    a node with an unusable name is no dataset."""
+    snapshot = {
+        "snapshot.shop.people_history": {
+            "resource_type": "snapshot", "schema": "snapshots", "name": "people_history",
+            "alias": "people_history", "fqn": ["shop", "people_history", "people_history"],
+            "config": {"materialized": "snapshot"},
+        },
+        "seed.shop.regions": {"resource_type": "seed", "schema": "marts", "name": "regions"},
+        "model.shop.bad": {"resource_type": "model", "schema": "marts", "name": "a\nb",
+                           "config": {"materialized": "table"}},
+    }  # fmt: skip
+    cat = described(
+        tmp_path,
+        model("v", materialized="view"),
+        model("t", materialized="table"),
+        model("mv", materialized="materialized_view"),
+        model("inc", materialized="incremental"),
+        model("eph", materialized="ephemeral"),
+        model("custom", materialized="my_special_table"),
+        model("unsaid", materialized=""),
+        snapshot,
+    )
+
+    def entry(name: str) -> tuple[str, str | None, str | None] | None:
+        ref = DatasetRef("wh", name)
+        found, why = cat.dataset(ref), cat.description(ref)
+        if found is None:
+            return None
+        assert why is not None
+        return found.kind.value, found.rebuild.kind if found.rebuild else None, why.note
+
+    assert entry("marts.v") == ("view", None, None)
+    assert entry("marts.t") == ("table", "dbt", None)
+    assert entry("marts.mv") == ("materialized_view", "dbt", None)
+    kind, rebuild, note = entry("marts.inc") or ("", "", "")
+    assert (kind, rebuild) == ("table", None) and note is not None
+    assert "incremental model keeps the rows of its earlier runs" in note
+    assert "no run removes them" in (entry("snapshots.people_history") or ("", "", ""))[2]
+    assert "CSV file" in (entry("marts.regions") or ("", "", ""))[2]
+    assert "'my_special_table' is not one this system" in (entry("marts.custom") or ("",) * 3)[2]
+    assert "(none given) is not one" in (entry("marts.unsaid") or ("",) * 3)[2]
+    assert entry("marts.eph") is None
+    assert entry("marts.a\nb") is None
+    # the catalog's own entries win over the manifest's description
+    assert cat.description(DatasetRef("wh", "marts.customer_regions")) is None
+    rebuilt = cat.dataset(DatasetRef("wh", "marts.t"))
+    assert rebuilt is not None and rebuilt.rebuild is not None
+    assert rebuilt.rebuild.model_dump(
+        include={"select", "node", "full_refresh", "project_dir"}
+    ) == {
+        "select": "t",  # no fqn in this manifest: the model's name
+        "node": "model.shop.t",
+        "full_refresh": False,
+        "project_dir": str(tmp_path.resolve()),
+    }
+
+
+def test_a_dbt_source_may_rebuild_by_a_dag_or_describe_nothing(tmp_path: Path) -> None:
+    ref = DatasetRef("wh", "marts.t")
+    by_dag = described(tmp_path, model("t"), dag_id="dbt_shop")
+    found = by_dag.dataset(ref)
+    assert found is not None and found.rebuild is not None
+    assert found.rebuild.plan_detail() == {"dag_id": "dbt_shop"}
+    assert described(tmp_path, model("t"), describe=False).dataset(ref) is None
+    full = described(tmp_path, model("inc", materialized="incremental"), incremental="full_refresh")
+    inc = full.dataset(DatasetRef("wh", "marts.inc"))
+    assert inc is not None and inc.rebuild is not None
+    assert inc.rebuild.plan_detail() == {"select": "inc", "full_refresh": True}
+
+
+def test_an_unreadable_manifest_describes_nothing_and_the_lineage_build_says_why(
+    tmp_path: Path,
+) -> None:
+    cat = described(tmp_path, model("t"))
+    (tmp_path / "target" / "manifest.json").write_text("{not json")
+    assert cat.dataset(DatasetRef("wh", "marts.t")) is None
+    with pytest.raises(LineageError, match=r"not a dbt manifest\.json"):
+        build_lineage(cat)

@@ -1,0 +1,328 @@
+"""A dbt project on Postgres, built and rebuilt by the real dbt CLI, planned and erased with only
+its sources catalogued (tests/fixtures/dbt_shop: views, tables, an ephemeral model, an
+incremental model, a snapshot and a seed over two source tables that hold people).
+
+Every model gets the action a person reading its SQL would give: a view is recomputed, a
+table is rebuilt by `dbt run` after the sources are clean, the ephemeral model is no artefact,
+and what keeps history (the incremental model, the snapshot) escalates saying why, unless the
+dbt source says incremental models may be rebuilt from scratch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from erasure.actions.erase_rows import erase_rows
+from erasure.actions.rebuild import RebuildContext, fresh_write_proof, rebuild, rebuild_by_dbt
+from erasure.catalog import DbtRebuild, load_catalog
+from erasure.errors import RebuildFailed
+from erasure.locate import locate
+from erasure.model import Action, DatasetRef, Plan, SubjectRef
+from erasure.planner import make_plan, rebuild_order
+from erasure.verify import recount
+from erasure.warehouse import Warehouse
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+PROJECT = Path(__file__).parents[1] / "fixtures" / "dbt_shop"
+ROOT = Path(__file__).parents[2]
+SUBJECT = SubjectRef(type="email", value="Ada.Lovelace@Example.com")
+PEOPLE = [
+    ("C1", "ada.lovelace@example.com", "N"),
+    ("C2", "grace@example.com", "N"),
+    ("C3", "edsger@example.com", "S"),
+    ("C4", "barbara@example.com", "S"),
+]
+ORDERS = [(1, "C1", 10), (2, "C2", 20), (3, "C3", 5), (4, "C1", 7), (5, "C4", 3)]
+CUSTOMERS = "CREATE TABLE raw.customers (id text PRIMARY KEY, email text, region text)"
+ORDERS_TABLE = (
+    "CREATE TABLE raw.orders "
+    "(id int PRIMARY KEY, customer_id text, amount int, ordered_at timestamp)"
+)
+
+
+def dbt_executable() -> str:
+    found = os.environ.get("ERASURE_TEST_DBT") or str(ROOT / ".venv-dbt" / "bin" / "dbt")
+    if not Path(found).is_file():
+        pytest.fail(
+            f"no dbt CLI at {found}: `make .venv-dbt/.installed` installs the tested one "
+            "(`make test` does), or set ERASURE_TEST_DBT"
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def shop(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The project copied beside a catalog, its sources loaded into a database of its own and
+    every model, seed and snapshot built (`dbt build`); the folder holding the catalog."""
+    admin = sa.make_url(postgres_url).set(database="postgres")
+    url = admin.set(database=f"erasure_dbt_{uuid.uuid4().hex[:10]}")
+    plain = admin.render_as_string(hide_password=False).replace("+psycopg", "")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{url.database}"')
+    base = tmp_path_factory.mktemp("dbt-shop")
+    try:
+        shutil.copytree(PROJECT, base / "shop")
+        (base / "profiles").mkdir()
+        output = {
+            "type": "postgres",
+            "host": url.host,
+            "port": url.port or 5432,
+            "user": url.username,
+            "password": url.password or "",
+            "dbname": url.database,
+            "schema": "analytics",
+            "threads": 2,
+        }
+        profile = {"shop": {"target": "test", "outputs": {"test": output}}}
+        (base / "profiles" / "profiles.yml").write_text(yaml.safe_dump(profile))
+        engine = sa.create_engine(url.set(drivername="postgresql+psycopg"))
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE SCHEMA raw"))
+            conn.execute(sa.text(CUSTOMERS))
+            conn.execute(sa.text(ORDERS_TABLE))
+            conn.execute(
+                sa.text("INSERT INTO raw.customers VALUES (:id, :email, :region)"),
+                [{"id": i, "email": e, "region": r} for i, e, r in PEOPLE],
+            )
+            conn.execute(
+                sa.text("INSERT INTO raw.orders VALUES (:id, :c, :a, :at)"),
+                [{"id": n, "c": c, "a": a, "at": datetime(2026, 11, n)} for n, c, a in ORDERS],
+            )
+        engine.dispose()
+        dbt(base, "build")
+        write_catalog(base, url.set(drivername="postgresql+psycopg"))
+        yield base
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
+
+
+def dbt(base: Path, *args: str) -> None:
+    done = subprocess.run(
+        [dbt_executable(), *args, "--profiles-dir", str(base / "profiles")],
+        cwd=base / "shop",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def write_catalog(base: Path, url: sa.URL, **dbt_source: Any) -> Path:
+    """The catalog a data team writes for the project: its two sources, and the manifest."""
+    catalog = {
+        "version": 1,
+        "identifiers": {
+            "email": {"normalise": "email"},
+            "customer_id": {"normalise": "strip", "one_per_person": True},
+        },
+        "connections": {"warehouse": {"url": url.render_as_string(hide_password=False)}},
+        "datasets": [
+            {
+                "namespace": "warehouse",
+                "name": "raw.customers",
+                "connection": "warehouse",
+                "kind": "table",
+                "holds_subject": {"email": "email", "customer_id": "id"},
+            },
+            {
+                "namespace": "warehouse",
+                "name": "raw.orders",
+                "connection": "warehouse",
+                "kind": "table",
+                "holds_subject": {"customer_id": "customer_id"},
+            },
+        ],
+        "lineage": {
+            "dbt": [
+                {
+                    "manifest": "shop/target/manifest.json",
+                    "connection": "warehouse",
+                    "profiles_dir": "profiles",
+                    "executable": dbt_executable(),
+                    **dbt_source,
+                }
+            ]
+        },
+    }
+    path = base / f"catalog{'-' + '-'.join(dbt_source) if dbt_source else ''}.yaml"
+    path.write_text(yaml.safe_dump(catalog, sort_keys=False))
+    return path
+
+
+def by_name(plan: Plan) -> dict[str, Any]:
+    return {item.dataset.name: item for item in plan.items}
+
+
+def count(warehouse: Warehouse, sql: str) -> int:
+    with warehouse.engine("warehouse").connect() as conn:
+        return int(conn.execute(sa.text(sql)).scalar_one())
+
+
+def rows_of(warehouse: Warehouse, table: str, customer: str) -> int:
+    """The rows of `table` (a name this test wrote) whose customer_id is `customer`."""
+    with warehouse.engine("warehouse").connect() as conn:
+        found = conn.execute(
+            sa.text(f"SELECT count(*) FROM {table} WHERE customer_id = :c"), {"c": customer}
+        )
+        return int(found.scalar_one())
+
+
+def test_every_model_gets_the_action_its_sql_calls_for(shop: Path) -> None:
+    catalog = load_catalog(shop / "catalog.yaml")
+    plan = make_plan(catalog, SUBJECT)
+    items = by_name(plan)
+    actions = {name: (item.action, item.evidence.get("method")) for name, item in items.items()}
+    assert actions == {
+        "raw.customers": (Action.ERASE_ROWS, None),
+        "raw.orders": (Action.ERASE_ROWS, None),
+        "analytics.stg_customers": (Action.REBUILD, "view"),
+        "analytics.stg_orders": (Action.REBUILD, "view"),
+        "analytics.customer_value": (Action.REBUILD, "dbt"),
+        "analytics.region_revenue": (Action.REBUILD, "dbt"),
+        "analytics.order_events": (Action.ESCALATE, None),
+        "snapshots.customers_snapshot": (Action.ESCALATE, None),
+        "suppression_list": (Action.INSERT_TOMBSTONE, None),
+    }
+    # the ephemeral model is inlined into customer_value: no relation, no artefact
+    assert "analytics.int_order_totals" not in items
+    assert items["analytics.customer_value"].evidence["select"] == "fqn:shop.marts.customer_value"
+    assert items["analytics.customer_value"].evidence["described_by"] == (
+        "dbt manifest shop/target/manifest.json: model.shop.customer_value (materialized table)"
+    )
+    assert items["analytics.order_events"].reason.startswith(
+        "a dbt incremental model keeps the rows of its earlier runs"
+    )
+    assert items["snapshots.customers_snapshot"].reason.startswith(
+        "a dbt snapshot keeps every earlier version of a row"
+    )
+    assert "described_by" not in items["raw.customers"].evidence
+    # the seed is described too (a table with no rebuild), though no erasure reaches it
+    seed = catalog.dataset(DatasetRef("warehouse", "analytics.regions"))
+    assert seed is not None and seed.rebuild is None
+
+
+def test_erased_sources_then_dbt_rebuilds_leave_the_subject_nowhere_and_everyone_else(
+    shop: Path,
+) -> None:
+    catalog = load_catalog(shop / "catalog.yaml")
+    warehouse = Warehouse(catalog)
+    try:
+        others_before = count(warehouse, "SELECT count(*) FROM analytics.customer_value")
+        assert rows_of(warehouse, "analytics.customer_value", "C1") == 1
+        location = locate(catalog, warehouse, SUBJECT)
+        plan = make_plan(catalog, SUBJECT, warehouse=warehouse, location=location)
+        for item in plan.items:
+            if item.action is Action.ERASE_ROWS:
+                erase_rows(catalog, warehouse, location, item.dataset)
+        ready_at = datetime.now(UTC)
+        evidence = {}
+        for ref in rebuild_order(plan):
+            evidence[ref] = rebuild(catalog, warehouse, ref, trigger_dag=None, ready_at=ready_at)
+        dbt_built = {r.name: e for r, e in evidence.items() if e.method == "dbt"}
+        assert sorted(dbt_built) == ["analytics.customer_value", "analytics.region_revenue"]
+        assert dbt_built["analytics.customer_value"].dbt_node == "model.shop.customer_value"
+        assert dbt_built["analytics.customer_value"].rows_after == len(PEOPLE) - 1
+        # What is left, read independently of the erasure: the subject is gone from every
+        # rebuilt model, everyone else is still there.
+        assert rows_of(warehouse, "analytics.customer_value", "C1") == 0
+        assert (
+            count(warehouse, "SELECT count(*) FROM analytics.customer_value") == others_before - 1
+        )
+        assert count(warehouse, "SELECT sum(revenue) FROM analytics.region_revenue") == 28
+        # verify: the rebuilt tables' own proof is dbt's report of this request's run
+        items = {i.dataset: i for i in plan.items}
+
+        def proof(item: Any) -> str | None:
+            done = evidence[item.dataset].model_dump(mode="json")
+            return fresh_write_proof(item, done, lambda *_: [], datetime.now(UTC))
+
+        counted = recount(catalog, warehouse, location.identities, {}, plan, fresh_write=proof)
+        assert all(r.ok for r in counted), [r for r in counted if not r.ok]
+        method = {ref.name: item.evidence.get("method") for ref, item in items.items()}
+        rebuilt = [r for r in counted if method[r.dataset] == "dbt"]
+        assert [r.proof for r in rebuilt if r.proof] and all(
+            "rebuilt by dbt" in r.proof for r in rebuilt if r.proof
+        )
+        # what keeps history was left for the DPO, and still holds the subject
+        assert rows_of(warehouse, "analytics.order_events", "C1") == 2
+    finally:
+        warehouse.dispose()
+
+
+def test_incremental_models_rebuilt_from_scratch_when_the_dbt_source_allows_it(
+    shop: Path,
+) -> None:
+    url = sa.make_url(load_catalog(shop / "catalog.yaml").connections["warehouse"].url)  # type: ignore[attr-defined]
+    catalog = load_catalog(write_catalog(shop, url, incremental="full_refresh"))
+    ref = DatasetRef("warehouse", "analytics.order_events")
+    entry = catalog.dataset(ref)
+    assert entry is not None and entry.rebuild is not None
+    detail = entry.rebuild.plan_detail()
+    assert detail == {"select": "fqn:shop.marts.order_events", "full_refresh": True}
+    warehouse = Warehouse(catalog)
+    try:
+        with warehouse.engine("warehouse").begin() as conn:
+            conn.execute(sa.text("DELETE FROM raw.orders WHERE customer_id = 'C4'"))
+        done = rebuild(catalog, warehouse, ref, trigger_dag=None)
+        assert done.method == "dbt"
+        assert done.rows_after == count(warehouse, "SELECT count(*) FROM raw.orders")
+        assert rows_of(warehouse, "analytics.order_events", "C4") == 0
+    finally:
+        warehouse.dispose()
+
+
+def test_a_dbt_run_that_fails_stops_the_rebuild_without_repeating_dbts_output(
+    shop: Path,
+) -> None:
+    catalog = load_catalog(shop / "catalog.yaml")
+    warehouse = Warehouse(catalog)
+    ref = DatasetRef("warehouse", "analytics.region_revenue")
+    try:
+        with warehouse.engine("warehouse").begin() as conn:
+            conn.execute(sa.text("DROP VIEW analytics.stg_orders CASCADE"))
+        try:
+            with pytest.raises(RebuildFailed) as failed:
+                rebuild(catalog, warehouse, ref, trigger_dag=None)
+        finally:
+            dbt(shop, "run", "--select", "stg_orders")
+        message = str(failed.value)
+        assert "model.shop.region_revenue error" in message
+        assert "does not exist" not in message  # dbt's log (the database's error) is not repeated
+        # the table dbt was to replace is still there, with what it held
+        assert count(warehouse, "SELECT count(*) FROM analytics.region_revenue") >= 1
+    finally:
+        warehouse.dispose()
+
+
+def test_a_selection_dbt_runs_nothing_for_is_a_failed_rebuild(shop: Path) -> None:
+    """dbt exits 0 with "Nothing to do" when the selection matches no node (a model renamed
+    since the manifest was read): that is no rebuild."""
+    catalog = load_catalog(shop / "catalog.yaml")
+    warehouse = Warehouse(catalog)
+    ds = catalog.dataset(DatasetRef("warehouse", "analytics.region_revenue"))
+    assert ds is not None
+    gone = DbtRebuild(
+        select="fqn:shop.marts.renamed_since",
+        project_dir="shop",
+        profiles_dir="profiles",
+        executable=dbt_executable(),
+    )
+    try:
+        with pytest.raises(RebuildFailed, match=r"exited 0 \(no node ran\)"):
+            rebuild_by_dbt(gone, RebuildContext(warehouse, ds, None, datetime.now(UTC)))
+    finally:
+        warehouse.dispose()
