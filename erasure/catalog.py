@@ -238,6 +238,21 @@ class DbtRebuild(RebuildTarget):
         return detail
 
 
+class ProducerRebuild(RebuildTarget):
+    """`{kind: producer, dags: [...]}`: the Airflow DAG whose task last wrote the artefact, as
+    its OpenLineage events tell, re-runs it; the plan names the DAG. `dags` are the DAG id
+    patterns the erasure may trigger: a producer that is no Airflow task, or a DAG none of
+    them matches, escalates naming it. Meant for `defaults`, so that what Airflow builds needs
+    no entry of its own."""
+
+    kind: Literal["producer"] = "producer"
+    dags: list[str] = Field(min_length=1)
+    implied_by: ClassVar[str | None] = "dags"
+
+    def allows(self, dag_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(dag_id, pattern) for pattern in self.dags)
+
+
 class ViewRebuild(RebuildTarget):
     """A view: computed on read from its cleaned upstreams, nothing to run."""
 
@@ -251,6 +266,7 @@ REBUILD_TARGETS.register(SqlRebuild, "erasure.actions.rebuild:rebuild_by_sql")
 REBUILD_TARGETS.register(DagRebuild, "erasure.actions.rebuild:rebuild_by_dag")
 REBUILD_TARGETS.register(ViewRebuild, "erasure.actions.rebuild:rebuild_view")
 REBUILD_TARGETS.register(DbtRebuild, "erasure.actions.rebuild:rebuild_by_dbt")
+REBUILD_TARGETS.register(ProducerRebuild, "erasure.actions.rebuild:rebuild_by_producer")
 RebuildField = Annotated[SerializeAsAny[RebuildTarget], BeforeValidator(REBUILD_TARGETS.validate)]
 
 

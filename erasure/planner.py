@@ -7,19 +7,20 @@ evidence. Nothing the lineage reaches is dropped: what no rule can clear escalat
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
-from erasure.catalog import Catalog, DatasetKind, DatasetSpec, shown_name
+from erasure.catalog import Catalog, DatasetKind, DatasetSpec, ProducerRebuild, shown_name
 from erasure.drift import drift_gaps
 from erasure.errors import ErasureError, LineageError, RebuildFailed, SubjectError
 from erasure.kanon import measure_k
 from erasure.lineage import (
     CatalogLineage,
     Closure,
+    LastWriter,
     LineageStore,
     RunEvent,
     build_lineage,
@@ -98,6 +99,7 @@ class _Context:
     closure: Closure
     gaps_by_dataset: dict[DatasetRef, list[Gap]]
     today: date
+    writer: Callable[[DatasetRef], LastWriter | None]
 
 
 def summarise_subject(
@@ -243,7 +245,7 @@ def plan_erasure(
     # A holder only its owner can reach (a system of record the warehouse copies) is asked
     # about on every request: no lineage or search here can show it does not hold the person.
     outside = [ds.ref for ds in catalog.datasets if _outside_reach(ds) and ds.ref not in in_plan]
-    ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date())
+    ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date(), lineage.writer)
     items = [_decide(ctx, ref) for ref in walked + unseen + outside]
     items = _with_withheld(items, location)
     if location.search is not None:
@@ -384,6 +386,8 @@ def _decide_entry(ctx: _Context, ref: DatasetRef) -> PlanItem:
             {"method": "view", "upstreams_first": [u.name for u in upstreams]},
             upstreams,
         )
+    if isinstance(ds.rebuild, ProducerRebuild):
+        return _decide_producer(ctx, ds, ds.rebuild, upstreams)
     if ds.rebuild is not None:
         method: dict[str, Any] = {"method": ds.rebuild.kind, **ds.rebuild.plan_detail()}
         return _item(
@@ -405,6 +409,63 @@ def _decide_entry(ctx: _Context, ref: DatasetRef) -> PlanItem:
         f"a {ds.kind.value.replace('_', ' ')} derived from the subject's data that can "
         "be neither rebuilt nor shown to be anonymous: the DPO decides",
         {"kind": ds.kind.value, "owner": ds.owner},
+        upstreams,
+    )
+
+
+def _decide_producer(
+    ctx: _Context, ds: DatasetSpec, policy: ProducerRebuild, upstreams: list[DatasetRef]
+) -> PlanItem:
+    """Rule 5 by the Airflow DAG whose task last wrote the artefact, when the catalog's policy
+    lets the erasure trigger it; else rule 7, naming the producer."""
+    writer = ctx.writer(ds.ref)
+    kind = ds.kind.value.replace("_", " ")
+    if writer is None:
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.ESCALATE,
+            "7",
+            f"a {kind} the catalog says its producer rebuilds, but no run has reported "
+            "writing it (an OpenLineage COMPLETE): nothing here can re-run it; the DPO decides",
+            {"kind": ds.kind.value, "producer": None},
+            upstreams,
+        )
+    written = {
+        "producer_job": writer.job,
+        "producer_run_id": writer.run_id,
+        "last_written_at": writer.completed_at.isoformat(),
+    }
+    job = shown_name(writer.job, "(a job name that is not repeated)")
+    if writer.dag_id is None or not policy.allows(writer.dag_id):
+        why = (
+            "which is no Airflow task (its events name no DAG)"
+            if writer.dag_id is None
+            else f"a task of DAG {shown_name(writer.dag_id, '(not repeated)')}, which the "
+            f"catalog's rebuild policy does not let the erasure trigger (dags: {policy.dags})"
+        )
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.ESCALATE,
+            "7",
+            f"a {kind} last written by job {job} (run {writer.run_id}), {why}: the DPO decides",
+            {"kind": ds.kind.value, "dag_id": writer.dag_id, **written},
+            upstreams,
+        )
+    return _item(
+        ds.ref,
+        ds.kind,
+        Action.REBUILD,
+        "5",
+        f"rebuildable: its producer, DAG {writer.dag_id}, re-materialises it from the cleaned "
+        "upstreams, after them",
+        {
+            "method": policy.kind,
+            "dag_id": writer.dag_id,
+            **written,
+            "upstreams_first": [u.name for u in upstreams],
+        },
         upstreams,
     )
 
@@ -821,7 +882,8 @@ def feedback_cycles(plan: Plan) -> dict[DatasetRef, frozenset[DatasetRef]]:
 def _foreign_key_rank(datasets: list[DatasetSpec], warehouse: Warehouse) -> dict[str, int]:
     """Position of each dataset so that a table referencing another is erased before it."""
     names = {ds.name for ds in datasets}
-    graph: dict[str, set[str]] = {name: set() for name in names}
+    # Sorted: a set's order changes from process to process, and the plan must not.
+    graph: dict[str, set[str]] = {name: set() for name in sorted(names)}
     for ds in datasets:
         table = warehouse.table(ds)
         if table is None:

@@ -415,6 +415,7 @@ def rebuild_artefact(
                 dataset,
                 trigger_dag=trigger_dag,
                 ready_at=_ready_at(svc, ref, plan, item),
+                planned=item.evidence,
             )
         except AwaitingRun as waiting:
             awaiting = {"dag_id": waiting.dag_id, "run_id": waiting.run_id}

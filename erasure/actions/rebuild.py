@@ -15,7 +15,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +33,7 @@ from erasure.catalog import (
     DatasetKind,
     DatasetSpec,
     DbtRebuild,
+    ProducerRebuild,
     SqlRebuild,
     ViewRebuild,
 )
@@ -100,6 +101,7 @@ class RebuildContext:
     dataset: DatasetSpec
     trigger_dag: TriggerDag | None  # None outside Airflow
     ready_at: datetime  # when what the plan puts before this rebuild was done
+    planned: Mapping[str, Any] = field(default_factory=dict)  # the plan item's evidence
 
 
 def rebuild(
@@ -109,9 +111,11 @@ def rebuild(
     *,
     trigger_dag: TriggerDag | None,
     ready_at: datetime | None = None,
+    planned: Mapping[str, Any] | None = None,
 ) -> RebuildEvidence:
     """Re-materialise one artefact by its catalog target, from sources cleaned by `ready_at`
-    (default: now); raises RebuildFailed on failure."""
+    (default: now), as the plan decided (`planned`: its item's evidence); raises
+    RebuildFailed on failure."""
     ds = catalog.require(dataset)
     # A view is recomputed on read whatever else its entry says.
     target = ViewRebuild() if ds.kind is DatasetKind.VIEW else ds.rebuild
@@ -120,7 +124,9 @@ def rebuild(
             f"dataset {ds.name!r} has no 'rebuild' in the catalog: it cannot be rebuilt; "
             "re-plan (it escalates) or declare its rebuild dag_id or sql"
         )
-    context = RebuildContext(warehouse, ds, trigger_dag, ready_at or datetime.now(UTC))
+    context = RebuildContext(
+        warehouse, ds, trigger_dag, ready_at or datetime.now(UTC), dict(planned or {})
+    )
     evidence = REBUILD_TARGETS.build(target, context)
     if not isinstance(evidence, RebuildEvidence):
         raise RebuildFailed(
@@ -363,6 +369,20 @@ def _run_results(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return results if isinstance(results, dict) else {}
+
+
+def rebuild_by_producer(target: ProducerRebuild, context: RebuildContext) -> RebuildEvidence:
+    """The DAG the plan found last wrote the artefact, run as a `dag` rebuild; the catalog's
+    policy is asked again (it may have changed since the plan)."""
+    dag_id = context.planned.get("dag_id")
+    if not isinstance(dag_id, str) or not target.allows(dag_id):
+        raise RebuildFailed(
+            f"dataset {context.dataset.name!r} is rebuilt by its producer, but the plan names "
+            "no DAG the catalog's rebuild policy allows now (its `dags` changed since the "
+            "plan?): re-plan"
+        )
+    evidence = rebuild_by_dag(DagRebuild(dag_id=dag_id), context)
+    return evidence.model_copy(update={"method": target.kind})
 
 
 # A completion reported further ahead of the verifier's clock than this is not believed.

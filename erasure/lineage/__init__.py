@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         coverage,
     )
     from erasure.lineage.openlineage import (
+        LastWriter,
         RunEvent,
         edges_from_events,
         event_id,
@@ -71,6 +72,7 @@ _HOMES: dict[str, str] = {
     "sql_lineage": "erasure.lineage.sql",
     "table_name": "erasure.lineage.sql",
     # OpenLineage run events
+    "LastWriter": "erasure.lineage.openlineage",
     "RunEvent": "erasure.lineage.openlineage",
     "edges_from_events": "erasure.lineage.openlineage",
     "event_id": "erasure.lineage.openlineage",
@@ -91,6 +93,7 @@ __all__ = [
     "InMemoryLineageGraph",
     "IngestReport",
     "KnownTables",
+    "LastWriter",
     "LineageGraph",
     "LineageStore",
     "RetainedView",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -23,8 +23,10 @@ from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import ErasureError
 from erasure.lineage.graph import InMemoryLineageGraph, LineageGraph, RetainedView
 from erasure.lineage.openlineage import (
+    LastWriter,
     RunEvent,
     attempt_edges,
+    last_writers,
     read_event_file,
     runs_from_events,
     timeline_edges,
@@ -38,6 +40,10 @@ _WORD = re.compile(r"[a-z_][a-z0-9_$]*")
 _EVENT_FILES = "#events"  # scope suffix of event-file sources in `lineage_sources`
 
 
+def _nobody(ref: DatasetRef) -> LastWriter | None:
+    return None
+
+
 @dataclass
 class CatalogLineage:
     """The graph plus what the sources could not tell, and the instant walks should use."""
@@ -45,6 +51,8 @@ class CatalogLineage:
     graph: LineageGraph
     gaps: list[Gap] = field(default_factory=list)
     as_of: datetime | None = None  # None: the current lineage
+    # The run that last reported writing a catalog identity (its aliases' runs included).
+    writer: Callable[[DatasetRef], LastWriter | None] = _nobody
 
 
 def build_lineage(
@@ -80,6 +88,12 @@ def build_lineage(
         memory.add_edges(_canonical(catalog, attempt_edges(r.summary for r in runs)))
         gaps.extend(observed.gaps)
         graph = memory
+        writers: dict[DatasetRef, LastWriter] = {}
+        for ref, writer in last_writers(events).items():
+            known = writers.setdefault(catalog.canonical(ref), writer)
+            if known.completed_at < writer.completed_at:
+                writers[catalog.canonical(ref)] = writer
+        writer_of: Callable[[DatasetRef], LastWriter | None] = writers.get
     else:
         gaps.extend(store.sync_declared(_scope(catalog), declared))
         sync_event_files(store, catalog)
@@ -90,8 +104,15 @@ def build_lineage(
         graph = stored.canonical(catalog.canonical)
         graph.add_unstored_edges(_canonical(catalog, attempt_edges(store.unpublished_runs())))
         gaps.extend(store.output_gaps())
+        writer_of = partial(_stored_writer, store, catalog)
     gaps.extend(_catalog_gaps(catalog, graph, as_of))
-    return CatalogLineage(graph, _unique(gaps), as_of)
+    return CatalogLineage(graph, _unique(gaps), as_of, writer_of)
+
+
+def _stored_writer(store: LineageStore, catalog: Catalog, ref: DatasetRef) -> LastWriter | None:
+    entry = catalog.dataset(ref)
+    aliases = [DatasetRef(a.namespace, a.name.lower()) for a in entry.aliases] if entry else []
+    return store.last_writer([ref, *aliases])
 
 
 def erasure_view(catalog: Catalog, lineage: CatalogLineage, now: datetime) -> RetainedView:

@@ -49,6 +49,7 @@ from erasure.lineage.openlineage.spec import (
     parse_decoded,
     parse_event,
 )
+from erasure.lineage.openlineage.writers import LastWriter, airflow_dag, last_writers
 
 __all__ = [
     "EventDataset",
@@ -56,6 +57,7 @@ __all__ = [
     "EventItem",
     "EventJob",
     "EventRun",
+    "LastWriter",
     "ObservedEvent",
     "ObservedLineage",
     "OutputLineage",
@@ -64,6 +66,7 @@ __all__ = [
     "RunLineage",
     "RunState",
     "RunSummary",
+    "airflow_dag",
     "attempt_edges",
     "decoded_element",
     "decoded_elements",
@@ -72,6 +75,7 @@ __all__ = [
     "event_id",
     "event_lines",
     "event_text",
+    "last_writers",
     "link_edge",
     "link_key",
     "minimised",

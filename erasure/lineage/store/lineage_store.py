@@ -31,11 +31,13 @@ from erasure.errors import LineageError
 from erasure.lineage.openlineage import (
     EventElement,
     EventItem,
+    LastWriter,
     ObservedEvent,
     OutputLineage,
     RunEvent,
     RunLineage,
     RunSummary,
+    airflow_dag,
     event_json,
     read_event_elements,
     run_lineage,
@@ -934,6 +936,34 @@ class LineageStore:
             self._store.engine.connect() as conn,
         ):
             return [_run(r) for r in conn.execute(query)]
+
+    def last_writer(self, names: Sequence[DatasetRef]) -> LastWriter | None:
+        """The run that last completed writing the dataset known by `names` (its identity and
+        aliases), with the Airflow DAG it ran in when its stored events say so."""
+        datasets, outputs = lineage_datasets.c, lineage_outputs.c
+        query = (
+            sa.select(outputs.producer, outputs.last_run_id, outputs.last_completed_at)
+            .join(lineage_datasets, datasets.id == outputs.dataset_id)
+            .where(
+                sa.or_(
+                    *[sa.and_(datasets.namespace == n.namespace, datasets.name == n.name)
+                      for n in names]
+                )
+            )
+            .order_by(outputs.last_completed_at.desc(), outputs.producer)
+        )  # fmt: skip
+        with (
+            store_errors(self._store, "read who last wrote a dataset"),
+            self._store.engine.connect() as conn,
+        ):
+            rows = list(conn.execute(query))
+            keys = [(str(r.producer), str(r.last_run_id)) for r in rows]
+            stored = stored_events(conn, keys)
+        for row, key in zip(rows, keys, strict=True):
+            events = [e for _, e in stored.get(key, []) if isinstance(e, RunEvent)]
+            if events:  # a declared source's output has no run events
+                return LastWriter(key[0], key[1], row.last_completed_at, airflow_dag(events))
+        return None
 
     def completed_writes(
         self, dataset: DatasetRef, after: datetime, until: datetime
