@@ -63,12 +63,13 @@ class ObservedEvent:
     inputs: tuple[DatasetRef, ...]
     outputs: tuple[tuple[DatasetRef, Mapping[str, Any]], ...]  # dataset, its facets
     native: bool  # decoded by msgspec, no float (event_json.Decoded)
+    streaming: bool = False  # its job's `jobType` facet says processingType STREAMING
 
     def __reduce__(self) -> tuple[type[ObservedEvent], tuple[Any, ...]]:
         # A frozen dataclass unpickles field by field through setattr: this is its __init__.
         return ObservedEvent, (
             self.producer, self.run_id, self.event_type, self.event_time, self.inputs,
-            self.outputs, self.native,
+            self.outputs, self.native, self.streaming,
         )  # fmt: skip
 
 
@@ -110,7 +111,16 @@ def _observed(
         tuple(entry.ref for entry in event.inputs),
         tuple(outputs),
         event._native,
+        _streaming(event.job.facets),
     )
+
+
+def _streaming(job_facets: Mapping[str, Any]) -> bool:
+    """The OpenLineage `jobType` job facet's processingType: Flink and Spark Structured
+    Streaming jobs say STREAMING, and run for days with no terminal event."""
+    job_type = job_facets.get("jobType")
+    processing = job_type.get("processingType") if isinstance(job_type, Mapping) else None
+    return isinstance(processing, str) and processing.upper() == "STREAMING"
 
 
 @dataclass
@@ -121,6 +131,7 @@ class _MergedRun:
     outputs: dict[DatasetRef, dict[str, Any]]  # dataset -> merged facets
     terminal: ObservedEvent | None
     latest: ObservedEvent
+    streaming_since: datetime | None  # a streaming run's first RUNNING event
 
 
 def _merge_run(events: list[ObservedEvent]) -> _MergedRun:
@@ -128,6 +139,7 @@ def _merge_run(events: list[ObservedEvent]) -> _MergedRun:
     inputs: dict[DatasetRef, None] = {}
     outputs: dict[DatasetRef, dict[str, Any]] = {}
     terminal: ObservedEvent | None = None
+    running = [e.event_time for e in ordered if e.event_type is RunState.RUNNING]
     for event in ordered:
         inputs.update(dict.fromkeys(event.inputs))
         for ref, facets in event.outputs:
@@ -136,7 +148,8 @@ def _merge_run(events: list[ObservedEvent]) -> _MergedRun:
         if event.event_type in TERMINAL_STATES:
             terminal = event
     last = ordered[-1]
-    return _MergedRun(last.producer, last.run_id, inputs, outputs, terminal, last)
+    streaming = running[0] if running and any(e.streaming for e in ordered) else None
+    return _MergedRun(last.producer, last.run_id, inputs, outputs, terminal, last, streaming)
 
 
 class OutputLineage:
@@ -213,7 +226,9 @@ class RunLineage:
 
     summary: RunSummary
     producer: str  # "<job namespace>/<job name>"
-    completed_at: datetime | None  # the COMPLETE event's time; None: no edges (FAIL, ABORT, open)
+    # When its edges were published: the COMPLETE event's time, or a streaming run's first
+    # RUNNING (it may never end); None: no edges (FAIL, ABORT, a batch run still open).
+    completed_at: datetime | None
     outputs: tuple[OutputLineage, ...] = ()
 
 
@@ -234,7 +249,13 @@ def run_lineage(
         outputs=tuple(run.outputs),
         event_ids=tuple(event_ids),
     )
-    if run.terminal is None or run.terminal.event_type is not RunState.COMPLETE:
+    if run.terminal is not None and run.terminal.event_type is RunState.COMPLETE:
+        published = run.terminal.event_time
+    elif run.terminal is None and run.streaming_since is not None:
+        # A streaming job (Flink, Spark Structured Streaming) writes while RUNNING, for days:
+        # its edges are published then, and withdrawn if it ends in FAIL or ABORT.
+        published = run.streaming_since
+    else:
         # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
         return RunLineage(summary, run.producer, None)
     inputs = tuple(run.inputs)
@@ -243,7 +264,7 @@ def run_lineage(
         OutputLineage(o, facets, inputs, run.producer, native=native)
         for o, facets in run.outputs.items()
     )
-    return RunLineage(summary, run.producer, run.terminal.event_time, outputs)
+    return RunLineage(summary, run.producer, published, outputs)
 
 
 def runs_from_events(events: Iterable[RunEvent]) -> list[RunLineage]:

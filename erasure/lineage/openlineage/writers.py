@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from erasure.lineage.openlineage.spec import RunEvent, RunState
+from erasure.lineage.openlineage.runs import run_lineage
+from erasure.lineage.openlineage.spec import RunEvent
 from erasure.model import DatasetRef
 
 
 @dataclass(frozen=True)
 class LastWriter:
-    """The run that last reported writing a dataset (a COMPLETE event listing it)."""
+    """The run that last published writing a dataset (a COMPLETE, or a streaming run)."""
 
     job: str  # "<job namespace>/<job name>"
     run_id: str
@@ -43,18 +44,19 @@ def airflow_dag(events: Iterable[RunEvent]) -> str | None:
 
 
 def last_writers(events: Iterable[RunEvent]) -> dict[DatasetRef, LastWriter]:
-    """For each dataset a completed run wrote, the run that completed last."""
+    """For each dataset a run published (completed, or streaming), the run published last:
+    as the store's `last_writer` reads it."""
     runs: dict[tuple[str, str], list[RunEvent]] = {}
     for event in events:
         key = (f"{event.job.namespace}/{event.job.name}", event.run.run_id)
         runs.setdefault(key, []).append(event)
     found: dict[DatasetRef, LastWriter] = {}
     for (job, run_id), run in runs.items():
-        completed = [e.event_time for e in run if e.event_type is RunState.COMPLETE]
-        if not completed:
+        published = run_lineage(run)
+        if published.completed_at is None:
             continue
-        writer = LastWriter(job, run_id, max(completed), airflow_dag(run))
-        for ref in {entry.ref for event in run for entry in event.outputs}:
+        writer = LastWriter(job, run_id, published.completed_at, airflow_dag(run))
+        for ref in published.summary.outputs:
             known = found.get(ref)
             if known is None or known.completed_at < writer.completed_at:
                 found[ref] = writer
