@@ -437,6 +437,10 @@ class DbtLineageSource(_Strict):
     executable: str = "dbt"
     dag_id: str | None = None  # rebuild by triggering this DAG (Cosmos) instead of the CLI
     incremental: Literal["escalate", "full_refresh"] = "escalate"
+    # The namespace OpenLineage producers give this warehouse (`postgres://host:5432`, as
+    # dbt-ol and Airflow's provider do): each described node is also known by it and
+    # `database.schema.alias`, so their run events land on the catalog's datasets.
+    openlineage_namespace: str | None = None
 
 
 class LineageSources(_Strict):
@@ -769,6 +773,12 @@ def _described_by_dbt(
                 )
             if note is None and kind is not DatasetKind.VIEW:
                 rebuild = _dbt_rebuild(catalog, source, project, uid, node, materialized)
+            database = str(node.get("database") or "").lower()
+            aliases = (
+                [DatasetAlias(namespace=source.openlineage_namespace, name=f"{database}.{name}")]
+                if source.openlineage_namespace is not None and database
+                else []
+            )
             try:
                 spec = DatasetSpec(
                     namespace=ref.namespace,
@@ -776,12 +786,14 @@ def _described_by_dbt(
                     kind=kind,
                     connection=source.connection,
                     rebuild=rebuild,
+                    aliases=aliases,
                     description=f"dbt {kind_of_node} {uid}",
                 )
             except ValidationError:  # a name no catalog entry could have: it stays unknown
                 continue
             shown = f"dbt manifest {where}: {uid} (materialized {materialized})"
-            described.setdefault(ref, (spec, Description(shown, note)))
+            for key in [ref, *(DatasetRef(a.namespace, a.name.lower()) for a in aliases)]:
+                described.setdefault(key, (spec, Description(shown, note)))
     return described
 
 

@@ -10,6 +10,7 @@ dbt source says incremental models may be rebuilt from scratch.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from erasure.actions.erase_rows import erase_rows
 from erasure.actions.rebuild import RebuildContext, fresh_write_proof, rebuild, rebuild_by_dbt
 from erasure.catalog import DbtRebuild, load_catalog
 from erasure.errors import RebuildFailed
+from erasure.lineage import build_lineage
 from erasure.locate import locate
 from erasure.model import Action, DatasetRef, Plan, SubjectRef
 from erasure.planner import make_plan, rebuild_order
@@ -102,12 +104,37 @@ def shop(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                 [{"id": n, "c": c, "a": a, "at": datetime(2026, 11, n)} for n, c, a in ORDERS],
             )
         engine.dispose()
-        dbt(base, "build")
+        dbt_ol_build(base)
         write_catalog(base, url.set(drivername="postgresql+psycopg"))
         yield base
     finally:
         with psycopg.connect(plain, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
+
+
+def dbt_ol_build(base: Path) -> None:
+    """`dbt build` through dbt-ol, OpenLineage's dbt wrapper: the real run events of every
+    model, snapshot and seed, written to lineage/dbt-ol.jsonl by its file transport."""
+    (base / "lineage").mkdir()
+    events = base / "lineage" / "dbt-ol.jsonl"
+    config = {"transport": {"type": "file", "log_file_path": str(events), "append": True}}
+    (base / "openlineage.yml").write_text(yaml.safe_dump(config))
+    bin_dir = str(Path(dbt_executable()).parent)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "OPENLINEAGE_CONFIG": str(base / "openlineage.yml"),
+        "OPENLINEAGE_NAMESPACE": "dbt",
+    }
+    done = subprocess.run(
+        [str(Path(bin_dir) / "dbt-ol"), "build", "--profiles-dir", str(base / "profiles")],
+        cwd=base / "shop",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
 
 def dbt(base: Path, *args: str) -> None:
@@ -121,8 +148,9 @@ def dbt(base: Path, *args: str) -> None:
     assert done.returncode == 0, done.stdout[-3000:]
 
 
-def write_catalog(base: Path, url: sa.URL, **dbt_source: Any) -> Path:
-    """The catalog a data team writes for the project: its two sources, and the manifest."""
+def write_catalog(base: Path, url: sa.URL, *, openlineage: bool = False, **dbt_source: Any) -> Path:
+    """The catalog a data team writes for the project: its two sources, and the manifest;
+    with `openlineage`, also dbt-ol's run events, the warehouse known by their names."""
     catalog = {
         "version": 1,
         "identifiers": {
@@ -158,6 +186,13 @@ def write_catalog(base: Path, url: sa.URL, **dbt_source: Any) -> Path:
             ]
         },
     }
+    if openlineage:
+        namespace = f"postgres://{url.host}:{url.port or 5432}"  # the OpenLineage naming spec
+        for entry in catalog["datasets"]:
+            entry["aliases"] = [{"namespace": namespace, "name": f"{url.database}.{entry['name']}"}]
+        catalog["lineage"]["dbt"][0]["openlineage_namespace"] = namespace
+        catalog["lineage"]["openlineage"] = ["lineage/*.jsonl"]
+        dbt_source = {**dbt_source, "openlineage": True}
     path = base / f"catalog{'-' + '-'.join(dbt_source) if dbt_source else ''}.yaml"
     path.write_text(yaml.safe_dump(catalog, sort_keys=False))
     return path
@@ -213,6 +248,34 @@ def test_every_model_gets_the_action_its_sql_calls_for(shop: Path) -> None:
     # the seed is described too (a table with no rebuild), though no erasure reaches it
     seed = catalog.dataset(DatasetRef("warehouse", "analytics.regions"))
     assert seed is not None and seed.rebuild is None
+
+
+def test_dbt_ols_own_run_events_land_on_the_catalogs_datasets(shop: Path) -> None:
+    """dbt-ol's events name the warehouse `postgres://host:port` and each relation
+    `database.schema.table`; with the sources aliased and the manifest's namespace given,
+    every pair an event reports lands in the closure under the catalog's identities, and the
+    plan is the manifest's alone: no relation planned twice, nothing uncatalogued."""
+    url = sa.make_url(load_catalog(shop / "catalog.yaml").connections["warehouse"].url)  # type: ignore[attr-defined]
+    catalog = load_catalog(write_catalog(shop, url, openlineage=True))
+    events = [
+        json.loads(line) for line in (shop / "lineage" / "dbt-ol.jsonl").read_text().splitlines()
+    ]
+    pairs = {
+        (catalog.canonical(DatasetRef(i["namespace"], i["name"])),
+         catalog.canonical(DatasetRef(o["namespace"], o["name"])))
+        for e in events if e["eventType"] == "COMPLETE"
+        for i in e.get("inputs", []) for o in e.get("outputs", [])
+    }  # fmt: skip
+    assert len(pairs) >= 7  # every model and the snapshot, with their inputs
+    lineage = build_lineage(catalog)
+    for source, target in pairs:
+        assert target in lineage.graph.forward_closure([source]).datasets, (source, target)
+    outputs = {target for _, target in pairs}
+    assert all(t.namespace == "warehouse" for t in outputs), outputs  # known by the catalog
+    plan = make_plan(catalog, SUBJECT)
+    manifest_only = make_plan(load_catalog(shop / "catalog.yaml"), SUBJECT)
+    assert {i.dataset for i in plan.items} == {i.dataset for i in manifest_only.items}
+    assert not [i for i in plan.items if i.evidence.get("gap") == "uncatalogued"]
 
 
 def test_erased_sources_then_dbt_rebuilds_leave_the_subject_nowhere_and_everyone_else(
