@@ -65,7 +65,12 @@ def _evidence_lines(item: PlanItem) -> list[str]:
             f"version={e['table_version']}"
         )
     elif item.action is Action.REBUILD:
-        how = {"dag": f"DAG {e.get('dag_id')}", "dbt": f"dbt run --select {e.get('select')}"}
+        how = {
+            "dag": f"DAG {e.get('dag_id')}",
+            "producer": f"its producer, DAG {e.get('dag_id')}",
+            "dbt": f"dbt run --select {e.get('select')}",
+            "sql": "its catalog SQL",
+        }
         by = how.get(str(e.get("method")))
         parts = [f"by {by}"] if by else []
         if item.upstreams:
