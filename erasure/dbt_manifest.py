@@ -50,3 +50,42 @@ def relation(node: dict[str, Any]) -> str | None:
     if not schema or not name:
         return None
     return f"{schema}.{name}".lower()
+
+
+def catalog_columns(blob: bytes) -> dict[str, list[str]]:
+    """The columns of each relation dbt's `catalog.json` (`dbt docs generate`) read from the
+    warehouse, in their order, by `schema.name` and `database.schema.name`; empty when the
+    file is not one."""
+    try:
+        document = json.loads(blob)
+        entries = [
+            *(document.get("sources") or {}).values(),
+            *(document.get("nodes") or {}).values(),
+        ]
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError, TypeError):
+        return {}
+    found: dict[str, list[str]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        meta, columns = entry.get("metadata") or {}, entry.get("columns") or {}
+        if not isinstance(meta, dict) or not isinstance(columns, dict) or not columns:
+            continue
+        name = relation({"schema": meta.get("schema"), "name": meta.get("name")})
+        if name is None:
+            continue
+        ordered = sorted(
+            (c for c in columns.values() if isinstance(c, dict) and c.get("name")),
+            key=_index,
+        )
+        names = [str(c["name"]).lower() for c in ordered]
+        database = str(meta.get("database") or "").lower()
+        for key in (name, f"{database}.{name}" if database else None):
+            if key is not None:
+                found.setdefault(key, names)
+    return found
+
+
+def _index(column: dict[str, Any]) -> int:
+    index = column.get("index")
+    return index if isinstance(index, int) else 0

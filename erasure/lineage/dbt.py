@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from erasure.catalog import Catalog, DbtLineageSource
-from erasure.dbt_manifest import MATERIALISED, materialization, parse_manifest, relation
+from erasure.dbt_manifest import (
+    MATERIALISED,
+    catalog_columns,
+    materialization,
+    parse_manifest,
+    relation,
+)
 from erasure.errors import LineageError
 from erasure.lineage.sql import sql_lineage, to_lineage_edges
 from erasure.lineage.store import DeclaredSource
@@ -53,12 +59,19 @@ def manifest_source(
         blob = path.read_bytes()
     except OSError as exc:
         raise LineageError(f"{path}: cannot read the dbt manifest: {exc}") from None
+    try:  # `dbt docs generate` writes the warehouse's columns beside the manifest
+        columns = catalog_columns((path.parent / "catalog.json").read_bytes())
+    except OSError:
+        columns = {}
     digest = hashlib.sha256(
-        blob + json.dumps([spec.namespace, spec.dialect, sorted(schema.items())]).encode()
+        blob
+        + json.dumps(
+            [spec.namespace, spec.dialect, sorted(schema.items()), sorted(columns.items())]
+        ).encode()
     ).hexdigest()
 
     def parse() -> tuple[list[LineageEdge], list[Gap]]:
-        edges, gaps = manifest_lineage(catalog, path, blob, spec, schema)
+        edges, gaps = manifest_lineage(catalog, path, blob, spec, {**columns, **schema})
         return canonical(edges), gaps
 
     return DeclaredSource(
@@ -84,8 +97,9 @@ def manifest_lineage(
     databases = {str(n.get("database") or "").lower() for n in {**sources, **nodes}.values()}
     databases.discard("")
     # Compiled SQL names `"database"."schema"."table"`: each relation's columns are known by
-    # that name too, the catalog's schema first (under each database the manifest puts that
-    # relation in), then the manifest's documented columns of the first node naming it.
+    # that name too, the catalog's schema (or dbt's catalog.json) first (under each database
+    # the manifest puts that relation in), then the manifest's documented columns of the
+    # first node naming it.
     documented = dict(schema)
     for uid, node in {**sources, **nodes}.items():
         name, database = relations.get(uid), str(node.get("database") or "").lower()

@@ -269,3 +269,29 @@ def test_an_unreadable_manifest_describes_nothing_and_the_lineage_build_says_why
     assert cat.dataset(DatasetRef("wh", "marts.t")) is None
     with pytest.raises(LineageError, match=r"not a dbt manifest\.json"):
         build_lineage(cat)
+
+
+def test_dbts_catalog_json_gives_the_columns_a_select_star_expands_to(tmp_path: Path) -> None:
+    """`dbt docs generate` writes catalog.json beside the manifest: the warehouse's columns of
+    each relation (a source the manifest documents no column of included)."""
+    manifest = json.loads(json.dumps(MANIFEST))
+    manifest["sources"]["source.shop.crm.customers"]["columns"] = {}
+    manifest["nodes"].update(model("customers_copy", 'select * from "analytics"."crm"."customers"'))
+    cat = catalog(tmp_path)
+    (tmp_path / "target" / "manifest.json").write_text(json.dumps(manifest))
+    columns = {
+        name: {"type": "text", "index": index, "name": name.upper()}
+        for index, name in enumerate(["id", "email", "phone"], start=1)
+    }
+    (tmp_path / "target" / "catalog.json").write_text(json.dumps({
+        "metadata": {"dbt_version": "1.11.16"},
+        "sources": {"source.shop.crm.customers": {
+            "metadata": {"type": "BASE TABLE", "schema": "crm", "name": "customers",
+                         "database": "analytics"},
+            "columns": columns,
+        }},
+        "nodes": {},
+    }))  # fmt: skip
+    edges = {(str(e.source), str(e.target)) for e in build_lineage(cat).graph.edges()}
+    into = {source for source, target in edges if target.startswith("marts.customers_copy.")}
+    assert into == {"crm.customers.id", "crm.customers.email", "crm.customers.phone"}
