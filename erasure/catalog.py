@@ -169,6 +169,11 @@ class RebuildTarget(KindConfig):
         """Whether this target can re-materialise a dataset of that kind."""
         return True
 
+    # Whether one config can serve every dataset a catalog default matches: each dataset's
+    # rebuild is then still its own and proven its own (a DAG's run of that dataset, its
+    # producer, a view). SQL statements or a dbt selection name one dataset.
+    serves_many: ClassVar[bool] = False
+
 
 # Factories take an erasure.actions.rebuild.RebuildContext and return its RebuildEvidence;
 # `rebuild()` there checks what a plug-in's factory returned.
@@ -204,6 +209,7 @@ class DagRebuild(RebuildTarget):
     kind: Literal["dag"] = "dag"
     dag_id: str
     implied_by: ClassVar[str | None] = "dag_id"
+    serves_many: ClassVar[bool] = True  # each dataset proven by the run's own COMPLETE of it
 
     def producer(self) -> str:
         return f"DAG {self.dag_id}"
@@ -213,18 +219,23 @@ class DagRebuild(RebuildTarget):
 
 
 class DbtRebuild(RebuildTarget):
-    """`{select: ...}`: `dbt run --select <select>` in a dbt project (the dbt CLI, the way
-    Astronomer Cosmos runs it on Airflow); a model described by a catalog's dbt manifest gets
-    one with no catalog entry. Paths are catalog-relative."""
+    """`{select: ...}`: `dbt run --select <select>` in a dbt project (the dbt CLI); a model
+    described by a catalog's dbt manifest gets one with no catalog entry. The run must run
+    one model, the one that writes this dataset (its relation, and the materialisation the
+    plan assumed, read from the run's own manifest), and report it a success. Paths (the
+    project, profiles, an executable given as a path) are catalog-relative."""
 
     kind: Literal["dbt"] = "dbt"
-    select: str = Field(min_length=1)  # one node: dbt's `fqn:` selector of the model
+    select: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:/+@-]+$")  # one model
     project_dir: str
-    profiles_dir: str | None = None  # default: dbt's (DBT_PROFILES_DIR, the project, ~/.dbt)
+    profiles_dir: str | None = None  # default: dbt's (the project's folder, ~/.dbt)
     target: str | None = None  # the profile's target; default: the profile's own
     executable: str = "dbt"  # a dbt installed beside Airflow, or in a virtualenv of its own
     full_refresh: bool = False  # an incremental model rebuilt from scratch
-    node: str | None = None  # the manifest's unique_id: the run must report it, succeeded
+    node: str | None = None  # the manifest's unique_id of the model
+    relation: str | None = None  # `database.schema.alias` it writes; default: the dataset's
+    materialized: str | None = None  # the materialisation the plan assumed
+    environment: list[str] = Field(default_factory=list)  # variables dbt is given (profiles)
     timeout_seconds: int = Field(default=3600, ge=1)
     implied_by: ClassVar[str | None] = "select"
 
@@ -248,6 +259,7 @@ class ProducerRebuild(RebuildTarget):
     kind: Literal["producer"] = "producer"
     dags: list[str] = Field(min_length=1)
     implied_by: ClassVar[str | None] = "dags"
+    serves_many: ClassVar[bool] = True
 
     def allows(self, dag_id: str) -> bool:
         return any(fnmatch.fnmatchcase(dag_id, pattern) for pattern in self.dags)
@@ -257,6 +269,7 @@ class ViewRebuild(RebuildTarget):
     """A view: computed on read from its cleaned upstreams, nothing to run."""
 
     kind: Literal["view"] = "view"
+    serves_many: ClassVar[bool] = True
 
     def rebuilds(self, dataset_kind: DatasetKind) -> bool:
         return dataset_kind is DatasetKind.VIEW
@@ -265,7 +278,7 @@ class ViewRebuild(RebuildTarget):
 REBUILD_TARGETS.register(SqlRebuild, "erasure.actions.rebuild:rebuild_by_sql")
 REBUILD_TARGETS.register(DagRebuild, "erasure.actions.rebuild:rebuild_by_dag")
 REBUILD_TARGETS.register(ViewRebuild, "erasure.actions.rebuild:rebuild_view")
-REBUILD_TARGETS.register(DbtRebuild, "erasure.actions.rebuild:rebuild_by_dbt")
+REBUILD_TARGETS.register(DbtRebuild, "erasure.actions.dbt_run:rebuild_by_dbt")
 REBUILD_TARGETS.register(ProducerRebuild, "erasure.actions.rebuild:rebuild_by_producer")
 RebuildField = Annotated[SerializeAsAny[RebuildTarget], BeforeValidator(REBUILD_TARGETS.validate)]
 
@@ -390,6 +403,18 @@ class DatasetDefault(_Strict):
     @model_validator(mode="after")
     def _describes_a_dataset(self) -> DatasetDefault:
         self.example()  # an entry's own checks (a rebuild target for its kind)
+        if self.rebuild is not None and not self.rebuild.serves_many:
+            raise ValueError(
+                f"a {self.rebuild.kind} rebuild names one dataset's statements or model, and a "
+                "default describes many: use dag_id (each dataset proven by the DAG's own run "
+                "of it), {kind: producer, dags: [...]}, or none, and give a dataset that needs "
+                f"{self.rebuild.kind} an entry of its own"
+            )
+        if self.kind is DatasetKind.VIEW and self.connection is None:
+            raise ValueError(
+                "a default of kind view needs a connection: each view it describes is checked "
+                "to be one in the warehouse before the erasure relies on it holding no rows"
+            )
         return self
 
     def example(self) -> DatasetSpec:
@@ -409,11 +434,12 @@ class DatasetDefault(_Strict):
 
 
 @dataclass(frozen=True)
-class Description:
+class DescribedBy:
     """Where a dataset with no catalog entry of its own got one: a default or a dbt manifest."""
 
     source: str  # "catalog default #2 (...)", "dbt manifest ...: model.shop.customers (table)"
     note: str | None = None  # why it is not rebuilt, when it is not
+    digest: str | None = None  # of the manifest: the act step must read the same one
 
 
 class SqlLineageSource(_Strict):
@@ -428,9 +454,10 @@ class DbtLineageSource(_Strict):
     namespace: str | None = None  # of its datasets; default: the catalog entry's of that name
     dialect: str | None = None  # for the compiled SQL; default: the manifest's adapter type
     # Its models, snapshots and seeds are datasets with no catalog entry (an entry of the same
-    # name wins): kind from the materialisation, rebuilt by dbt (erasure.lineage.dbt).
+    # name wins), kind from the materialisation, rebuilt by dbt: with `connection` only (the
+    # warehouse its models are in, where each is checked and counted).
     describe: bool = True
-    connection: str | None = None  # the warehouse its models are in: verify counts there
+    connection: str | None = None
     project_dir: str | None = None  # default: the folder above the manifest's (target/..)
     profiles_dir: str | None = None
     target: str | None = None
@@ -441,6 +468,7 @@ class DbtLineageSource(_Strict):
     # dbt-ol and Airflow's provider do): each described node is also known by it and
     # `database.schema.alias`, so their run events land on the catalog's datasets.
     openlineage_namespace: str | None = None
+    environment: list[str] = Field(default_factory=list)  # variables dbt is given (profiles)
 
 
 class LineageSources(_Strict):
@@ -572,43 +600,66 @@ class Catalog(_Strict):
         """The catalog entry for a dataset identity or one of its explicit aliases; else the
         one a dbt manifest (`lineage.dbt`) or a default (`defaults`) gives it (`description`
         says which)."""
-        found = self._index().get((ref.namespace, ref.name))
+        found = self.entry(ref)
         if found is not None:
             return found
         described = self._described(ref)
         return described[0] if described is not None else None
 
-    def description(self, ref: DatasetRef) -> Description | None:
+    def entry(self, ref: DatasetRef) -> DatasetSpec | None:
+        """The catalog's own entry for `ref` (an identity or an explicit alias), if any."""
+        return self._index().get((ref.namespace, ref.name))
+
+    def description(self, ref: DatasetRef) -> DescribedBy | None:
         """Where `ref`'s entry came from when the catalog has none of its own."""
-        if (ref.namespace, ref.name) in self._index():
+        if self.entry(ref) is not None:
             return None
         described = self._described(ref)
         return described[1] if described is not None else None
 
-    def _described(self, ref: DatasetRef) -> tuple[DatasetSpec, Description] | None:
-        cache: dict[DatasetRef, tuple[DatasetSpec, Description] | None] = self.__dict__.setdefault(
+    def described_as(self, ref: DatasetRef) -> dict[str, str]:
+        """What a plan records of where `ref`'s entry came from, and what the act and verify
+        steps compare with it (a manifest or default changed since: re-plan); empty for an
+        entry of the catalog's own."""
+        described = self.description(ref)
+        if described is None:
+            return {}
+        found = {"described_by": described.source}
+        if described.digest is not None:
+            found["described_digest"] = described.digest
+        return found
+
+    def described_as_planned(self, ref: DatasetRef, evidence: Mapping[str, Any]) -> bool:
+        """Whether `ref` is described as it was for a plan item (`evidence`, its evidence): by
+        its own entry then and now, or by the same default or manifest."""
+        now = self.described_as(ref)
+        return all(now.get(k) == evidence.get(k) for k in ("described_by", "described_digest"))
+
+    def _described(self, ref: DatasetRef) -> tuple[DatasetSpec, DescribedBy] | None:
+        cache: dict[DatasetRef, tuple[DatasetSpec, DescribedBy] | None] = self.__dict__.setdefault(
             "_described_cache", {}
         )
-        if ref not in cache:
-            found = self._dbt_described().get(ref)
-            if found is None:
-                for index, default in enumerate(self.defaults):
-                    if default.match.matches(ref):
-                        found = (default.spec_for(ref), Description(default.shown(index)))
-                        break
-            cache[ref] = found
-        return cache[ref]
+        if ref in cache:
+            return cache[ref]
+        found = self._dbt_described().get(ref)
+        if found is None:
+            for index, default in enumerate(self.defaults):
+                if default.match.matches(ref):
+                    try:
+                        found = (default.spec_for(ref), DescribedBy(default.shown(index)))
+                    except ValidationError:  # a name no entry could have: it stays unknown
+                        found = None
+                    break
+        if len(cache) >= _DESCRIBED_CACHE:  # a long-lived process meets endless names
+            cache.clear()
+        cache[ref] = found
+        return found
 
-    def _dbt_described(self) -> Mapping[DatasetRef, tuple[DatasetSpec, Description]]:
+    def _dbt_described(self) -> Mapping[DatasetRef, tuple[DatasetSpec, DescribedBy]]:
         """The datasets the catalog's dbt manifests describe, read once."""
         cached = self.__dict__.get("_dbt_nodes")
         if cached is None:
-            cached = {}
-            if any(source.describe for source in self.lineage.dbt):
-                for source in self.lineage.dbt:
-                    if source.describe:
-                        for ref, found in _described_by_dbt(self, source).items():
-                            cached.setdefault(ref, found)
+            cached = _described_by_dbt(self)
             object.__setattr__(self, "_dbt_nodes", cached)
         return cached
 
@@ -664,15 +715,17 @@ class Catalog(_Strict):
             object.__setattr__(self, "_namespaces_of", cached)
         return cached
 
-    def dbt_namespace(self, source: DbtLineageSource, name: str) -> str:
-        """The namespace of a dbt node or source `name`: the source's, else the catalog
-        entry's of that name, else the first entry's."""
+    def dbt_namespace(self, source: DbtLineageSource, name: str) -> str | None:
+        """The namespace of a dbt node or source `name`: the dbt source's, else the catalog
+        entry's of that name, else the one namespace every entry shares; None when none of
+        these says (the catalog's order must not decide an identity)."""
         if source.namespace is not None:
             return source.namespace
         try:
             return self.by_name(name).namespace
         except ErasureError:
-            return self.datasets[0].namespace if self.datasets else "default"
+            namespaces = {ds.namespace for ds in self.datasets}
+            return namespaces.pop() if len(namespaces) == 1 else None
 
     def canonical(self, ref: DatasetRef) -> DatasetRef:
         """The catalog identity for an alias; unknown datasets stay as they are."""
@@ -736,65 +789,97 @@ _KINDS = {
 }
 
 
-def _described_by_dbt(
-    catalog: Catalog, source: DbtLineageSource
-) -> dict[DatasetRef, tuple[DatasetSpec, Description]]:
-    """The datasets a dbt source's manifests describe (Catalog.dataset's second layer): each
-    materialised node, its kind from its materialisation, rebuilt by dbt where a run
-    re-creates it from its cleaned upstreams. A manifest that cannot be read describes
-    nothing here."""
-    described: dict[DatasetRef, tuple[DatasetSpec, Description]] = {}
-    for path in catalog.resolve(source.manifest):
-        try:
-            nodes, _, _ = parse_manifest(path, path.read_bytes())
-        except (OSError, LineageError):  # the lineage build stops and says why
+_DESCRIBED_CACHE = 100_000
+# A dbt selector this system passes on: a file path of plain characters (no spaces or the
+# selector grammar's operators, which would select more than the one model).
+_SELECTABLE_PATH = re.compile(r"[A-Za-z0-9_./-]+")
+
+
+def _described_by_dbt(catalog: Catalog) -> dict[DatasetRef, tuple[DatasetSpec, DescribedBy]]:
+    """The datasets the catalog's dbt manifests describe (Catalog.dataset's second layer): each
+    materialised node of a source with a connection, its kind from its materialisation,
+    rebuilt by dbt where a run re-creates it from its cleaned upstreams. A manifest that
+    cannot be read describes nothing here (the lineage build stops and says why); a node
+    that cannot be read, or a dataset two nodes would be, is left undescribed (rule 1)."""
+    found: dict[DatasetRef, list[tuple[DatasetSpec, DescribedBy]]] = {}
+    for source in catalog.lineage.dbt:
+        if not source.describe or source.connection is None:
             continue
-        project = _path(catalog, source.project_dir) or path.resolve().parent.parent
-        where = os.path.relpath(path, catalog.base_dir)
-        for uid, node in sorted(nodes.items()):
-            if node.get("resource_type") not in MATERIALISED:
-                continue
-            kind_of_node = str(node.get("resource_type"))
-            materialized = materialization(node)
-            name = relation(node)
-            if materialized == "ephemeral" or name is None:
-                continue
-            ref = DatasetRef(catalog.dbt_namespace(source, name), name)
-            kind = _KINDS.get(materialized, DatasetKind.TABLE)
-            rebuild: RebuildTarget | None = None
-            note = _NOT_REBUILT.get(materialized)
-            if materialized == "incremental" and source.incremental == "full_refresh":
-                note = None
-            elif materialized not in _KINDS and note is None:
-                note = (
-                    f"its dbt materialization {shown_name(materialized, '(none given)')} is "
-                    "not one this system knows a run of to re-create from its upstreams: the "
-                    "DPO decides"
-                )
-            if note is None and kind is not DatasetKind.VIEW:
-                rebuild = _dbt_rebuild(catalog, source, project, uid, node, materialized)
-            database = str(node.get("database") or "").lower()
-            aliases = (
-                [DatasetAlias(namespace=source.openlineage_namespace, name=f"{database}.{name}")]
-                if source.openlineage_namespace is not None and database
-                else []
-            )
+        for path in catalog.resolve(source.manifest):
             try:
-                spec = DatasetSpec(
-                    namespace=ref.namespace,
-                    name=ref.name,
-                    kind=kind,
-                    connection=source.connection,
-                    rebuild=rebuild,
-                    aliases=aliases,
-                    description=f"dbt {kind_of_node} {uid}",
-                )
-            except ValidationError:  # a name no catalog entry could have: it stays unknown
+                blob = path.read_bytes()
+                nodes, _, _ = parse_manifest(path, blob)
+            except (OSError, LineageError):
                 continue
-            shown = f"dbt manifest {where}: {uid} (materialized {materialized})"
-            for key in [ref, *(DatasetRef(a.namespace, a.name.lower()) for a in aliases)]:
-                described.setdefault(key, (spec, Description(shown, note)))
-    return described
+            digest = hashlib.sha256(blob).hexdigest()[:16]
+            project = _path(catalog, source.project_dir) or path.resolve().parent.parent
+            where = os.path.relpath(path, catalog.base_dir)
+            for uid, node in sorted(nodes.items()):
+                try:
+                    described = _described_node(catalog, source, project, uid, node)
+                except (ValidationError, ValueError, TypeError, AttributeError):
+                    continue  # a node no entry could be made of: it stays unknown
+                if described is None:
+                    continue
+                spec, materialized, note = described
+                shown = (
+                    f"dbt manifest {_as_is(where, '(a manifest)')}: {_as_is(uid, '(a node)')} "
+                    f"(materialized {_as_is(materialized, '(not repeated)')})"
+                )
+                for key in [spec.ref, *(DatasetRef(a.namespace, a.name) for a in spec.aliases)]:
+                    found.setdefault(key, []).append((spec, DescribedBy(shown, note, digest)))
+    # Two nodes (two databases, two manifests) written as one dataset: neither is described.
+    return {ref: both[0] for ref, both in found.items() if len(both) == 1}
+
+
+def _described_node(
+    catalog: Catalog, source: DbtLineageSource, project: Path, uid: str, node: dict[str, Any]
+) -> tuple[DatasetSpec, str, str | None] | None:
+    """One node's entry, its materialisation and why it is not rebuilt; None for a node that
+    is no dataset (a test, an ephemeral model) or whose identity the catalog cannot tell."""
+    if node.get("resource_type") not in MATERIALISED:
+        return None
+    materialized = materialization(node)
+    name = relation(node)
+    if materialized == "ephemeral" or name is None:
+        return None
+    namespace = catalog.dbt_namespace(source, name)
+    if namespace is None:
+        return None
+    kind = _KINDS.get(materialized, DatasetKind.TABLE)
+    note = _NOT_REBUILT.get(materialized)
+    if materialized == "incremental" and source.incremental == "full_refresh":
+        note = None
+    elif materialized not in _KINDS and note is None:
+        note = (
+            f"its dbt materialization {shown_name(materialized, '(none given)')} is not one "
+            "this system knows a run of to re-create from its upstreams: the DPO decides"
+        )
+    database = str(node.get("database") or "").lower()
+    rebuild: RebuildTarget | None = None
+    if note is None and kind is not DatasetKind.VIEW:
+        rebuild = _dbt_rebuild(catalog, source, project, uid, node, materialized)
+        if rebuild is None:
+            note = (
+                "the manifest gives its dbt model no file path a selection can name alone "
+                "(none, or one with characters dbt's selector grammar reads), so no run of "
+                "it alone can be started: the DPO decides"
+            )
+    aliases = (
+        [DatasetAlias(namespace=source.openlineage_namespace, name=f"{database}.{name}")]
+        if source.openlineage_namespace is not None and database
+        else []
+    )
+    spec = DatasetSpec(
+        namespace=namespace,
+        name=name,
+        kind=kind,
+        connection=source.connection,
+        rebuild=rebuild,
+        aliases=aliases,
+        description=f"dbt {node.get('resource_type')} {uid}",
+    )
+    return spec, materialized, note
 
 
 def _dbt_rebuild(
@@ -804,27 +889,26 @@ def _dbt_rebuild(
     uid: str,
     node: dict[str, Any],
     materialized: str,
-) -> RebuildTarget:
+) -> RebuildTarget | None:
     if source.dag_id is not None:
         return DagRebuild(dag_id=source.dag_id)
-    fqn = node.get("fqn")
-    select = (
-        "fqn:" + ".".join(str(part) for part in fqn)
-        if isinstance(fqn, list) and fqn
-        else str(node.get("name") or uid)
-    )
+    path = node.get("original_file_path")
+    if not isinstance(path, str) or not _SELECTABLE_PATH.fullmatch(path):
+        return None
     profiles = _path(catalog, source.profiles_dir)
-    executable = source.executable
-    if "/" in executable:
-        executable = str(_path(catalog, executable))
+    database = str(node.get("database") or "").lower()
+    name = relation(node)
     return DbtRebuild(
-        select=select,
+        select=f"path:{path}",
         project_dir=str(project),
         profiles_dir=str(profiles) if profiles is not None else None,
         target=source.target,
-        executable=executable,
+        executable=source.executable,
         full_refresh=materialized == "incremental",
         node=uid,
+        relation=f"{database}.{name}" if database else name,
+        materialized=materialized,
+        environment=source.environment,
     )
 
 
@@ -893,6 +977,11 @@ def shown_name(name: str, instead: str = "(a name that is not repeated)") -> str
     """A name for a message: quoted when it is a plain name, else `instead` (it may be a
     value typed in the wrong place)."""
     return repr(name) if _plain_name(name) else instead
+
+
+def _as_is(text: str, instead: str) -> str:
+    """`text` unquoted when an error may repeat it (`shown_name`), else `instead`."""
+    return text if _plain_name(text) else instead
 
 
 def _shown_pattern(pattern: str) -> str:

@@ -24,14 +24,25 @@ def parse_manifest(path: Path, blob: bytes) -> tuple[dict[str, Any], dict[str, A
         adapter = str((manifest.get("metadata") or {}).get("adapter_type") or "")
         if not isinstance(nodes, dict) or not isinstance(sources, dict):
             raise TypeError("nodes")
-    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError, TypeError) as exc:
+    except (ValueError, AttributeError, TypeError, RecursionError) as exc:
         raise LineageError(
             f"{path}: not a dbt manifest.json ({type(exc).__name__}); run `dbt compile` and "
             "point lineage.dbt at target/manifest.json"
         ) from None
-    nodes = {uid: node for uid, node in nodes.items() if isinstance(node, dict)}
-    sources = {uid: node for uid, node in sources.items() if isinstance(node, dict)}
-    return nodes, sources, adapter
+    return _well_formed(nodes), _well_formed(sources), adapter
+
+
+def _well_formed(nodes: dict[Any, Any]) -> dict[str, Any]:
+    """The nodes shaped as dbt writes them (a mapping with a string resource_type, a mapping
+    config); one that is not is left out: it describes nothing and has no lineage."""
+    return {
+        str(uid): node
+        for uid, node in nodes.items()
+        if isinstance(node, dict)
+        and isinstance(node.get("resource_type"), str)
+        and isinstance(node.get("config") or {}, dict)
+        and isinstance(node.get("depends_on") or {}, dict)
+    }
 
 
 def materialization(node: dict[str, Any]) -> str:
@@ -47,7 +58,7 @@ def relation(node: dict[str, Any]) -> str | None:
     """`schema.alias` (`schema.identifier` for a source), lower-cased, as the catalog names it."""
     schema = node.get("schema")
     name = node.get("identifier") or node.get("alias") or node.get("name")
-    if not schema or not name:
+    if not isinstance(schema, str) or not isinstance(name, str) or not schema or not name:
         return None
     return f"{schema}.{name}".lower()
 
@@ -62,7 +73,7 @@ def catalog_columns(blob: bytes) -> dict[str, list[str]]:
             *(document.get("sources") or {}).values(),
             *(document.get("nodes") or {}).values(),
         ]
-    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return {}
     found: dict[str, list[str]] = {}
     for entry in entries:

@@ -317,7 +317,7 @@ def _decide(ctx: _Context, ref: DatasetRef) -> PlanItem:
     described = ctx.catalog.description(ref)
     if described is None:
         return item
-    update: dict[str, Any] = {"evidence": {**item.evidence, "described_by": described.source}}
+    update: dict[str, Any] = {"evidence": {**item.evidence, **ctx.catalog.described_as(ref)}}
     if described.note is not None and item.rule == "7":
         update["reason"] = described.note
     return item.model_copy(update=update)

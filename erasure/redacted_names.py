@@ -157,9 +157,11 @@ def redact_subject_names(
     datasets: dict[DatasetRef, tuple[DatasetRef, list[str]]] = {}
     # The catalog's names are the operator's, and the actions find their datasets by them: a
     # catalogued dataset (a located root above all) and a catalogued namespace keep theirs.
+    # Only the catalog's own entries: a default or a dbt manifest describes names it never
+    # saw (an export named after the person), and those are redacted like any other.
     catalogued = {ds.namespace for ds in catalog.datasets}
     for ref in _refs(plan):
-        if catalog.dataset(ref) is not None:
+        if catalog.entry(ref) is not None:
             continue
         name_types = names.types(ref.name)
         space_types = (

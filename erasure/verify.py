@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Connection
 
-from erasure.catalog import Catalog, DatasetSpec
+from erasure.catalog import Catalog, DatasetKind, DatasetSpec
 from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, VerificationFailed
 from erasure.keys.keystore import SubjectKeyStore
@@ -251,6 +251,19 @@ def recount(
                 f"plan item {item.dataset.name!r} is not in the catalog: the plan was made "
                 "with another catalog; re-plan"
             )
+        if not catalog.described_as_planned(item.dataset, item.evidence):
+            recounts.append(
+                Recount(
+                    dataset=ds.name,
+                    action=item.action,
+                    found=0,
+                    ok=False,
+                    searched_by=[],
+                    problem="described otherwise than when the plan was made (its dbt "
+                    "manifest, a catalog default or its own entry changed): re-plan",
+                )
+            )
+            continue
         counted = _recount_one(catalog, warehouse, ds, item.action, by_type, keys, by_column)
         if not counted.searched_by and counted.problem is None:
             proof = fresh_write(item) if fresh_write is not None else None
@@ -289,6 +302,18 @@ def _recount_one(
             ok=False,
             searched_by=[],
             problem=drift or f"table {ds.name!r} not found",
+        )
+    if ds.kind is DatasetKind.VIEW and not warehouse.is_view(ds):
+        # A view holds no rows (its proof); a table of that name may hold the subject's.
+        return Recount(
+            dataset=ds.name,
+            action=action,
+            found=0,
+            ok=False,
+            searched_by=[],
+            problem=f"the catalog says {ds.name!r} is a view, but the warehouse holds it as a "
+            "table, which keeps rows: catalog it as what it is (or rebuild it as a view), "
+            "then verify again",
         )
     tests, near, searched = _identifier_tests(catalog, ds, by_type)
     if action is Action.REBUILD:

@@ -158,6 +158,19 @@ class Warehouse:
                 ) from None
         return self._tables[key]
 
+    def is_view(self, ds: DatasetSpec) -> bool:
+        """Whether the warehouse holds `ds` as a view (a plain view: a materialized one holds
+        rows). A table, or nothing, is not one."""
+        schema, name = split_name(ds.name)
+        assert ds.connection is not None
+        try:
+            views = sa.inspect(self.engine(ds.connection)).get_view_names(schema=schema)
+        except sa.exc.DBAPIError as exc:
+            raise WarehouseError(
+                f"dataset {ds.name!r}: cannot read its schema ({describe_failure(exc)})"
+            ) from None
+        return name in views or name.lower() in {v.lower() for v in views}
+
     def columns(self, ds: DatasetSpec) -> list[str] | None:
         """Column names from the catalog, else from the warehouse's schema; None if unknown.
 

@@ -1,23 +1,20 @@
 """Rule 5: re-materialise a derived artefact from its cleaned upstreams, in lineage order.
 
 How an artefact is rebuilt is its catalog `rebuild:` target, a kind (erasure.catalog.
-REBUILD_TARGETS). The three built-in kinds act here: `sql` drops the table and runs the catalog's
+REBUILD_TARGETS). The built-in kinds act here: `sql` drops the table and runs the catalog's
 statements in one transaction (a failure leaves the previous table, a retry starts over);
 `dag` has the artefact's Airflow DAG run through a callable the adapter supplies and waits
-for it (one run may serve several requests: erasure.actions.coalesce); `dbt` runs the model
-with the dbt CLI; `view` (every dataset of kind view) is computed on read and needs nothing.
+for it (one run may serve several requests: erasure.actions.coalesce); `producer` does so
+with the DAG the plan found last wrote it; `dbt` runs the model with the dbt CLI
+(erasure.actions.dbt_run); `view` (every dataset of kind view) is computed on read and needs
+nothing.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -32,7 +29,6 @@ from erasure.catalog import (
     DagRebuild,
     DatasetKind,
     DatasetSpec,
-    DbtRebuild,
     ProducerRebuild,
     SqlRebuild,
     ViewRebuild,
@@ -117,12 +113,18 @@ def rebuild(
     (default: now), as the plan decided (`planned`: its item's evidence); raises
     RebuildFailed on failure."""
     ds = catalog.require(dataset)
+    if planned is not None and not catalog.described_as_planned(dataset, planned):
+        raise RebuildFailed(
+            f"dataset {ds.name!r} is described otherwise than when the plan was made (its "
+            "dbt manifest, a catalog default or its own entry changed): re-plan"
+        )
     # A view is recomputed on read whatever else its entry says.
     target = ViewRebuild() if ds.kind is DatasetKind.VIEW else ds.rebuild
     if target is None:
         raise RebuildFailed(
             f"dataset {ds.name!r} has no 'rebuild' in the catalog: it cannot be rebuilt; "
-            "re-plan (it escalates) or declare its rebuild dag_id or sql"
+            "re-plan (it escalates) or declare how it is rebuilt (dag_id, sql, select or "
+            "{kind: producer})"
         )
     context = RebuildContext(
         warehouse, ds, trigger_dag, ready_at or datetime.now(UTC), dict(planned or {})
@@ -173,7 +175,7 @@ def _empty(catalog: Catalog, warehouse: Warehouse, refs: list[DatasetRef]) -> li
         with warehouse.connect(ds) as conn:
             try:
                 with transaction(conn):
-                    conn.execute(sa.delete(_plain_table(ds)))
+                    conn.execute(sa.delete(plain_table(ds)))
             except sa.exc.DBAPIError as exc:
                 raise RebuildFailed(
                     f"dataset {ds.name!r}: emptying it before its feedback cycle is rebuilt "
@@ -199,7 +201,7 @@ def rebuild_by_sql(target: SqlRebuild, context: RebuildContext) -> RebuildEviden
                 for statement in statements:
                     step += 1
                     conn.execute(sa.text(statement))
-                rows = count_rows(conn, _plain_table(ds))
+                rows = count_rows(conn, plain_table(ds))
         except sa.exc.DBAPIError as exc:
             where = f"statement {step} of {len(statements)}" if step else "dropping the old table"
             raise RebuildFailed(
@@ -249,7 +251,7 @@ def rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEviden
     rows = None
     if ds.connection is not None and warehouse.table(ds) is not None:
         with warehouse.connect(ds) as conn:
-            rows = count_rows(conn, _plain_table(ds))
+            rows = count_rows(conn, plain_table(ds))
     return RebuildEvidence(
         dataset=ds.name,
         method=target.kind,
@@ -263,112 +265,6 @@ def rebuild_by_dag(target: DagRebuild, context: RebuildContext) -> RebuildEviden
         detail=f"re-materialised by DAG {dag_id!r}, run {outcome.run_id!r} succeeded",
         rebuilt_at=datetime.now(UTC),
     )
-
-
-def rebuild_by_dbt(target: DbtRebuild, context: RebuildContext) -> RebuildEvidence:
-    """`dbt run --select <node>` in the project, started now (after the upstreams were clean),
-    its results read from dbt's own run_results.json: the node must be among them, succeeded.
-    dbt's output is not repeated in messages: a database error there may quote a row."""
-    ds = context.dataset
-    base = context.warehouse.catalog.base_dir
-    project = base / target.project_dir
-    with tempfile.TemporaryDirectory(prefix="erasure-dbt-") as scratch:
-        # Its own target and log folders: the project's manifest (the lineage source) and a
-        # concurrent run's results are left alone.
-        command = [
-            target.executable,
-            "run",
-            "--select",
-            target.select,
-            "--project-dir",
-            str(project),
-            "--target-path",
-            str(Path(scratch) / "target"),
-            "--log-path",
-            str(Path(scratch) / "logs"),
-        ]
-        if target.profiles_dir is not None:
-            command += ["--profiles-dir", str(base / target.profiles_dir)]
-        if target.target is not None:
-            command += ["--target", target.target]
-        if target.full_refresh:
-            command.append("--full-refresh")
-        shown = f"`dbt run --select {target.select}` in {project}"
-        started = datetime.now(UTC)
-        try:
-            finished = subprocess.run(
-                command,
-                cwd=project,
-                env=_dbt_environment(),
-                capture_output=True,
-                timeout=target.timeout_seconds,
-                check=False,
-            )
-        except FileNotFoundError:
-            raise RebuildFailed(
-                f"dataset {ds.name!r}: the dbt executable {target.executable!r} is not installed "
-                "on this worker; install dbt (and its adapter) there or set the dbt source's "
-                "'executable', then retry"
-            ) from None
-        except subprocess.TimeoutExpired:
-            raise RebuildFailed(
-                f"dataset {ds.name!r}: {shown} ran longer than {target.timeout_seconds} s and "
-                "was stopped; retry, or raise the rebuild's timeout_seconds"
-            ) from None
-        results = _run_results(Path(scratch) / "target" / "run_results.json")
-    context.warehouse.forget_tables()
-    ran = {
-        str(r.get("unique_id")): str(r.get("status"))
-        for r in results.get("results") or []
-        if isinstance(r, dict)
-    }
-    # The artefact's node (or, with none named, every node the selection ran) succeeded.
-    wanted = [target.node] if target.node is not None else sorted(ran)
-    failed = [node for node in wanted if ran.get(node) != "success"]
-    if finished.returncode != 0 or not wanted or failed:
-        what = ", ".join(f"{node} {ran.get(node, 'not run')}" for node in failed) or (
-            "no node ran" if not wanted else "every node succeeded"
-        )
-        raise RebuildFailed(
-            f"dataset {ds.name!r}: {shown} exited {finished.returncode} ({what}); run the same "
-            "command there to see dbt's log (not repeated here: a database error may quote a "
-            "row), fix it, and retry"
-        )
-    rows = None
-    if ds.connection is not None and context.warehouse.table(ds) is not None:
-        with context.warehouse.connect(ds) as conn:
-            rows = count_rows(conn, _plain_table(ds))
-    invocation = str((results.get("metadata") or {}).get("invocation_id") or "")
-    return RebuildEvidence(
-        dataset=ds.name,
-        method=target.kind,
-        run_id=invocation or None,
-        run_started_at=started,
-        upstreams_done_at=context.ready_at,
-        dbt_node=", ".join(wanted),
-        rows_after=rows,
-        detail=f"re-created by {shown} (dbt invocation {invocation or 'unknown'}), which "
-        f"reported {', '.join(wanted)} success",
-        rebuilt_at=datetime.now(UTC),
-    )
-
-
-# What a dbt project's macros (env_var) must not read: Vault's token, this system's and
-# Airflow's settings (its metadata DB, its Fernet key).
-_WITHHELD_FROM_DBT = ("VAULT_", "BAO_", "ERASURE_", "AIRFLOW_", "AIRFLOW__")
-
-
-def _dbt_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(_WITHHELD_FROM_DBT)}
-
-
-def _run_results(path: Path) -> dict[str, Any]:
-    """dbt's run_results.json, or empty when dbt wrote none (it failed before running)."""
-    try:
-        results = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return results if isinstance(results, dict) else {}
 
 
 def rebuild_by_producer(target: ProducerRebuild, context: RebuildContext) -> RebuildEvidence:
@@ -403,8 +299,9 @@ def fresh_write_proof(
 
     - `view`: computed on read, it holds nothing of its own;
     - `sql`: this request ran the catalog's statements itself, after its sources were clean;
-    - `dbt`: this request ran `dbt run` itself, after its sources were clean, and dbt reported
-      the artefact's node a success;
+    - `dbt`: this request started `dbt run` itself after its sources were clean, and dbt ran
+      the artefact's model alone, writing its relation the planned way, and reported it a
+      success (erasure.actions.dbt_run);
     - `dag` run in process (the embedded demo): the rebuild task executed the run itself;
     - `dag`: the producer's own OpenLineage COMPLETE for the artefact, after its sources were
       clean, reading at least one of them (the lineage the plan walked).
@@ -412,11 +309,12 @@ def fresh_write_proof(
     method = evidence.get("method")
     if method == "view":
         return "a view: computed on read from its cleaned sources, it holds no rows"
-    if method == "dbt" and evidence.get("dbt_node") and evidence.get("run_id"):
+    if method == "dbt" and evidence.get("dbt_node") and _started_after_clean(evidence):
         return (
-            f"rebuilt by dbt (invocation {evidence['run_id']}), which this request started at "
-            f"{evidence['run_started_at']}, after its sources were clean, and which reported "
-            f"{evidence['dbt_node']} success"
+            f"rebuilt by dbt (invocation {evidence.get('run_id') or 'unknown'}), which this "
+            f"request started at {evidence['run_started_at']}, after its sources were clean "
+            f"({evidence['upstreams_done_at']}), and which ran {evidence['dbt_node']} alone, "
+            "writing this relation, and reported it a success"
         )
     if method == "sql" and evidence.get("statements"):
         return (
@@ -442,6 +340,13 @@ def fresh_write_proof(
                 f"({ready_at.isoformat()}), reading {', '.join(sorted(read)) or 'no input'}"
             )
     return None
+
+
+def _started_after_clean(evidence: Mapping[str, Any]) -> bool:
+    started, ready = evidence.get("run_started_at"), evidence.get("upstreams_done_at")
+    if started is None or ready is None:
+        return False
+    return datetime.fromisoformat(str(started)) >= datetime.fromisoformat(str(ready))
 
 
 def _creates_without_dropping(name: str, statements: list[str], dialect: str) -> bool:
@@ -472,6 +377,6 @@ def _names(statement: exp.Expression, name: str) -> bool:
     return written == name
 
 
-def _plain_table(ds: DatasetSpec) -> sa.TableClause:
+def plain_table(ds: DatasetSpec) -> sa.TableClause:
     schema, table = split_name(ds.name)
     return sa.table(table, schema=schema)

@@ -221,4 +221,6 @@ def _strip_database(
 
 
 def _namespace(catalog: Catalog, spec: DbtLineageSource, name: str) -> str:
-    return catalog.dbt_namespace(spec, name)
+    """The node's namespace as the catalog tells it; "dbt" when it cannot (set the dbt
+    source's `namespace`): never one that depends on the order of the catalog's entries."""
+    return catalog.dbt_namespace(spec, name) or "dbt"

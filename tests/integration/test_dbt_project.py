@@ -10,6 +10,7 @@ dbt source says incremental models may be rebuilt from scratch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,8 +26,9 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from erasure.actions.dbt_run import rebuild_by_dbt
 from erasure.actions.erase_rows import erase_rows
-from erasure.actions.rebuild import RebuildContext, fresh_write_proof, rebuild, rebuild_by_dbt
+from erasure.actions.rebuild import RebuildContext, fresh_write_proof, rebuild
 from erasure.catalog import DbtRebuild, load_catalog
 from erasure.errors import RebuildFailed
 from erasure.lineage import build_lineage
@@ -88,7 +90,9 @@ def shop(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             "schema": "analytics",
             "threads": 2,
         }
-        profile = {"shop": {"target": "test", "outputs": {"test": output}}}
+        # `dev` writes elsewhere: a worker whose profile or target differs from the manifest's
+        dev = {**output, "schema": "dev_analytics"}
+        profile = {"shop": {"target": "test", "outputs": {"test": output, "dev": dev}}}
         (base / "profiles" / "profiles.yml").write_text(yaml.safe_dump(profile))
         engine = sa.create_engine(url.set(drivername="postgresql+psycopg"))
         with engine.begin() as conn:
@@ -138,8 +142,17 @@ def dbt_ol_build(base: Path) -> None:
 
 
 def dbt(base: Path, *args: str) -> None:
+    """A dbt command on the built project, its manifest (the catalog's) left as built."""
+    scratch = base / "scratch-target"
     done = subprocess.run(
-        [dbt_executable(), *args, "--profiles-dir", str(base / "profiles")],
+        [
+            dbt_executable(),
+            *args,
+            "--profiles-dir",
+            str(base / "profiles"),
+            "--target-path",
+            str(scratch),
+        ],
         cwd=base / "shop",
         capture_output=True,
         text=True,
@@ -234,7 +247,9 @@ def test_every_model_gets_the_action_its_sql_calls_for(shop: Path) -> None:
     }
     # the ephemeral model is inlined into customer_value: no relation, no artefact
     assert "analytics.int_order_totals" not in items
-    assert items["analytics.customer_value"].evidence["select"] == "fqn:shop.marts.customer_value"
+    assert items["analytics.customer_value"].evidence["select"] == (
+        "path:models/marts/customer_value.sql"
+    )
     assert items["analytics.customer_value"].evidence["described_by"] == (
         "dbt manifest shop/target/manifest.json: model.shop.customer_value (materialized table)"
     )
@@ -335,7 +350,7 @@ def test_incremental_models_rebuilt_from_scratch_when_the_dbt_source_allows_it(
     entry = catalog.dataset(ref)
     assert entry is not None and entry.rebuild is not None
     detail = entry.rebuild.plan_detail()
-    assert detail == {"select": "fqn:shop.marts.order_events", "full_refresh": True}
+    assert detail == {"select": "path:models/marts/order_events.sql", "full_refresh": True}
     warehouse = Warehouse(catalog)
     try:
         with warehouse.engine("warehouse").begin() as conn:
@@ -344,6 +359,85 @@ def test_incremental_models_rebuilt_from_scratch_when_the_dbt_source_allows_it(
         assert done.method == "dbt"
         assert done.rows_after == count(warehouse, "SELECT count(*) FROM raw.orders")
         assert rows_of(warehouse, "analytics.order_events", "C4") == 0
+    finally:
+        with warehouse.engine("warehouse").begin() as conn:  # as the other tests found it
+            conn.execute(
+                sa.text("INSERT INTO raw.orders VALUES (:id, :c, :a, :at)"),
+                [{"id": n, "c": c, "a": a, "at": datetime(2026, 11, n)}
+                 for n, c, a in ORDERS if c == "C4"],
+            )  # fmt: skip
+        warehouse.dispose()
+
+
+def edited(path: Path, old: str, new: str) -> Any:
+    """A context in which the project file `path` says `new` where it said `old`."""
+
+    @contextlib.contextmanager
+    def editing() -> Iterator[None]:
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new))
+        try:
+            yield
+        finally:
+            path.write_text(text)
+
+    return editing()
+
+
+MODEL, MODEL_FILE = "analytics.customer_value", "models/marts/customer_value.sql"
+
+
+@pytest.mark.parametrize(
+    ("change", "source", "why"),
+    [
+        # the worker's profile target differs from the one the manifest was compiled for
+        (None, {"target": "dev"}, f"it wrote 'dev_analytics.customer_value', not '{MODEL}'"),
+        # the model's alias changed since the manifest the plan read
+        ((MODEL_FILE, "select\n", "{{ config(alias='customer_value_v2') }}\nselect\n"),
+         {}, f"it wrote 'analytics.customer_value_v2', not '{MODEL}'"),
+        # materialised otherwise now: a view where the plan rebuilt a table
+        ((MODEL_FILE, "select\n", "{{ config(materialized='view') }}\nselect\n"),
+         {}, "materialized 'view' now, not table as planned"),
+    ],
+)  # fmt: skip
+def test_a_dbt_run_that_wrote_something_else_than_planned_is_no_rebuild(
+    shop: Path, change: tuple[str, str, str] | None, source: dict[str, str], why: str
+) -> None:
+    """dbt reports success either way; the planned relation would keep the subject's rows."""
+    if source.get("target") == "dev":  # what the model reads exists there too
+        dbt(shop, "seed", "--target", "dev")
+        dbt(shop, "run", "--target", "dev", "--select", "stg_customers", "stg_orders")
+    url = sa.make_url(load_catalog(shop / "catalog.yaml").connections["warehouse"].url)  # type: ignore[attr-defined]
+    catalog = load_catalog(write_catalog(shop, url, **source))
+    ref = DatasetRef("warehouse", "analytics.customer_value")
+    warehouse = Warehouse(catalog)
+    try:
+        before = count(warehouse, "SELECT count(*) FROM analytics.customer_value")
+        with (
+            edited(shop / "shop" / change[0], change[1], change[2])
+            if change
+            else contextlib.nullcontext(),
+            pytest.raises(RebuildFailed, match=why),
+        ):
+            rebuild(catalog, warehouse, ref, trigger_dag=None)
+        assert count(warehouse, "SELECT count(*) FROM analytics.customer_value") == before
+    finally:
+        warehouse.dispose()
+
+
+def test_an_incremental_model_dbt_will_not_refresh_whole_is_no_rebuild(shop: Path) -> None:
+    url = sa.make_url(load_catalog(shop / "catalog.yaml").connections["warehouse"].url)  # type: ignore[attr-defined]
+    catalog = load_catalog(write_catalog(shop, url, incremental="full_refresh"))
+    warehouse = Warehouse(catalog)
+    model = shop / "shop" / "models" / "marts" / "order_events.sql"
+    try:
+        ref = DatasetRef("warehouse", "analytics.order_events")
+        with (
+            edited(model, "unique_key='order_id'", "unique_key='order_id', full_refresh=false"),
+            pytest.raises(RebuildFailed, match="full_refresh: false"),
+        ):
+            rebuild(catalog, warehouse, ref, trigger_dag=None)
     finally:
         warehouse.dispose()
 
@@ -363,7 +457,7 @@ def test_a_dbt_run_that_fails_stops_the_rebuild_without_repeating_dbts_output(
         finally:
             dbt(shop, "run", "--select", "stg_orders")
         message = str(failed.value)
-        assert "model.shop.region_revenue error" in message
+        assert "'model.shop.region_revenue' ended 'error'" in message
         assert "does not exist" not in message  # dbt's log (the database's error) is not repeated
         # the table dbt was to replace is still there, with what it held
         assert count(warehouse, "SELECT count(*) FROM analytics.region_revenue") >= 1
@@ -379,13 +473,13 @@ def test_a_selection_dbt_runs_nothing_for_is_a_failed_rebuild(shop: Path) -> Non
     ds = catalog.dataset(DatasetRef("warehouse", "analytics.region_revenue"))
     assert ds is not None
     gone = DbtRebuild(
-        select="fqn:shop.marts.renamed_since",
+        select="path:models/marts/renamed_since.sql",
         project_dir="shop",
         profiles_dir="profiles",
         executable=dbt_executable(),
     )
     try:
-        with pytest.raises(RebuildFailed, match=r"exited 0 \(no node ran\)"):
+        with pytest.raises(RebuildFailed, match=r"\(no node ran\)"):
             rebuild_by_dbt(gone, RebuildContext(warehouse, ds, None, datetime.now(UTC)))
     finally:
         warehouse.dispose()

@@ -11,9 +11,10 @@ from erasure.catalog import Catalog, DatasetKind, DbtRebuild, load_catalog
 from erasure.errors import CatalogError
 from erasure.model import Action, DatasetRef
 from erasure.planner import make_plan
+from erasure.pseudonym import Pepper
 from erasure.warehouse import Warehouse
 from tests.unit.estate import make_estate
-from tests.unit.test_planner import CATALOG, LINEAGE_SQL, NOW, ROWS, SUBJECT
+from tests.unit.test_planner import CATALOG, LINEAGE_SQL, NOW, ROWS, SUBJECT, _export_events
 
 HEAD = """
 version: 1
@@ -159,3 +160,49 @@ def test_a_dbt_rebuild_may_be_written_as_an_entry(tmp_path: Path) -> None:
     entry = catalog.by_name("marts.ltv")
     assert isinstance(entry.rebuild, DbtRebuild)
     assert entry.rebuild.producer() == "dbt fqn:shop.marts.ltv"
+
+
+def test_a_default_never_lets_a_name_that_names_the_subject_through(tmp_path: Path) -> None:
+    """Rule 1a keeps only the catalog's own names: an export a default describes, named after
+    the person, is planned under a keyed hash like any uncatalogued one."""
+    defaults = """
+defaults:
+  - {match: {namespace: "s3://dsar-exports"}, kind: file, storage: immutable,
+     retention_days: 30}
+"""
+    catalog, warehouse = planner_estate(tmp_path, defaults)
+    plan = make_plan(
+        catalog, SUBJECT, warehouse=warehouse, now=NOW, events=_export_events(),
+        pepper=Pepper(1, b"k" * 32),
+    )  # fmt: skip
+    assert "ann@example.com" not in plan.model_dump_json().lower()
+    [named] = [i for i in plan.items if i.dataset.namespace == "s3://dsar-exports"]
+    assert (named.action, named.rule) == (Action.ESCALATE, "1a")
+
+
+@pytest.mark.parametrize(
+    ("rebuild", "why"),
+    [
+        ("{sql: 'CREATE TABLE x AS SELECT 1'}", "a sql rebuild names one dataset's"),
+        ("{select: 'fqn:shop.marts.x', project_dir: dbt}", "a dbt rebuild names one dataset's"),
+    ],
+)
+def test_a_default_may_not_give_many_datasets_one_datasets_rebuild(
+    tmp_path: Path, rebuild: str, why: str
+) -> None:
+    default = f"  - {{match: {{name: 'marts.*'}}, kind: table, rebuild: {rebuild}}}"
+    with pytest.raises(CatalogError, match=why):
+        load_catalog(catalog_with(tmp_path, "defaults:\n" + default + "\n"))
+
+
+def test_a_view_default_needs_a_connection_to_check_it_is_one(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="a default of kind view needs a connection"):
+        load_catalog(catalog_with(tmp_path, "defaults:\n  - {match: {name: 'v.*'}, kind: view}\n"))
+
+
+def test_a_name_no_entry_could_have_stays_unknown_and_is_not_repeated(tmp_path: Path) -> None:
+    catalog = load_catalog(
+        catalog_with(tmp_path, "defaults:\n  - {match: {namespace: 's3://x'}, kind: file}\n")
+    )
+    for name in ("exports/ada@example.com/../f.csv", "a" * 600, "tab\there"):
+        assert catalog.dataset(DatasetRef("s3://x", name)) is None

@@ -125,9 +125,10 @@ def rebuild_planned(catalog: Catalog, warehouse: Warehouse, planned: dict[str, A
         triggered.append(dag_id)
         return RunOutcome(run_id=f"manual__{dag_id}", state="success", started_at=ready_at)
 
+    ref = DatasetRef("w", "x.unknown")
     done = rebuild(
-        catalog, warehouse, DatasetRef("w", "x.unknown"),
-        trigger_dag=trigger, ready_at=datetime.now(UTC), planned=planned,
+        catalog, warehouse, ref, trigger_dag=trigger, ready_at=datetime.now(UTC),
+        planned={**catalog.described_as(ref), **planned},
     )  # fmt: skip
     return done, triggered
 
@@ -145,3 +146,6 @@ def test_the_rebuild_triggers_the_dag_the_plan_named_and_asks_the_policy_again(
     for planned in ({"dag_id": "nightly"}, {}):
         with pytest.raises(RebuildFailed, match="re-plan"):
             rebuild_planned(catalog, warehouse, planned)
+    # the plan was made under another description (a default since edited): nothing runs
+    with pytest.raises(RebuildFailed, match="described otherwise than when the plan was made"):
+        rebuild_planned(catalog, warehouse, {"dag_id": "build_x", "described_by": "another"})

@@ -198,3 +198,65 @@ def test_a_row_found_by_reference_is_recounted_by_its_key(tmp_path: Path) -> Non
     [addresses] = [r for r in found if r.dataset == "crm.addresses"]
     assert addresses.searched_by == ["reference key: id"]
     assert addresses.found == 1 and not addresses.ok
+
+
+def test_a_view_the_warehouse_holds_as_a_table_fails_its_recount(tmp_path: Path) -> None:
+    """A view holds no rows, so the erasure relies on nothing for it: but a dataset the
+    catalog (or a dbt manifest) calls a view that the warehouse holds as a table keeps rows."""
+    catalog, warehouse = make_estate(
+        tmp_path,
+        """
+version: 1
+identifiers: {email: {normalise: email}}
+connections: {warehouse: {url: "sqlite:///wh.db"}}
+datasets:
+  - {namespace: w, name: people, connection: warehouse, kind: table, holds_subject: {email: email}}
+  - {namespace: w, name: people_view, connection: warehouse, kind: view}
+  - {namespace: w, name: people_real_view, connection: warehouse, kind: view}
+lineage:
+  sql: [{path: "sql/*.sql"}]
+""",
+        [
+            "CREATE TABLE people (email TEXT)",
+            "INSERT INTO people VALUES ('ann@example.com'), ('bob@example.com')",
+            "CREATE TABLE people_view AS SELECT email AS contact FROM people",
+            "CREATE VIEW people_real_view AS SELECT email AS contact FROM people",
+        ],
+    )
+    (tmp_path / "sql").mkdir(exist_ok=True)
+    for name in ("people_view", "people_real_view"):
+        (tmp_path / "sql" / f"{name}.sql").write_text("SELECT email AS contact FROM people")
+    subject = SubjectRef(type="email", value=SecretStr("ann@example.com"))
+    plan = make_plan(catalog, subject, warehouse=warehouse)
+    location = locate(catalog, warehouse, subject)
+    erase_all(catalog, warehouse, location, plan)
+    found = {
+        r.dataset: r
+        for r in recount(catalog, warehouse, *parked_location(location), plan, check=False)
+    }
+    assert found["people_view"].ok is False
+    assert "the warehouse holds it as a table" in str(found["people_view"].problem)
+    assert found["people_real_view"].problem is None
+    warehouse.dispose()
+
+
+def test_an_item_described_otherwise_since_the_plan_fails_its_recount(demo: Demo) -> None:
+    demo.act()
+    item = next(i for i in demo.plan.items if i.action is Action.REBUILD)
+    changed = demo.plan.model_copy(
+        update={
+            "items": [
+                i.model_copy(update={"evidence": {**i.evidence, "described_by": "a default"}})
+                if i is item
+                else i
+                for i in demo.plan.items
+            ]
+        }
+    )
+    found = recount(
+        demo.catalog, demo.warehouse, *parked_location(demo.location), changed, check=False
+    )
+    [counted] = [r for r in found if r.dataset == item.dataset.name]
+    assert not counted.ok and "described otherwise than when the plan was made" in str(
+        counted.problem
+    )

@@ -96,6 +96,7 @@ def model(
     node: dict[str, object] = {
         "resource_type": "model", "database": "analytics", "schema": "marts", "name": name,
         "config": {"materialized": materialized}, "depends_on": {"nodes": [depends_on]},
+        "original_file_path": f"models/marts/{name}.sql",
     }  # fmt: skip
     if code is not None:
         node["compiled_code"] = code
@@ -182,7 +183,14 @@ def described(tmp_path: Path, *models: dict[str, object], **source: object) -> C
     return cat.model_copy(
         update={
             "lineage": cat.lineage.model_copy(
-                update={"dbt": [DbtLineageSource(manifest="target/manifest.json", **source)]}  # type: ignore[arg-type]
+                update={
+                    "dbt": [
+                        DbtLineageSource(
+                            manifest="target/manifest.json",
+                            **{"connection": "warehouse", **source},  # type: ignore[arg-type]
+                        )
+                    ]
+                }
             )
         }
     )
@@ -239,10 +247,12 @@ def test_a_manifest_describes_each_node_by_its_materialisation(tmp_path: Path) -
     rebuilt = cat.dataset(DatasetRef("wh", "marts.t"))
     assert rebuilt is not None and rebuilt.rebuild is not None
     assert rebuilt.rebuild.model_dump(
-        include={"select", "node", "full_refresh", "project_dir"}
+        include={"select", "node", "full_refresh", "project_dir", "relation", "materialized"}
     ) == {
-        "select": "t",  # no fqn in this manifest: the model's name
+        "select": "path:models/marts/t.sql",  # one file: one model, nothing else
         "node": "model.shop.t",
+        "relation": "analytics.marts.t",
+        "materialized": "table",
         "full_refresh": False,
         "project_dir": str(tmp_path.resolve()),
     }
@@ -258,7 +268,10 @@ def test_a_dbt_source_may_rebuild_by_a_dag_or_describe_nothing(tmp_path: Path) -
     full = described(tmp_path, model("inc", materialized="incremental"), incremental="full_refresh")
     inc = full.dataset(DatasetRef("wh", "marts.inc"))
     assert inc is not None and inc.rebuild is not None
-    assert inc.rebuild.plan_detail() == {"select": "inc", "full_refresh": True}
+    assert inc.rebuild.plan_detail() == {
+        "select": "path:models/marts/inc.sql",
+        "full_refresh": True,
+    }
 
 
 def test_an_unreadable_manifest_describes_nothing_and_the_lineage_build_says_why(
@@ -295,3 +308,64 @@ def test_dbts_catalog_json_gives_the_columns_a_select_star_expands_to(tmp_path: 
     edges = {(str(e.source), str(e.target)) for e in build_lineage(cat).graph.edges()}
     into = {source for source, target in edges if target.startswith("marts.customers_copy.")}
     assert into == {"crm.customers.id", "crm.customers.email", "crm.customers.phone"}
+
+
+def test_a_hostile_manifest_describes_nothing_it_cannot_read_and_never_crashes(
+    tmp_path: Path,
+) -> None:
+    """Catalog.dataset is asked everywhere: a node of the wrong shape is left undescribed
+    (rule 1), a manifest nested past reading describes nothing."""
+    odd = {
+        "model.shop.listy": {"resource_type": ["model"], "schema": "marts", "name": "listy"},
+        "model.shop.stringy": {"resource_type": "model", "schema": "marts", "name": "stringy",
+                               "config": "table"},
+        "model.shop.badname": {"resource_type": "model", "schema": ["marts"], "name": "x",
+                               "config": {"materialized": "table"}},
+        "": {"resource_type": "model", "schema": "marts", "alias": "noid",
+             "config": {"materialized": "table"}},
+    }  # fmt: skip
+    cat = described(tmp_path, model("t"), odd)
+    for name in ("marts.listy", "marts.stringy", "marts.x"):
+        assert cat.dataset(DatasetRef("wh", name)) is None, name
+    noid = cat.dataset(DatasetRef("wh", "marts.noid"))  # described, but no run can name it
+    assert noid is not None and noid.rebuild is None
+    assert cat.dataset(DatasetRef("wh", "marts.t")) is not None
+    (tmp_path / "target" / "manifest.json").write_text("[" * 100_000)
+    deep = described(tmp_path, describe=True)
+    (tmp_path / "target" / "manifest.json").write_text("[" * 100_000)
+    assert deep.dataset(DatasetRef("wh", "marts.t")) is None
+
+
+def test_nothing_is_described_without_a_warehouse_to_check_it_in(tmp_path: Path) -> None:
+    assert (
+        described(tmp_path, model("t"), connection=None).dataset(DatasetRef("wh", "marts.t"))
+        is None
+    )
+
+
+def test_two_nodes_written_as_one_dataset_describe_neither(tmp_path: Path) -> None:
+    """The same schema.alias in two databases is one catalog name: neither is described, so
+    neither is rebuilt on the other's behalf."""
+    other_db = model("t")
+    node = other_db["model.shop.t"]
+    assert isinstance(node, dict)
+    twin = {"model.other.t": {**node, "database": "elsewhere"}}
+    cat = described(tmp_path, model("t"), twin)
+    assert cat.dataset(DatasetRef("wh", "marts.t")) is None
+
+
+def test_a_namespace_the_catalog_cannot_tell_leaves_the_node_undescribed(tmp_path: Path) -> None:
+    """With entries in several namespaces and no `namespace:` on the dbt source, the order of
+    the entries must not decide a model's identity."""
+    cat = described(tmp_path, model("t"))
+    mixed = cat.model_copy(
+        update={
+            "datasets": [
+                *cat.datasets,
+                cat.datasets[0].model_copy(update={"namespace": "lake", "name": "other.x"}),
+            ]
+        }
+    )
+    assert mixed.dataset(DatasetRef("wh", "marts.t")) is None
+    named = described(tmp_path, model("t"), namespace="wh")
+    assert named.dataset(DatasetRef("wh", "marts.t")) is not None
