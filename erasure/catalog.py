@@ -439,7 +439,7 @@ class DescribedBy:
 
     source: str  # "catalog default #2 (...)", "dbt manifest ...: model.shop.customers (table)"
     note: str | None = None  # why it is not rebuilt, when it is not
-    digest: str | None = None  # of the manifest: the act step must read the same one
+    digest: str | None = None  # of the entry it gives: the act step must be given the same
 
 
 class SqlLineageSource(_Strict):
@@ -811,7 +811,6 @@ def _described_by_dbt(catalog: Catalog) -> dict[DatasetRef, tuple[DatasetSpec, D
                 nodes, _, _ = parse_manifest(path, blob)
             except (OSError, LineageError):
                 continue
-            digest = hashlib.sha256(blob).hexdigest()[:16]
             project = _path(catalog, source.project_dir) or path.resolve().parent.parent
             where = os.path.relpath(path, catalog.base_dir)
             for uid, node in sorted(nodes.items()):
@@ -826,6 +825,12 @@ def _described_by_dbt(catalog: Catalog) -> dict[DatasetRef, tuple[DatasetSpec, D
                     f"dbt manifest {_as_is(where, '(a manifest)')}: {_as_is(uid, '(a node)')} "
                     f"(materialized {_as_is(materialized, '(not repeated)')})"
                 )
+                # What the decision rests on, not the file: dbt rewrites the manifest (its
+                # generated_at, its invocation) on every run, and a nightly run must not
+                # fail every request planned before it.
+                digest = hashlib.sha256(
+                    (spec.model_dump_json() + (note or "")).encode()
+                ).hexdigest()[:16]
                 for key in [spec.ref, *(DatasetRef(a.namespace, a.name) for a in spec.aliases)]:
                     found.setdefault(key, []).append((spec, DescribedBy(shown, note, digest)))
     # Two nodes (two databases, two manifests) written as one dataset: neither is described.

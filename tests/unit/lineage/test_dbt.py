@@ -369,3 +369,20 @@ def test_a_namespace_the_catalog_cannot_tell_leaves_the_node_undescribed(tmp_pat
     assert mixed.dataset(DatasetRef("wh", "marts.t")) is None
     named = described(tmp_path, model("t"), namespace="wh")
     assert named.dataset(DatasetRef("wh", "marts.t")) is not None
+
+
+def test_a_plan_keeps_its_description_across_runs_that_change_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    """dbt rewrites the manifest on every run (generated_at, invocation_id): what a plan
+    recorded of a model stays true until the model itself changes."""
+    ref = DatasetRef("wh", "marts.t")
+    first = described(tmp_path, model("t"))
+    before = first.described_as(ref)
+    manifest = json.loads((tmp_path / "target" / "manifest.json").read_text())
+    manifest["metadata"].update(generated_at="2026-12-05T02:00:00Z", invocation_id="next")
+    (tmp_path / "target" / "manifest.json").write_text(json.dumps(manifest))
+    again = catalog(tmp_path).model_copy(update={"lineage": first.lineage})  # reads it anew
+    (tmp_path / "target" / "manifest.json").write_text(json.dumps(manifest))
+    assert again.described_as(ref) == before and before["described_digest"]
+    assert described(tmp_path, model("t", materialized="view")).described_as(ref) != before
