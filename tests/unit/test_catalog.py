@@ -87,7 +87,10 @@ def test_aliases_map_to_the_catalog_identity_and_nothing_else(tmp_path: Path) ->
         (
             "rebuild: {sql:",
             "rebuild: {dag_id: build, sql:",
-            ["dataset 'marts.ltv' field 'rebuild'", "exactly one of 'dag_id', 'dags', 'select' or 'sql'"],
+            [
+                "dataset 'marts.ltv' field 'rebuild'",
+                "exactly one of 'dag_id', 'dags', 'select' or 'sql'",
+            ],
         ),
         (
             "    kind: table\n    rebuild",

@@ -429,7 +429,10 @@ def test_an_unknown_rebuild_kind_names_the_dataset_and_the_known_kinds(tmp_path:
         load_catalog(path)
     message = str(caught.value)
     assert "dataset 'marts.people' field 'rebuild'" in message
-    assert "unknown rebuild target kind 'dbt_model': kind is one of dag, dbt, producer, sql, view" in message
+    assert (
+        "unknown rebuild target kind 'dbt_model': kind is one of dag, dbt, producer, sql, view"
+        in message
+    )
     assert "erasure.rebuild_targets" in message
 
 
