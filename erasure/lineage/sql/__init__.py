@@ -1,9 +1,11 @@
 """Column lineage of SQL scripts (sqlglot): what a script writes, from which columns, and gaps.
 
-`script` runs a script statement by statement; `statements` and `blocks` split it,
-`trace` and `column_flow` follow a query's columns, `projection_names` names its outputs,
-`names`, `table_resolution`, `known_tables`, `table_shards` and `field_paths` name tables
-and columns as the warehouse would; `gaps` holds a gap's text and the kind it escalates as.
+`script` runs a script statement by statement; `statements` and `blocks` split it, and
+`statement_parts` splits one that writes several tables; `trace` and `column_flow` follow a
+query's columns, `from_items` and `column_selectors` say which columns a FROM item and a
+COLUMNS(...) give, `projection_names` names its outputs; `names`, `table_resolution`,
+`known_tables`, `table_shards` and `field_paths` name tables and columns as the warehouse
+would; `gaps` holds a gap's text and the kind it escalates as.
 """
 
 from __future__ import annotations

@@ -21,13 +21,23 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.scope import Scope, ScopeType
 
+from erasure.lineage.sql.column_selectors import is_selector, selector
 from erasure.lineage.sql.field_paths import path_parts, reads_fields_by_dot
+from erasure.lineage.sql.from_items import (
+    alias_columns,
+    function_table_columns,
+    original_name,
+    reads_only_arguments,
+    visible_columns,
+)
 from erasure.lineage.sql.gaps import SqlGap
 from erasure.lineage.sql.names import ALL_COLUMNS, UNKNOWN_TABLE, table_name
 from erasure.lineage.sql.table_shards import TABLE_SUFFIX
 from erasure.model import EdgeSubtype, GapKind
 
 LATERAL_ALIAS = "erasure_lateral_alias"  # meta flag: a bare name an earlier projection defines
+CLAUSE_ALIAS = "erasure_clause_alias"  # meta flag: a bare name in WHERE/HAVING/QUALIFY, an output's
+LATERAL_FIELD = "erasure_lateral_field"  # meta: `st.a` where `st` an earlier projection defines
 WILDCARD_TABLE = "erasure_wildcard_table"  # meta flag: a BigQuery wildcard table (`events_*`)
 
 
@@ -113,8 +123,9 @@ class _Ref:
 @dataclass
 class _Projection:
     name: str
-    star: exp.Expr | None
+    star: exp.Expr | None  # `*`, `t.*`, DuckDB's COLUMNS(...)
     refs: list[_Ref]  # value refs, and refs that only sway this column (indirect set)
+    within: bool = False  # `star` is COLUMNS(...) inside an expression: one table-level column
 
 
 @dataclass
@@ -139,10 +150,17 @@ class ColumnFlow:
         self._tables = tables
         self._known = known
         self._number = number
+        self._dialect = dialect
         self._dot_fields = reads_fields_by_dot(dialect)
         scopes = list(root.traverse())
         self._scopes = {id(scope.expression): scope for scope in scopes}
         self._traversed = {id(scope) for scope in scopes}
+        self._owners = {  # a FROM item's scope, where a table function's arguments resolve
+            id(source): scope
+            for scope in scopes
+            for source in scope.sources.values()
+            if isinstance(source, exp.Table)
+        }
         self._scans: dict[int, _Scan] = {}
         self._outputs: dict[int, list[OutputColumn]] = {}
         self._partial: dict[int, list[OutputColumn]] = {}  # outputs so far, for lateral aliases
@@ -181,7 +199,7 @@ class ColumnFlow:
                 outputs = []  # table functions, VALUES: looked up by name in _opaque_sources
         finally:
             self._busy.discard(key)
-        if scope.outer_columns and len(scope.outer_columns) == len(outputs):
+        if _renames_by_position(scope, outputs):
             outputs = [
                 OutputColumn(name.lower(), out.sources, out.indirect)
                 for name, out in zip(scope.outer_columns, outputs, strict=True)
@@ -193,10 +211,14 @@ class ColumnFlow:
         outputs = self._partial.setdefault(id(scope), [])
         outputs.clear()
         for projection in self._scan(scope).projections:
-            if projection.star is not None:
+            if projection.star is not None and not projection.within:
                 outputs.extend(self._expand_star(scope, projection.star))
                 continue
             deps = Deps()
+            if isinstance(projection.star, exp.Columns):  # f(COLUMNS(...)): one per column
+                self._selector_within(projection.star)
+                for out in self._expand_star(scope, projection.star):
+                    deps.flow(_deps_of(out), EdgeSubtype.TRANSFORMATION)
             for ref in projection.refs:
                 found = self._ref_deps(scope, ref)
                 if ref.indirect is None:
@@ -250,6 +272,8 @@ class ColumnFlow:
         """`*` / `t.*` that qualify left alone: expand what is known, table-level for the rest."""
         if isinstance(star, exp.Dot):  # `e.payload.*`, the fields of a STRUCT column
             return [self._struct_star(scope, star)]
+        if isinstance(star, exp.Columns):
+            return self._selected_columns(scope, star)
         table = star.table if isinstance(star, exp.Column) else ""
         selected = self._selected(scope)
         aliases = [table] if table else list(selected)
@@ -261,18 +285,27 @@ class ColumnFlow:
                 continue
             if isinstance(source, Scope):
                 inner = self.outputs(source)
+                renamed = [c.lower() for c in source.outer_columns]
+                if renamed and not _renames_by_position(source, inner):  # over an unknown `*`
+                    outputs.extend(
+                        OutputColumn(name, deps.direct, deps.indirect)
+                        for name in renamed
+                        for deps in [self._renamed_star(source, name)]
+                    )
+                    continue
                 if any(out.name == ALL_COLUMNS for out in inner) or not inner:
                     self._passthrough.setdefault(id(scope), []).append(source)
                 outputs.extend(inner)
                 continue
             if self._is_table_function(source):
+                outputs.extend(self._function_table_outputs(source))
                 continue
             written = self._written(source)
             columns = self._known.get(written)
             if columns is not None:
                 outputs.extend(
-                    OutputColumn(c, {SourceColumn(written, c): EdgeSubtype.IDENTITY}, {})
-                    for c in columns
+                    OutputColumn(seen, {SourceColumn(written, own): EdgeSubtype.IDENTITY}, {})
+                    for seen, own in visible_columns(source, columns)
                 )
                 continue
             self._passthrough.setdefault(id(scope), []).append(source)
@@ -289,6 +322,30 @@ class ColumnFlow:
                 )
             )
         return outputs
+
+    def _selected_columns(self, scope: Scope, columns: exp.Columns) -> list[OutputColumn]:
+        """DuckDB's COLUMNS(...): the columns of `*` it keeps (`column_selectors`)."""
+        keep = selector(columns)
+        if keep is None:
+            self.gap(
+                SqlGap(
+                    f"{columns.sql(dialect=self._dialect)} in statement {self._number} is not "
+                    "evaluated: lineage to every column it may select",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
+            )
+        outputs = self._expand_star(scope, exp.Star())
+        return [out for out in outputs if out.name == ALL_COLUMNS or keep is None or keep(out.name)]
+
+    def _selector_within(self, columns: exp.Columns) -> None:
+        self.gap(
+            SqlGap(
+                f"{columns.sql(dialect=self._dialect)} inside an expression in statement "
+                f"{self._number} gives a column per column it selects, named as lineage cannot "
+                "tell: table-level lineage",
+                GapKind.UNRESOLVED_COLUMN,
+            )
+        )
 
     # - what sways a scope's rows
 
@@ -335,11 +392,17 @@ class ColumnFlow:
             return scan
         if isinstance(expression, exp.Select):
             for position, projection in enumerate(expression.expressions):
-                if projection.is_star:
-                    scan.projections.append(_Projection(ALL_COLUMNS, projection, []))
+                selected = projection.this if isinstance(projection, exp.Alias) else projection
+                if projection.is_star or is_selector(selected):
+                    star = projection if projection.is_star else selected
+                    scan.projections.append(_Projection(ALL_COLUMNS, star, []))
                     continue
                 refs: list[_Ref] = []
                 self._walk(projection, EdgeSubtype.IDENTITY, None, refs)
+                within = projection.find(exp.Columns)
+                if within is not None:
+                    scan.projections.append(_Projection(ALL_COLUMNS, within, refs, within=True))
+                    continue
                 name = projection.output_name.lower() or f"_col_{position}"
                 scan.projections.append(_Projection(name, None, refs))
             for join in expression.args.get("joins") or []:
@@ -364,12 +427,21 @@ class ColumnFlow:
         return refs
 
     def _ordinal_refs(self, select: exp.Select) -> list[_Ref]:
-        """GROUP BY 1 / ORDER BY 2 that qualify left as numbers: the projection they name."""
+        """GROUP BY 1 / ORDER BY 2 that qualify left as numbers: the projection they name;
+        GROUP BY ALL / ORDER BY ALL (Snowflake, DuckDB, Databricks): every projection, for
+        GROUP BY every one without an aggregate."""
         refs: list[_Ref] = []
         for key, subtype in (("group", EdgeSubtype.GROUP_BY), ("order", EdgeSubtype.SORT)):
             clause = select.args.get(key)
+            if isinstance(clause, exp.Group) and clause.args.get("all"):
+                for projection in select.expressions:
+                    if projection.find(exp.AggFunc, exp.Window) is None:
+                        self._walk(projection, EdgeSubtype.IDENTITY, subtype, refs)
             for item in clause.expressions if isinstance(clause, exp.Expr) else []:
                 node = item.this if isinstance(item, exp.Ordered) else item
+                if isinstance(node, exp.Var) and node.name.upper() == "ALL":
+                    for projection in select.expressions:
+                        self._walk(projection, EdgeSubtype.IDENTITY, subtype, refs)
                 if isinstance(node, exp.Literal) and node.is_int:
                     position = int(node.name) - 1
                     if 0 <= position < len(select.expressions):
@@ -417,9 +489,31 @@ class ColumnFlow:
             for key in ("true", "false", "default"):
                 self._walk_child(node.args.get(key), value, indirect, out)
             return
+        if isinstance(node, exp.DecodeCase) and node.expressions:  # DECODE(x, search, result...)
+            condition = indirect or EdgeSubtype.CONDITIONAL
+            operand, *pairs = node.expressions
+            self._walk(operand, value, condition, out)
+            for position, item in enumerate(pairs):
+                searched = position % 2 == 0 and position + 1 < len(pairs)
+                self._walk(item, value, condition if searched else indirect, out)
+            return
         if isinstance(node, exp.Filter):  # agg(x) FILTER (WHERE cond)
             self._walk_child(node.this, subtype, indirect, out)
             self._walk_child(node.expression, value, indirect or EdgeSubtype.FILTER, out)
+            return
+        if isinstance(node, exp.WithinGroup):
+            self._walk_child(node.this, subtype, indirect, out)
+            order = node.expression
+            if isinstance(order, exp.Order) and _ordered_set(node.this):
+                # percentile_cont(0.5) / mode() WITHIN GROUP (ORDER BY x): x is the value
+                self._walk(order, _compose(subtype, EdgeSubtype.AGGREGATION), indirect, out)
+            elif isinstance(order, exp.Order):
+                self._walk_sort_keys(order, node.this, subtype, indirect, out)
+            return
+        if isinstance(node, exp.Order) and _orders_an_aggregate(node):
+            # string_agg(x, ',' ORDER BY y): y only orders the values
+            self._walk_child(node.this, subtype, indirect, out)
+            self._walk_sort_keys(node, node.this, subtype, indirect, out)
             return
         if isinstance(node, (exp.Alias, exp.Paren, exp.Subquery)):
             value = subtype
@@ -427,6 +521,26 @@ class ColumnFlow:
             value = _compose(subtype, EdgeSubtype.AGGREGATION)
         for child in node.iter_expressions():
             self._walk(child, value, indirect, out)
+
+    def _walk_sort_keys(
+        self,
+        order: exp.Order,
+        values: exp.Expr | None,
+        subtype: EdgeSubtype,
+        indirect: EdgeSubtype | None,
+        out: list[_Ref],
+    ) -> None:
+        """An aggregate's ORDER BY keys: SORT, except the columns it aggregates (their value
+        flows already)."""
+        aggregated = {_column_key(c) for c in values.find_all(exp.Column)} if values else set()
+        keys: list[_Ref] = []
+        for key in order.expressions:
+            self._walk(key, subtype, indirect or EdgeSubtype.SORT, keys)
+        out.extend(
+            ref
+            for ref in keys
+            if not (isinstance(ref.node, exp.Column) and _column_key(ref.node) in aggregated)
+        )
 
     def _walk_child(
         self, node: Any, subtype: EdgeSubtype, indirect: EdgeSubtype | None, out: list[_Ref]
@@ -478,15 +592,26 @@ class ColumnFlow:
             lateral = self._lateral_alias(scope, column, name)
             if lateral is not None:
                 return lateral
+        if column.meta.get(CLAUSE_ALIAS):
+            output = self._clause_alias(scope, column, name)
+            if output is not None:
+                return output
         if name == TABLE_SUFFIX and self._reads_wildcard(scope):
             return Deps()  # which shard a row came from: a table name, not a column value
         alias = column.table
         if alias:
             source = self._find_source(scope, alias)
+            lateral_field = column.meta.get(LATERAL_FIELD)
+            if source is None and lateral_field:
+                earlier = self._lateral_alias(scope, exp.column(lateral_field), lateral_field)
+                if earlier is not None:
+                    return _field_of(earlier)
             if source is None:
                 nested = self._field_path(scope, path_parts(column))
                 if nested is not None:
                     return nested
+                source = self._outer_source(scope, alias)
+            if source is None:
                 return self._unknown(name, f"{alias} is not a table or alias in scope")
             return self._source_column(source, name)
         return self._unqualified(scope, column, name)
@@ -596,6 +721,27 @@ class ColumnFlow:
             deps.flow(_deps_of(out), EdgeSubtype.IDENTITY)
         return deps
 
+    def _clause_alias(self, scope: Scope, column: exp.Column, name: str) -> Deps | None:
+        """`SELECT lower(email) AS e ... WHERE e ...` (Snowflake, DuckDB, Databricks): the output,
+        unless a table is known to have `e`; both, when the tables' columns are unknown."""
+        output = self._projection_deps(scope, name)
+        if output is None:
+            return None
+        if not column.table:
+            having, maybe = self._candidates(scope, name)
+            if having:
+                return None
+            if maybe:
+                output.flow(self._unqualified(scope, column, name), EdgeSubtype.IDENTITY)
+            return output
+        source = self._find_source(scope, column.table)
+        columns = self._columns_of(source) if source is not None else None
+        if columns is not None:
+            return None if name in columns else output
+        if source is not None:
+            output.flow(self._source_column(source, name), EdgeSubtype.IDENTITY)
+        return output
+
     def _find_source(self, scope: Scope, alias: str) -> exp.Table | Scope | None:
         current: Scope | None = scope
         while current is not None:
@@ -603,6 +749,16 @@ class ColumnFlow:
                 return self._canonical(current.sources[alias])
             if current.scope_type not in _CORRELATED:
                 return None  # CTEs and derived tables cannot see the enclosing query
+            current = current.parent
+        return None
+
+    def _outer_source(self, scope: Scope, alias: str) -> exp.Table | Scope | None:
+        """`alias` of an enclosing query, read from a derived table or CTE nested in one of its
+        subqueries (`EXISTS (SELECT ... FROM (SELECT ... WHERE e.uid = u.id) z)`)."""
+        current = scope.parent
+        while current is not None:
+            if alias in current.sources:
+                return self._canonical(current.sources[alias])
             current = current.parent
         return None
 
@@ -655,10 +811,15 @@ class ColumnFlow:
 
     def _columns_of(self, source: exp.Table | Scope) -> set[str] | None:
         if isinstance(source, exp.Table):
+            if not isinstance(source.this, exp.Identifier):
+                named = function_table_columns(source)
+                return set(named) if named is not None else None
             columns = self._known.get(self._written(source))
-            return set(columns) if columns is not None else None
+            if columns is None:
+                return None
+            return {seen for seen, _ in visible_columns(source, columns)}
         if not isinstance(source.expression, (exp.Select, exp.SetOperation)):
-            return _alias_columns(source.expression)
+            return alias_columns(source.expression)
         if id(source) in self._busy:
             return None
         names = {out.name for out in self.outputs(source)}
@@ -679,9 +840,20 @@ class ColumnFlow:
         if isinstance(source, Scope):
             return self._scope_column(source, name)
         if self._is_table_function(source):
-            return Deps()
+            return self._function_table_deps(source)
         written = self._written(source)
         columns = self._known.get(written)
+        original = original_name(source, name, columns)
+        if original is None:
+            self.gap(
+                SqlGap(
+                    f"{name} in statement {self._number} renames a column of {written} by "
+                    f"position, and {written}'s columns are unknown: lineage to every column",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
+            )
+            return Deps({SourceColumn(written, ALL_COLUMNS): EdgeSubtype.IDENTITY})
+        name = original
         if columns is not None and name not in columns:
             self.gap(
                 SqlGap(
@@ -700,6 +872,9 @@ class ColumnFlow:
         found = self._projection_deps(scope, name)
         if found is not None:
             return found
+        renamed = [column.lower() for column in scope.outer_columns]
+        if name in renamed:  # `c (x, y) AS (SELECT * ...)` over columns nobody knows
+            return self._renamed_star(scope, name)
         passthrough = self._passthrough.get(id(scope), [])
         if len(passthrough) == 1:
             return self._source_column(passthrough[0], name)
@@ -712,6 +887,21 @@ class ColumnFlow:
                 deps.flow(self._scope_column(branch, name), EdgeSubtype.IDENTITY)
             return deps
         return self._unknown(name, f"no column {name} in subquery or CTE")
+
+    def _renamed_star(self, scope: Scope, name: str) -> Deps:
+        """A column list naming columns of a `*` whose columns are unknown: which one `name`
+        is cannot be told, so it may be any of them (table-level), and that is a gap."""
+        self.gap(
+            SqlGap(
+                f"{name} in statement {self._number} names a column of a subquery or CTE by "
+                "position over a `*` whose columns are unknown: lineage to every column",
+                GapKind.TABLE_ONLY_LINEAGE,
+            )
+        )
+        deps = Deps()
+        for out in self.outputs(scope):
+            deps.flow(_deps_of(out), EdgeSubtype.IDENTITY)
+        return deps
 
     def _opaque_sources(self, scope: Scope) -> Deps:
         """A table function or VALUES list: every column it reads, transformed."""
@@ -727,11 +917,36 @@ class ColumnFlow:
             self._busy.discard(id(scope))
         return deps
 
+    def _function_table_deps(self, table: exp.Table) -> Deps:
+        """`FROM JSON_TABLE(p.doc, ...)`, `CROSS JOIN dbo.fn(c.id)`: what its arguments read."""
+        owner = self._owners.get(id(table))
+        refs: list[_Ref] = []
+        self._walk(table.this, EdgeSubtype.TRANSFORMATION, None, refs)
+        deps = Deps()
+        if owner is None:
+            return deps
+        self._busy.add(id(table))  # its arguments read the tables beside it, never itself
+        try:
+            for ref in refs:
+                deps.flow(self._ref_deps(owner, ref), EdgeSubtype.TRANSFORMATION)
+        finally:
+            self._busy.discard(id(table))
+        return deps
+
+    def _function_table_outputs(self, table: exp.Table) -> list[OutputColumn]:
+        """`SELECT *` over a table function: its named columns, or one table-level column."""
+        deps = self._function_table_deps(table)
+        names = function_table_columns(table) or [ALL_COLUMNS]
+        return [OutputColumn(name, dict(deps.direct), dict(deps.indirect)) for name in names]
+
     def _is_table_function(self, table: exp.Table) -> bool:
-        """`FROM read_parquet(...)`: rows from outside any table, a gap with no column source."""
+        """`FROM read_parquet(...)`: rows from outside any table lineage sees, a gap; JSON_TABLE
+        and the like read only their arguments."""
         if isinstance(table.this, exp.Identifier):
             return False
         function = table.this
+        if reads_only_arguments(function):
+            return True
         name = function.sql_name() if isinstance(function, exp.Func) else type(function).__name__
         self.gap(
             SqlGap(
@@ -763,6 +978,14 @@ class ColumnFlow:
         return Deps({SourceColumn(UNKNOWN_TABLE, name): EdgeSubtype.IDENTITY})
 
 
+def _renames_by_position(scope: Scope, outputs: list[OutputColumn]) -> bool:
+    """Whether a column list (`c (x, y) AS ...`) names each output: one name per output, and
+    no `*` whose width is unknown among them."""
+    return bool(scope.outer_columns) and (
+        len(scope.outer_columns) == len(outputs) and all(out.name != ALL_COLUMNS for out in outputs)
+    )
+
+
 def _field_of(deps: Deps) -> Deps:
     """A field inside the columns `deps` reads: part of their value, a TRANSFORMATION."""
     direct = {c: _compose(EdgeSubtype.TRANSFORMATION, s) for c, s in deps.direct.items()}
@@ -782,18 +1005,46 @@ def _by_name(branches: list[list[OutputColumn]]) -> list[OutputColumn]:
     return [OutputColumn(name, deps.direct, deps.indirect) for name, deps in merged.items()]
 
 
+def _column_key(column: exp.Column) -> tuple[str, str]:
+    return column.table.lower(), column.name.lower()
+
+
+# Ordered-set and hypothetical-set aggregates: WITHIN GROUP (ORDER BY x) gives their values.
+_ORDERED_SET = frozenset(
+    {
+        "percentile_cont",
+        "percentile_disc",
+        "mode",
+        "rank",
+        "dense_rank",
+        "percent_rank",
+        "cume_dist",
+    }
+)
+
+
+def _ordered_set(aggregate: exp.Expr) -> bool:
+    """Whether `aggregate WITHIN GROUP (ORDER BY x)` takes its value from x (percentile_cont,
+    mode, rank...), rather than ordering values it reads itself (listagg, array_agg...)."""
+    if isinstance(aggregate, (exp.PercentileCont, exp.PercentileDisc, exp.Mode)):
+        return True
+    if isinstance(aggregate, exp.Anonymous):
+        name = aggregate.name
+    else:
+        name = aggregate.sql_name() if isinstance(aggregate, exp.Func) else ""
+    return name.lower() in _ORDERED_SET or aggregate.find(exp.Column) is None
+
+
+def _orders_an_aggregate(order: exp.Order) -> bool:
+    """`agg(x ORDER BY y)` / BigQuery's `agg(x ORDER BY y LIMIT 1)`, not a query's ORDER BY."""
+    parent = order.parent
+    if isinstance(parent, exp.Limit):
+        parent = parent.parent
+    return isinstance(parent, exp.AggFunc)
+
+
 def _clause_of(node: exp.Expr, select: exp.Expr) -> exp.Expr | None:
     """The clause of `select` (ORDER BY, GROUP BY, ...) that holds `node`."""
     while node.parent is not None and node.parent is not select:
         node = node.parent
     return node if node.parent is select else None
-
-
-def _alias_columns(node: exp.Expr) -> set[str] | None:
-    """Columns a table function names: `unnest(x) AS t(a)` -> {a}, `AS u` -> {u}."""
-    alias = node.args.get("alias")
-    if not isinstance(alias, exp.TableAlias):
-        return None
-    if alias.columns:
-        return {column.name.lower() for column in alias.columns}
-    return {alias.name.lower()} if alias.name else None

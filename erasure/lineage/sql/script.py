@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlglot.dialects.dialect import Dialect
@@ -30,6 +30,7 @@ from erasure.lineage.sql.gaps import SqlGap
 from erasure.lineage.sql.known_tables import KnownTables
 from erasure.lineage.sql.names import ALL_COLUMNS, OUTPUT_TABLE, UNKNOWN_TABLE
 from erasure.lineage.sql.projection_names import name_projections
+from erasure.lineage.sql.statement_parts import statement_parts
 from erasure.lineage.sql.statements import (
     Job,
     Statement,
@@ -127,20 +128,28 @@ def sql_lineage(
     gaps: dict[SqlGap, None] = {}  # insertion-ordered set: gaps read in statement order
     for statement in split_statements(script, sql_dialect):
         try:
-            result = _analyse(statement, sql_dialect, known, output, naming)
+            for part in _parts(statement):
+                result = _analyse(part, sql_dialect, known, output, naming)
+                edges.update(result.edges)
+                gaps.update(dict.fromkeys(result.gaps))
+                if result.defines is not None:
+                    table, columns = result.defines
+                    known.define(table, columns)  # later statements read what this one wrote
             after = naming.after(statement.expression)
         except RecursionError:  # the parser got through; tracing it goes deeper still
             gaps[too_deep(statement.number, statement.line)] = None
             continue
-        edges.update(result.edges)
-        gaps.update(dict.fromkeys(result.gaps))
-        if result.defines is not None:
-            table, columns = result.defines
-            known.define(table, columns)  # later statements read what this one wrote
         naming, changed = after
         if changed is not None:
             gaps[changed.placed(f"statement {statement.number} (line {statement.line})")] = None
     return SqlLineage(sorted(edges), list(gaps))
+
+
+def _parts(statement: Statement) -> list[Statement]:
+    """The statement, or one per table it writes (`statement_parts`), numbered as it is."""
+    if statement.expression is None or statement.error is not None:
+        return [statement]
+    return [replace(statement, expression=part) for part in statement_parts(statement.expression)]
 
 
 def to_lineage_edges(lineage: SqlLineage, *, namespace: str, producer: str) -> list[LineageEdge]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from sqlglot import Token, exp
+from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
@@ -76,6 +76,7 @@ def _parse_tokens(
     number: int, tokens: list[Token], sql: str, dialect: Dialect, lines_before: int = 0
 ) -> Statement:
     line = tokens[0].line + lines_before
+    tokens = _replace_into_as_insert(tokens, sql, dialect)
     try:
         parsed = [e for e in dialect.parser().parse(tokens, sql) if e is not None]
     except ParseError as error:
@@ -83,6 +84,22 @@ def _parse_tokens(
     except RecursionError:
         return Statement(number, line, None, too_deep(number, line))
     return Statement(number, line, parsed[0] if parsed else None, tokens=tuple(tokens), source=sql)
+
+
+def _replace_into_as_insert(tokens: list[Token], sql: str, dialect: Dialect) -> list[Token]:
+    """MySQL's and SQLite's `REPLACE INTO t ...` writes as `INSERT INTO t ...` does; sqlglot
+    reads REPLACE as a command and keeps the rest as text, so it is read as INSERT."""
+    if tokens[0].text.upper() != "REPLACE" or len(tokens) < 2:
+        return tokens
+    try:
+        words = tokenize(sql, dialect)  # without commands, the rest is tokens again
+    except TokenError:
+        return tokens
+    if len(words) < 2 or words[1].text.upper() != "INTO":
+        return tokens
+    first = words[0]
+    insert = Token(TokenType.INSERT, "INSERT", first.line, first.col, first.start, first.end)
+    return [insert, *words[1:]]
 
 
 def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[Statement]:
@@ -238,15 +255,18 @@ def job_of(
             return None
         name, columns = written
         target = name.text
+        by_name = bool(statement.args.get("by_name"))  # INSERT ... BY NAME: matched by name
+        if columns is None and not by_name:
+            columns = _partitioned(targets.columns(name), statement.this)
         job = Job(
             target,
             _with_ctes(query, statement),
-            columns or targets.columns(name),
+            columns,
             creates=False,
             name=name,
         )
         targets.noted(job)
-        if job.columns is None:
+        if job.columns is None and not by_name:
             job.gaps.append(
                 SqlGap(
                     f"INSERT INTO {target} without a column list in statement {number}: "
@@ -310,6 +330,23 @@ def job_of(
             )
         ],
     )
+
+
+def _partitioned(columns: list[str] | None, target: exp.Expr) -> list[str] | None:
+    """The columns `INSERT ... t PARTITION (dt = 'x', region) SELECT` writes, in order: Hive's
+    and Spark's, the table's other columns and then the dynamic partition columns; a static
+    partition column takes its value from the PARTITION clause."""
+    partition = target.args.get("partition") if isinstance(target, exp.Table) else None
+    if columns is None or not isinstance(partition, exp.Partition):
+        return columns
+    static = {
+        item.this.name.lower()
+        for item in partition.expressions
+        if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column)
+    }
+    dynamic = [item.name.lower() for item in partition.expressions if isinstance(item, exp.Column)]
+    named = static | set(dynamic)
+    return [c for c in columns if c not in named] + [c for c in dynamic if c in columns]
 
 
 def _assigned_variables(query: exp.Query, variables: frozenset[str]) -> str | None:
@@ -493,6 +530,10 @@ def _merge_job(merge: exp.Merge, number: int, targets: _Targets) -> Job | None:
     columns: list[str] = []
     values: list[exp.Expr] = []
     conditions: list[exp.Expr] = []
+    source = merge.args["using"]
+    target_columns = targets.columns(resolved)
+    every_column = False  # UPDATE SET * / INSERT * over a target whose columns are unknown
+    whole_row = False  # BigQuery's INSERT ROW: the source's columns, by position
     whens = merge.args.get("whens")
     for when in whens.expressions if isinstance(whens, exp.Whens) else []:
         if when.args.get("condition") is not None:
@@ -502,7 +543,16 @@ def _merge_job(merge: exp.Merge, number: int, targets: _Targets) -> Job | None:
         if isinstance(where, exp.Where):  # Oracle's UPDATE SET ... WHERE cond
             conditions.append(exp.paren(where.this.copy()))
         pairs: list[tuple[str, exp.Expr]] = []
-        if isinstance(action, exp.Update):
+        if _sets_every_column(action):
+            # Databricks/Spark: every target column from the source column of its name
+            if target_columns is None:
+                every_column = True
+            else:
+                alias = source.alias_or_name
+                pairs = [(c, exp.column(c, table=alias)) for c in target_columns]
+        elif _inserts_row(action):
+            whole_row = True
+        elif isinstance(action, exp.Update):
             pairs = [
                 (a.this.name, a.expression)
                 for a in action.expressions
@@ -534,14 +584,44 @@ def _merge_job(merge: exp.Merge, number: int, targets: _Targets) -> Job | None:
         for column, value in pairs:
             columns.append(column.lower())
             values.append(exp.alias_(value.copy(), column))
+    if every_column or whole_row:  # the source's columns, into the target's of their name
+        values.append(exp.Column(this=exp.Star(), table=exp.to_identifier(source.alias_or_name)))
+        if whole_row and target_columns is not None:  # or of their position
+            columns.extend(target_columns)
+        else:
+            every_column = True
+        if whole_row and target_columns is None:
+            job.gaps.append(
+                SqlGap(
+                    f"MERGE INSERT ROW in statement {number}: {name} is not in the schema, "
+                    "target columns are taken from the source's names",
+                    GapKind.UNRESOLVED_COLUMN,
+                )
+            )
     on = merge.args.get("on")
     select = exp.Select(
         expressions=values,
         from_=exp.From(this=target.copy()),
-        joins=[exp.Join(this=merge.args["using"].copy(), on=on.copy() if on else None)],
+        joins=[exp.Join(this=source.copy(), on=on.copy() if on else None)],
     )
     if conditions:
         select.set("where", exp.Where(this=exp.or_(*conditions)))
     job.query = _with_ctes(select, merge)
-    job.columns = columns
+    job.columns = None if every_column else columns
     return job
+
+
+def _inserts_row(action: object) -> bool:
+    """BigQuery's `WHEN NOT MATCHED THEN INSERT ROW`."""
+    return (
+        isinstance(action, exp.Insert)
+        and isinstance(action.this, exp.Var)
+        and action.this.name.upper() == "ROW"
+    )
+
+
+def _sets_every_column(action: object) -> bool:
+    """`WHEN MATCHED THEN UPDATE SET *` / `WHEN NOT MATCHED THEN INSERT *`."""
+    if isinstance(action, exp.Update):
+        return any(isinstance(item, exp.Star) for item in action.expressions)
+    return isinstance(action, exp.Insert) and isinstance(action.this, exp.Star)

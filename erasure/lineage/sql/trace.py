@@ -19,7 +19,9 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import build_scope
 
 from erasure.lineage.sql.column_flow import (
+    CLAUSE_ALIAS,
     LATERAL_ALIAS,
+    LATERAL_FIELD,
     WILDCARD_TABLE,
     ColumnFlow,
     OutputColumn,
@@ -71,7 +73,10 @@ def trace_columns(
         for synthetic, written in tables.items()
         if written in known
     }
+    held = _hold_column_lists(query, schema)
     qualified = _qualify(query, dialect, schema)
+    if held:
+        _restore_column_lists(qualified)
     root = build_scope(qualified)
     if root is None:
         raise OptimizeError("no query scope")
@@ -147,20 +152,98 @@ def _isolate_tables(
 
 
 def _mark_lateral_aliases(query: exp.Expr) -> None:
-    """Flag bare names an earlier projection of the same SELECT defines: `a AS b, b + 1`.
+    """Flag bare names an earlier projection of the same SELECT defines: `a AS b, b + 1`, a
+    field of one (`named_struct(...) AS st, st.a`), and bare names in its WHERE, HAVING or
+    QUALIFY that name one of its outputs.
 
-    With the tables' columns sqlglot reads them as the alias; without, it gives up, and
-    the flag lets the tracer read them so too.
+    With the tables' columns sqlglot reads them as the alias; without, it gives up (or takes
+    them for a column of the only table), and the flag lets the tracer read them so too.
     """
     for select in query.find_all(exp.Select):
         aliases: set[str] = set()
         for projection in select.expressions:
             for column in projection.find_all(exp.Column):
-                own = column.find_ancestor(exp.Select) is select
-                if own and not column.table and column.name.lower() in aliases:
+                qualifier = column.table.lower()
+                named = qualifier or column.name.lower()  # the earlier output it may mean
+                if named not in aliases or column.find_ancestor(exp.Select) is not select:
+                    continue
+                if not qualifier:
                     column.meta[LATERAL_ALIAS] = True
+                elif qualifier not in _from_aliases(select):
+                    column.meta[LATERAL_FIELD] = qualifier  # `named_struct(...) AS st, st.a`
             if isinstance(projection, exp.Alias):
                 aliases.add(projection.alias.lower())
+        for key in ("where", "having", "qualify"):
+            clause = select.args.get(key)
+            for column in clause.find_all(exp.Column) if isinstance(clause, exp.Expr) else []:
+                own = column.find_ancestor(exp.Select) is select
+                if own and not column.table and column.name.lower() in aliases:
+                    column.meta[CLAUSE_ALIAS] = True
+
+
+_HELD_COLUMNS = "erasure_held_columns"  # meta: a column list kept from sqlglot's qualify
+
+
+def _hold_column_lists(query: exp.Expr, schema: Mapping[str, object]) -> bool:
+    """Keep `c (x, y) AS (SELECT * FROM s)` and `(SELECT * FROM s) AS q (x, y)` column lists
+    from qualify while `s`'s columns are unknown: sqlglot would expand the `*` into `s.x, s.y`,
+    taking the list's names for `s`'s columns. The tracer reads the list (restored after).
+    Whether any was held."""
+    held = False
+    for alias in list(query.find_all(exp.TableAlias)):
+        body = alias.parent.this if isinstance(alias.parent, (exp.CTE, exp.Subquery)) else None
+        if not alias.columns or not isinstance(body, (exp.Select, exp.SetOperation)):
+            continue
+        branches = [body] if isinstance(body, exp.Select) else list(_branches(body))
+        if any(
+            any(p.is_star for p in branch.expressions) and _reads_unknown_table(branch, schema)
+            for branch in branches
+        ):
+            alias.meta[_HELD_COLUMNS] = [column.copy() for column in alias.columns]
+            alias.set("columns", None)
+            held = True
+    return held
+
+
+def _branches(union: exp.SetOperation) -> list[exp.Select]:
+    """The SELECTs a set operation combines, however nested."""
+    found: list[exp.Select] = []
+    for side in (union.this, union.expression):
+        side = side.unnest() if isinstance(side, exp.Subquery) else side
+        if isinstance(side, exp.Select):
+            found.append(side)
+        elif isinstance(side, exp.SetOperation):
+            found.extend(_branches(side))
+    return found
+
+
+def _reads_unknown_table(select: exp.Select, schema: Mapping[str, object]) -> bool:
+    """Whether a base table the SELECT reads directly has no known columns."""
+    from_ = select.args.get("from_")
+    items = [from_.this] if isinstance(from_, exp.From) else []
+    items += [join.this for join in select.args.get("joins") or []]
+    return any(
+        isinstance(item, exp.Table)
+        and item.name.startswith(_SYNTHETIC_PREFIX)
+        and item.name not in schema
+        for item in items
+    )
+
+
+def _restore_column_lists(query: exp.Expr) -> None:
+    for alias in query.find_all(exp.TableAlias):
+        held = alias.meta.pop(_HELD_COLUMNS, None)
+        if held:
+            alias.set("columns", held)
+
+
+def _from_aliases(select: exp.Select) -> set[str]:
+    """The names a SELECT's own FROM items go by (aliases, or tables' names)."""
+    from_ = select.args.get("from_")
+    items = [from_.this] if isinstance(from_, exp.From) else []
+    items += [join.this for join in select.args.get("joins") or []]
+    items += list(select.args.get("laterals") or [])
+    return {item.alias_or_name.lower() for item in items if item.alias_or_name}
 
 
 def _drop_variables(
