@@ -38,7 +38,14 @@ from pydantic import (
     model_validator,
 )
 
-from erasure.dbt_manifest import MATERIALISED, materialization, parse_manifest, relation
+from erasure.dbt_manifest import (
+    MATERIALISED,
+    checksum,
+    depends_on,
+    materialization,
+    parse_manifest,
+    relation,
+)
 from erasure.errors import CatalogError, ErasureError, LineageError, invalid_fields
 from erasure.kinds import KindConfig, KindRegistry
 from erasure.model import DatasetRef
@@ -233,9 +240,16 @@ class DbtRebuild(RebuildTarget):
     executable: str = "dbt"  # a dbt installed beside Airflow, or in a virtualenv of its own
     full_refresh: bool = False  # an incremental model rebuilt from scratch
     node: str | None = None  # the manifest's unique_id of the model
-    relation: str | None = None  # `database.schema.alias` it writes; default: the dataset's
     materialized: str | None = None  # the materialisation the plan assumed
+    checksum: str | None = None  # of the model's code as the plan read it
+    depends_on: list[str] | None = None  # the nodes it reads, as the plan read them
     environment: list[str] = Field(default_factory=list)  # variables dbt is given (profiles)
+
+    @field_validator("environment")
+    @classmethod
+    def _not_withheld(cls, names: list[str]) -> list[str]:
+        return _passable(names)
+
     timeout_seconds: int = Field(default=3600, ge=1)
     implied_by: ClassVar[str | None] = "select"
 
@@ -470,6 +484,11 @@ class DbtLineageSource(_Strict):
     openlineage_namespace: str | None = None
     environment: list[str] = Field(default_factory=list)  # variables dbt is given (profiles)
 
+    @field_validator("environment")
+    @classmethod
+    def _not_withheld(cls, names: list[str]) -> list[str]:
+        return _passable(names)
+
 
 class LineageSources(_Strict):
     openlineage: list[str] = Field(default_factory=list)
@@ -590,6 +609,12 @@ class Catalog(_Strict):
                 )
             if len(matches) > 1:
                 raise ValueError(f"{where} field 'references': {_ambiguous(matches)}")
+        if isinstance(ds.rebuild, DbtRebuild) and ds.connection is None:
+            raise ValueError(
+                f"{where} field 'connection': a dataset rebuilt by dbt must name the "
+                "connection of the warehouse dbt writes it in: the run is checked to have "
+                "written there, and the dataset is counted there"
+            )
         if ds.encryption == "per_subject" and ds.storage != "immutable":
             raise ValueError(
                 f"{where} field 'encryption': per_subject applies to immutable storage; "
@@ -646,7 +671,8 @@ class Catalog(_Strict):
             for index, default in enumerate(self.defaults):
                 if default.match.matches(ref):
                     try:
-                        found = (default.spec_for(ref), DescribedBy(default.shown(index)))
+                        spec = default.spec_for(ref)
+                        found = (spec, DescribedBy(default.shown(index), None, _digest(spec, None)))
                     except ValidationError:  # a name no entry could have: it stays unknown
                         found = None
                     break
@@ -828,9 +854,7 @@ def _described_by_dbt(catalog: Catalog) -> dict[DatasetRef, tuple[DatasetSpec, D
                 # What the decision rests on, not the file: dbt rewrites the manifest (its
                 # generated_at, its invocation) on every run, and a nightly run must not
                 # fail every request planned before it.
-                digest = hashlib.sha256(
-                    (spec.model_dump_json() + (note or "")).encode()
-                ).hexdigest()[:16]
+                digest = _digest(spec, note)
                 for key in [spec.ref, *(DatasetRef(a.namespace, a.name) for a in spec.aliases)]:
                     found.setdefault(key, []).append((spec, DescribedBy(shown, note, digest)))
     # Two nodes (two databases, two manifests) written as one dataset: neither is described.
@@ -860,6 +884,13 @@ def _described_node(
             f"its dbt materialization {shown_name(materialized, '(none given)')} is not one "
             "this system knows a run of to re-create from its upstreams: the DPO decides"
         )
+    hooks = _writing_hooks(node)
+    if note is None and hooks:
+        note = (
+            f"its dbt model runs {hooks} hook statement(s) besides its own SQL (a pre_hook or "
+            "post_hook that is not a grant, comment or analyze), which may write rows a run "
+            "does not re-create from its cleaned sources: the DPO decides"
+        )
     database = str(node.get("database") or "").lower()
     rebuild: RebuildTarget | None = None
     if note is None and kind is not DatasetKind.VIEW:
@@ -887,6 +918,17 @@ def _described_node(
     return spec, materialized, note
 
 
+def _digest(spec: DatasetSpec, note: str | None) -> str:
+    """Of what a decision rests on: the entry and why it is not rebuilt, less the paths of
+    this machine (a deploy that moves the project, as git-sync does, changes nothing)."""
+    entry = spec.model_dump(mode="json")
+    if isinstance(entry.get("rebuild"), dict):
+        for machine in ("project_dir", "profiles_dir", "executable"):
+            entry["rebuild"].pop(machine, None)
+    text = json.dumps([entry, note], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _dbt_rebuild(
     catalog: Catalog,
     source: DbtLineageSource,
@@ -901,8 +943,6 @@ def _dbt_rebuild(
     if not isinstance(path, str) or not _SELECTABLE_PATH.fullmatch(path):
         return None
     profiles = _path(catalog, source.profiles_dir)
-    database = str(node.get("database") or "").lower()
-    name = relation(node)
     return DbtRebuild(
         select=f"path:{path}",
         project_dir=str(project),
@@ -911,10 +951,28 @@ def _dbt_rebuild(
         executable=source.executable,
         full_refresh=materialized == "incremental",
         node=uid,
-        relation=f"{database}.{name}" if database else name,
         materialized=materialized,
+        checksum=checksum(node),
+        depends_on=sorted(depends_on(node)),
         environment=source.environment,
     )
+
+
+# What a model's hook may do and still leave its table as its own SQL made it.
+_HARMLESS_HOOK = re.compile(r"\s*(grant|revoke|comment|analyze|analyse)\b", re.IGNORECASE)
+
+
+def _writing_hooks(node: dict[str, Any]) -> int:
+    """How many of a model's pre_hook/post_hook statements may write rows."""
+    config = node.get("config") or {}
+    count = 0
+    for key in ("pre-hook", "post-hook", "pre_hook", "post_hook"):
+        hooks = config.get(key) or []
+        for hook in hooks if isinstance(hooks, list) else [hooks]:
+            sql = hook.get("sql") if isinstance(hook, dict) else hook
+            if not isinstance(sql, str) or not _HARMLESS_HOOK.match(sql):
+                count += 1
+    return count
 
 
 def _path(catalog: Catalog, value: str | None) -> Path | None:
@@ -955,6 +1013,27 @@ def _ambiguous(matches: Sequence[tuple[str, str]]) -> str:
         f"namespace {shown_name(namespace)} name {shown_name(bare)}" for namespace, bare in matches
     )
     return f"the name spells several datasets ({listed}): name the one meant in full"
+
+
+# Variables a dbt run is never given, whatever the catalog names: Vault's token, this system's
+# and Airflow's settings, and dbt's own switches that change what a run writes.
+_WITHHELD_FROM_DBT = re.compile(
+    r"(VAULT_|BAO_|ERASURE_|AIRFLOW_|DBT_(TARGET|EMPTY|DEFER|STATE|FAVOR_STATE|FULL_REFRESH|"
+    r"SELECT|EXCLUDE|PROFILES_DIR|PROJECT_DIR|TARGET_PATH))",
+    re.IGNORECASE,
+)
+
+
+def _passable(names: list[str]) -> list[str]:
+    withheld = [n for n in names if _WITHHELD_FROM_DBT.match(n)]
+    if withheld:
+        raise ValueError(
+            f"{', '.join(repr(n) for n in withheld)} may not be given to dbt: Vault's token, "
+            "this system's and Airflow's settings, and dbt's switches that change what a run "
+            "writes (its target, --empty, --defer, its paths) are set by the catalog or not "
+            "at all"
+        )
+    return names
 
 
 DATASET_NAME_LENGTH = 512  # the erasure store's column for namespace/name keeps 512

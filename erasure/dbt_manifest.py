@@ -54,6 +54,21 @@ def materialization(node: dict[str, Any]) -> str:
     return str((node.get("config") or {}).get("materialized") or "").lower()
 
 
+def depends_on(node: Any) -> list[str]:
+    """The unique ids of the nodes and sources a node reads, in the manifest's order."""
+    if not isinstance(node, dict):
+        return []
+    nodes = (node.get("depends_on") or {}).get("nodes") or []
+    return [str(n) for n in nodes] if isinstance(nodes, list) else []
+
+
+def checksum(node: dict[str, Any]) -> str | None:
+    """The checksum dbt keeps of a node's code."""
+    found = node.get("checksum")
+    value = found.get("checksum") if isinstance(found, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def relation(node: dict[str, Any]) -> str | None:
     """`schema.alias` (`schema.identifier` for a source), lower-cased, as the catalog names it."""
     schema = node.get("schema")

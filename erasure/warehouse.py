@@ -120,13 +120,15 @@ class Warehouse:
             raise CatalogError(f"dataset {ds.name!r} has no connection to query it through")
         engine = self.engine(ds.connection)
         try:
-            with engine.connect() as conn:
-                yield conn
-        except sa.exc.OperationalError as exc:
+            conn = engine.connect()
+        except sa.exc.DBAPIError as exc:  # no statement ran: the message names the server
             raise WarehouseError(
                 f"dataset {ds.name!r}: warehouse connection {ds.connection!r} failed "
                 f"({driver_message(exc)}); check the server is up and the URL is right"
             ) from None
+        try:
+            with conn:
+                yield conn
         except sa.exc.DBAPIError as exc:
             # The driver's message may quote a row's value (a subject identifier): its class
             # and SQLSTATE only.
@@ -169,7 +171,7 @@ class Warehouse:
             raise WarehouseError(
                 f"dataset {ds.name!r}: cannot read its schema ({describe_failure(exc)})"
             ) from None
-        return name in views or name.lower() in {v.lower() for v in views}
+        return name in views  # exactly: a view `Cust` beside a table `cust` is no answer
 
     def columns(self, ds: DatasetSpec) -> list[str] | None:
         """Column names from the catalog, else from the warehouse's schema; None if unknown.

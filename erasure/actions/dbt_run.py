@@ -26,10 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from erasure.actions.rebuild import RebuildContext, RebuildEvidence, plain_table
 from erasure.catalog import DbtRebuild, shown_name
-from erasure.dbt_manifest import materialization, parse_manifest, relation
-from erasure.errors import LineageError, RebuildFailed
+from erasure.dbt_manifest import checksum, depends_on, materialization, parse_manifest, relation
+from erasure.errors import ErasureError, LineageError, RebuildFailed
 from erasure.warehouse import count_rows
 
 _PASSED = (
@@ -67,7 +69,7 @@ def rebuild_by_dbt(target: DbtRebuild, context: RebuildContext) -> RebuildEviden
             nodes = {}
     context.warehouse.forget_tables()
     node = _the_node_that_ran(target, ds.name, returncode, results, shown)
-    _wrote_what_was_planned(target, ds.name, nodes.get(node), shown)
+    _wrote_what_was_planned(target, ds.name, nodes.get(node), _database_of(context), shown)
     rows = None
     if ds.connection is not None and context.warehouse.table(ds) is not None:
         with context.warehouse.connect(ds) as conn:
@@ -114,9 +116,11 @@ def _run(
         ) from None
     try:
         return process.wait(timeout=target.timeout_seconds)
-    except subprocess.TimeoutExpired:
+    except BaseException as stopped:  # the timeout, or the task itself stopped (SIGTERM)
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        if not isinstance(stopped, subprocess.TimeoutExpired):
+            raise
         raise RebuildFailed(
             f"dataset {dataset!r}: {shown} ran longer than {target.timeout_seconds} s and was "
             "stopped; retry, or raise the rebuild's timeout_seconds"
@@ -132,6 +136,9 @@ def _the_node_that_ran(
         for r in results.get("results") or []
         if isinstance(r, dict)
     }
+    # The project's on-run-start/end hooks (grants, dbt_artifacts) report as operations: not
+    # models, and a failing one fails the run (its exit code).
+    ran = {uid: status for uid, status in ran.items() if not uid.startswith("operation.")}
     node = target.node if target.node is not None else next(iter(ran), None)
     if returncode == 0 and node is not None and set(ran) == {node} and ran[node] == "success":
         return node
@@ -151,7 +158,11 @@ def _the_node_that_ran(
 
 
 def _wrote_what_was_planned(
-    target: DbtRebuild, dataset: str, node: dict[str, Any] | None, shown: str
+    target: DbtRebuild,
+    dataset: str,
+    node: dict[str, Any] | None,
+    warehouse_db: str | None,
+    shown: str,
 ) -> None:
     """The node, as the run's own manifest has it, writes the planned relation the planned
     way: else the run may have left the planned relation as it was."""
@@ -162,18 +173,22 @@ def _wrote_what_was_planned(
         )
     written = relation(node) or ""
     database = str(node.get("database") or "").lower()
-    expected = target.relation or dataset
-    as_written = f"{database}.{written}" if expected.count(".") >= 2 and database else written
     problems = []
-    if as_written != expected:
-        # Shown as schema.table: a database name may be long and numbered.
-        planned = expected.split(".", expected.count(".") - 1)[-1]
-        elsewhere = "" if written != planned else " in another database"
+    if written != dataset:
         problems.append(
-            f"it wrote {shown_name(written, '(another relation)')}{elsewhere}, not "
-            f"{shown_name(planned, 'the planned one')} (the worker's profile or target, "
+            f"it wrote {shown_name(written, '(another relation)')}, not "
+            f"{shown_name(dataset, 'the planned one')} (the worker's profile or target, "
             "or the project changed since the manifest the plan read)"
         )
+    elif warehouse_db is not None and database and database != warehouse_db:
+        problems.append(
+            "it wrote that relation in another database than the connection the erasure "
+            "counts it in (the worker's profile or target differs)"
+        )
+    if target.checksum is not None and checksum(node) != target.checksum:
+        problems.append("the model's code changed since the plan")
+    if target.depends_on is not None and sorted(depends_on(node)) != sorted(target.depends_on):
+        problems.append("the model reads other nodes than when the plan was made")
     if target.materialized is not None and materialization(node) != target.materialized:
         problems.append(
             f"it is materialized {shown_name(materialization(node), '(otherwise)')} now, "
@@ -188,6 +203,19 @@ def _wrote_what_was_planned(
             + ": the planned relation may still hold the subject. Set the dbt source's target "
             "(or fix the project), `dbt compile` and re-plan"
         )
+
+
+def _database_of(context: RebuildContext) -> str | None:
+    """The database of the connection the erasure counts the dataset in, when its URL says."""
+    if context.dataset.connection is None:
+        return None
+    try:
+        database = sa.make_url(context.warehouse.url(context.dataset.connection)).database
+    except (ErasureError, sa.exc.ArgumentError):
+        return None
+    if not database or context.warehouse.dialect(context.dataset.connection) == "sqlite":
+        return None  # a file's path is no dbt database name
+    return database.lower()
 
 
 def _environment(target: DbtRebuild) -> dict[str, str]:

@@ -21,6 +21,7 @@ from erasure.catalog import Catalog, DbtLineageSource
 from erasure.dbt_manifest import (
     MATERIALISED,
     catalog_columns,
+    depends_on,
     materialization,
     parse_manifest,
     relation,
@@ -176,23 +177,17 @@ def _through_ephemeral(nodes: dict[str, Any], ephemeral: set[str], uid: str) -> 
     on (dbt inlines it), in order, each once."""
     found: dict[str, None] = {}
     seen = {uid}
-    pending = list(_depends_on(nodes.get(uid)))
+    pending = list(depends_on(nodes.get(uid)))
     while pending:
         upstream = pending.pop(0)
         if upstream in seen:
             continue
         seen.add(upstream)
         if upstream in ephemeral:
-            pending[:0] = _depends_on(nodes.get(upstream))
+            pending[:0] = depends_on(nodes.get(upstream))
         else:
             found[upstream] = None
     return list(found)
-
-
-def _depends_on(node: Any) -> list[str]:
-    if not isinstance(node, dict):
-        return []
-    return [str(u) for u in (node.get("depends_on") or {}).get("nodes") or []]
 
 
 def _strip_database(

@@ -247,11 +247,11 @@ def test_a_manifest_describes_each_node_by_its_materialisation(tmp_path: Path) -
     rebuilt = cat.dataset(DatasetRef("wh", "marts.t"))
     assert rebuilt is not None and rebuilt.rebuild is not None
     assert rebuilt.rebuild.model_dump(
-        include={"select", "node", "full_refresh", "project_dir", "relation", "materialized"}
+        include={"select", "node", "full_refresh", "project_dir", "materialized", "depends_on"}
     ) == {
         "select": "path:models/marts/t.sql",  # one file: one model, nothing else
         "node": "model.shop.t",
-        "relation": "analytics.marts.t",
+        "depends_on": ["source.shop.crm.customers"],
         "materialized": "table",
         "full_refresh": False,
         "project_dir": str(tmp_path.resolve()),
@@ -386,3 +386,28 @@ def test_a_plan_keeps_its_description_across_runs_that_change_nothing_of_it(
     (tmp_path / "target" / "manifest.json").write_text(json.dumps(manifest))
     assert again.described_as(ref) == before and before["described_digest"]
     assert described(tmp_path, model("t", materialized="view")).described_as(ref) != before
+
+
+def test_a_model_whose_hooks_may_write_rows_is_not_rebuilt_by_dbt(tmp_path: Path) -> None:
+    granted = model("granted")
+    granted["model.shop.granted"]["config"]["post-hook"] = ["grant select on {{ this }} to bi"]  # type: ignore[index]
+    refilled = model("refilled")
+    refilled["model.shop.refilled"]["config"]["post-hook"] = [  # type: ignore[index]
+        {"sql": "insert into {{ this }} select * from archive.refilled", "transaction": True}
+    ]
+    cat = described(tmp_path, granted, refilled)
+    grant = cat.dataset(DatasetRef("wh", "marts.granted"))
+    assert grant is not None and grant.rebuild is not None
+    refill = cat.dataset(DatasetRef("wh", "marts.refilled"))
+    why = cat.description(DatasetRef("wh", "marts.refilled"))
+    assert refill is not None and refill.rebuild is None
+    assert why is not None and "runs 1 hook statement(s)" in str(why.note)
+
+
+def test_a_deploy_that_moves_the_project_keeps_what_a_plan_recorded(tmp_path: Path) -> None:
+    """git-sync swaps the checkout on every commit: the same project elsewhere is described
+    the same."""
+    ref = DatasetRef("wh", "marts.t")
+    here = described(tmp_path, model("t"), project_dir="release-1").described_as(ref)
+    there = described(tmp_path, model("t"), project_dir="release-2").described_as(ref)
+    assert here == there
