@@ -48,7 +48,7 @@ from erasure.dbt_manifest import (
 )
 from erasure.errors import CatalogError, ErasureError, LineageError, invalid_fields
 from erasure.kinds import KindConfig, KindRegistry
-from erasure.model import DatasetRef
+from erasure.model import DAG_ID, DatasetRef
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -276,7 +276,10 @@ class ProducerRebuild(RebuildTarget):
     serves_many: ClassVar[bool] = True
 
     def allows(self, dag_id: str) -> bool:
-        return any(fnmatch.fnmatchcase(dag_id, pattern) for pattern in self.dags)
+        """A DAG id (Airflow's own rule for one) that one of `dags` matches."""
+        return DAG_ID.fullmatch(dag_id) is not None and any(
+            fnmatch.fnmatchcase(dag_id, pattern) for pattern in self.dags
+        )
 
 
 class ViewRebuild(RebuildTarget):
@@ -827,7 +830,7 @@ def _described_by_dbt(catalog: Catalog) -> dict[DatasetRef, tuple[DatasetSpec, D
     rebuilt by dbt where a run re-creates it from its cleaned upstreams. A manifest that
     cannot be read describes nothing here (the lineage build stops and says why); a node
     that cannot be read, or a dataset two nodes would be, is left undescribed (rule 1)."""
-    found: dict[DatasetRef, list[tuple[DatasetSpec, DescribedBy]]] = {}
+    described: list[tuple[list[DatasetRef], DatasetSpec, DescribedBy]] = []
     for source in catalog.lineage.dbt:
         if not source.describe or source.connection is None:
             continue
@@ -841,12 +844,12 @@ def _described_by_dbt(catalog: Catalog) -> dict[DatasetRef, tuple[DatasetSpec, D
             where = os.path.relpath(path, catalog.base_dir)
             for uid, node in sorted(nodes.items()):
                 try:
-                    described = _described_node(catalog, source, project, uid, node)
+                    one = _described_node(catalog, source, project, uid, node)
                 except (ValidationError, ValueError, TypeError, AttributeError):
                     continue  # a node no entry could be made of: it stays unknown
-                if described is None:
+                if one is None:
                     continue
-                spec, materialized, note = described
+                spec, materialized, note = one
                 shown = (
                     f"dbt manifest {_as_is(where, '(a manifest)')}: {_as_is(uid, '(a node)')} "
                     f"(materialized {_as_is(materialized, '(not repeated)')})"
@@ -855,10 +858,22 @@ def _described_by_dbt(catalog: Catalog) -> dict[DatasetRef, tuple[DatasetSpec, D
                 # generated_at, its invocation) on every run, and a nightly run must not
                 # fail every request planned before it.
                 digest = _digest(spec, note)
-                for key in [spec.ref, *(DatasetRef(a.namespace, a.name) for a in spec.aliases)]:
-                    found.setdefault(key, []).append((spec, DescribedBy(shown, note, digest)))
-    # Two nodes (two databases, two manifests) written as one dataset: neither is described.
-    return {ref: both[0] for ref, both in found.items() if len(both) == 1}
+                keys = [spec.ref, *(DatasetRef(a.namespace, a.name) for a in spec.aliases)]
+                described.append((keys, spec, DescribedBy(shown, note, digest)))
+    # A node is described under all its names or none: not when one of them is another
+    # node's too (two databases, two manifests) or names an entry of the catalog's own (its
+    # identity or alias), or two datasets would be one.
+    claims: dict[DatasetRef, int] = {}
+    for keys, _, _ in described:
+        for key in keys:
+            claims[key] = claims.get(key, 0) + 1
+    own = catalog._index()
+    return {
+        key: (spec, by)
+        for keys, spec, by in described
+        if all(claims[k] == 1 and (k.namespace, k.name) not in own for k in keys)
+        for key in keys
+    }
 
 
 def _described_node(

@@ -192,6 +192,50 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     purge.add_argument("--json", action="store_true")
     purge.set_defaults(handler=_lineage_purge)
 
+    catalog = sub.add_parser("catalog", help="the catalog").add_subparsers(metavar="WHAT")
+    discover = catalog.add_parser(
+        "discover",
+        help="propose holds_subject entries: columns that look like identifiers (counts only)",
+    )
+    discover.add_argument("--catalog", type=Path, required=True, help="catalog YAML file")
+    discover.add_argument(
+        "--connection", required=True, metavar="NAME", help="a connection of the catalog"
+    )
+    discover.add_argument(
+        "--schema",
+        dest="schemas",
+        action="append",
+        default=None,
+        metavar="S",
+        help="search this schema only (repeatable; default: every schema but the system's, and "
+        "those whose names could be identifiers)",
+    )
+    discover.add_argument(
+        "--exclude-schema",
+        dest="exclude_schemas",
+        action="append",
+        default=[],
+        metavar="S",
+        help="leave this schema out (repeatable)",
+    )
+    discover.add_argument(
+        "--sample",
+        type=_sample_rows,
+        default=None,
+        metavar="N",
+        help="rows read from each table, at most (default 1,000; up to 100,000)",
+    )
+    discover.add_argument(
+        "--min-share",
+        type=_share,
+        default=None,
+        metavar="SHARE",
+        help="share of a column's sampled values that must read as a type to propose it by "
+        "its values (above 0, at most 1; default 0.5)",
+    )
+    discover.add_argument("--json", action="store_true")
+    discover.set_defaults(handler=_catalog_discover)
+
     suppression = sub.add_parser("suppression", help="the suppression list (tombstones)")
     check = suppression.add_subparsers(metavar="WHAT").add_parser(
         "check", help="is this identifier suppressed? (exit 0 yes, 1 no)"
@@ -276,6 +320,24 @@ def _positive(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text[:12]) <= _MAX_COUNT:
         raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {_MAX_COUNT:,}")
     return int(text)
+
+
+def _sample_rows(text: str) -> int:
+    from erasure.discover import MAX_SAMPLE_ROWS
+
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text[:12]) <= MAX_SAMPLE_ROWS:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_SAMPLE_ROWS:,}")
+    return int(text)
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text[:32])
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:  # NaN fails too
+        raise argparse.ArgumentTypeError("must be a number above 0 and at most 1, e.g. 0.5")
+    return value
 
 
 def _instant(text: str) -> datetime:
@@ -431,6 +493,33 @@ def _lineage_closure(args: argparse.Namespace) -> int:
         print(f"  {'  ' * entry['depth']}{entry['name']}  <- {ups}{mark}")
     for cycle in closure.cycles:
         print(f"  cycle ({cycle.kind}): {cycle.names()}")
+    return 0
+
+
+def _catalog_discover(args: argparse.Namespace) -> int:
+    from erasure.catalog import load_catalog
+    from erasure.discover import discover, render_discovery
+    from erasure.warehouse import Warehouse
+
+    catalog = load_catalog(args.catalog)
+    options: dict[str, Any] = {}
+    if args.sample is not None:
+        options["sample_rows"] = args.sample
+    if args.min_share is not None:
+        options["min_share"] = args.min_share
+    warehouse = Warehouse(catalog)
+    try:
+        report = discover(
+            catalog,
+            warehouse,
+            args.connection,
+            schemas=args.schemas,
+            exclude_schemas=args.exclude_schemas,
+            **options,
+        )
+    finally:
+        warehouse.dispose()
+    print(report.model_dump_json(indent=2) if args.json else render_discovery(report))
     return 0
 
 

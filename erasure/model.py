@@ -15,6 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+# Airflow's own rule for a DAG id: nothing a URL path or a pattern could be steered by.
+DAG_ID = re.compile(r"[A-Za-z0-9_.-]{1,250}")
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class DatasetRef:
@@ -102,6 +105,9 @@ class GapKind(StrEnum):
     CATALOG_DRIFT = "catalog_drift"  # the warehouse lacks a table/column the catalog names
     LINEAGE_SHRANK = "lineage_shrank"  # an output's observed inputs shrank or vanished
     NAMES_SUBJECT = "names_subject"  # a dataset or job name holds the subject's identifier
+    # A table the plan keeps has a column named like an identifier the catalog does not
+    # declare there: a request by that identifier would not find the rows (a warning).
+    UNDECLARED_IDENTIFIER = "undeclared_identifier"
 
 
 class Gap(BaseModel):

@@ -6,6 +6,7 @@ evidence. Nothing the lineage reaches is dropped: what no rule can clear escalat
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -14,6 +15,7 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from erasure.catalog import Catalog, DatasetKind, DatasetSpec, ProducerRebuild, shown_name
+from erasure.discover import undeclared_holders
 from erasure.drift import drift_gaps
 from erasure.errors import ErasureError, LineageError, RebuildFailed, SubjectError
 from erasure.kanon import measure_k
@@ -99,7 +101,7 @@ class _Context:
     closure: Closure
     gaps_by_dataset: dict[DatasetRef, list[Gap]]
     today: date
-    writer: Callable[[DatasetRef], LastWriter | None]
+    writers: Callable[[DatasetRef], list[LastWriter]]
 
 
 def summarise_subject(
@@ -245,13 +247,15 @@ def plan_erasure(
     # A holder only its owner can reach (a system of record the warehouse copies) is asked
     # about on every request: no lineage or search here can show it does not hold the person.
     outside = [ds.ref for ds in catalog.datasets if _outside_reach(ds) and ds.ref not in in_plan]
-    ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date(), lineage.writer)
+    ctx = _Context(catalog, warehouse, location, closure, by_dataset, now.date(), lineage.writers)
     items = [_decide(ctx, ref) for ref in walked + unseen + outside]
     items = _with_withheld(items, location)
     if location.search is not None:
         items.append(_not_found_item(location.search))
     items = _order(items, closure, warehouse, catalog)
     _refuse_spelt_alike(items)
+    items, warnings = _undeclared_identifiers(catalog, warehouse, items)
+    gaps += warnings
     items.append(_tombstone_item(subject))
     plan = Plan(
         subject=subject,
@@ -266,6 +270,55 @@ def plan_erasure(
         created_at=now,
     )
     return redact_subject_names(plan, catalog, location.identities, name_key or _PROCESS_NAME_KEY)
+
+
+def _undeclared_identifiers(
+    catalog: Catalog, warehouse: Warehouse, items: list[PlanItem]
+) -> tuple[list[PlanItem], list[Gap]]:
+    """A warning for each column of a mutable table the plan keeps (not rebuilt) that is
+    named like an identifier the catalog does not declare there (by name: no rows are read):
+    a request by that identifier would not find the person's rows in it. An aggregate
+    holding such a column is not shown anonymous by its group sizes: it escalates (rule 6).
+    A warehouse that cannot be read adds no warning (the plan's own steps report it)."""
+    kept = []
+    for item in items:
+        ds = catalog.dataset(item.dataset)
+        if item.action is not Action.REBUILD and ds is not None and ds.storage == "mutable":
+            kept.append(item.dataset)
+    try:
+        found = undeclared_holders(catalog, warehouse, kept)
+    except ErasureError:
+        return items, []
+    by_dataset: dict[DatasetRef, list[str]] = {}
+    warnings = []
+    for finding in found:
+        column = shown_name(finding.column, "(not repeated)")
+        by_dataset.setdefault(finding.dataset, []).append(f"{column} ({finding.identifier_type})")
+        warnings.append(
+            Gap(
+                kind=GapKind.UNDECLARED_IDENTIFIER,
+                dataset=finding.dataset,
+                detail=f"column {column} looks like {finding.identifier_type} "
+                f"({finding.evidence}) but holds_subject does not declare it here: a request "
+                "by that identifier finds no rows here. Check it with `erasure catalog "
+                "discover`",
+            )
+        )
+    return [_not_anonymous(i, by_dataset) for i in items], warnings
+
+
+def _not_anonymous(item: PlanItem, columns: dict[DatasetRef, list[str]]) -> PlanItem:
+    if item.action is not Action.AGGREGATE_OK or item.dataset not in columns:
+        return item
+    named = ", ".join(columns[item.dataset])
+    return item.model_copy(
+        update={
+            "action": Action.ESCALATE,
+            "reason": f"its groups are large enough ({item.reason}), but it keeps columns "
+            f"named like identifiers ({named}): not shown anonymous, the DPO decides",
+            "evidence": {**item.evidence, "identifier_like_columns": columns[item.dataset]},
+        }
+    )
 
 
 def _refuse_spelt_alike(items: Sequence[PlanItem]) -> None:
@@ -416,11 +469,12 @@ def _decide_entry(ctx: _Context, ref: DatasetRef) -> PlanItem:
 def _decide_producer(
     ctx: _Context, ds: DatasetSpec, policy: ProducerRebuild, upstreams: list[DatasetRef]
 ) -> PlanItem:
-    """Rule 5 by the Airflow DAG whose task last wrote the artefact, when the catalog's policy
-    lets the erasure trigger it; else rule 7, naming the producer."""
-    writer = ctx.writer(ds.ref)
+    """Rule 5 by the Airflow DAG whose tasks wrote the artefact, when only tasks of that one
+    DAG did and the catalog's policy lets the erasure trigger it; else rule 7, naming the
+    producers (a run of one DAG leaves what another job wrote)."""
+    writers = ctx.writers(ds.ref)
     kind = ds.kind.value.replace("_", " ")
-    if writer is None:
+    if not writers:
         return _item(
             ds.ref,
             ds.kind,
@@ -431,26 +485,38 @@ def _decide_producer(
             {"kind": ds.kind.value, "producer": None},
             upstreams,
         )
+    last = writers[0]
+    # Names a producer sent: kept in the plan (and the record) only as an error could
+    # repeat them, since a job or run may be named after a person.
     written = {
-        "producer_job": writer.job,
-        "producer_run_id": writer.run_id,
-        "last_written_at": writer.completed_at.isoformat(),
+        "producer_job": _as_sent(last.job),
+        "producer_run_id": _as_sent(last.run_id),
+        "last_written_at": last.completed_at.isoformat(),
+        "producer_jobs": [_as_sent(w.job) for w in writers],
     }
-    job = shown_name(writer.job, "(a job name that is not repeated)")
-    if writer.dag_id is None or not policy.allows(writer.dag_id):
+    jobs = ", ".join(shown_name(w.job, "(a job not named)") for w in writers[:5])
+    dags = {w.dag_id for w in writers}
+    why = None
+    if None in dags:
+        why = "one of which is no Airflow task (its events name no DAG)"
+    elif any(d is not None and _as_sent(d) != d for d in dags):
+        why = "tasks of a DAG whose name is not repeated here (it may name a person)"
+    elif len(dags) > 1:
+        why = f"tasks of {len(dags)} DAGs: a run of one leaves what the others wrote"
+    elif not policy.allows(last.dag_id or ""):
         why = (
-            "which is no Airflow task (its events name no DAG)"
-            if writer.dag_id is None
-            else f"a task of DAG {shown_name(writer.dag_id, '(not repeated)')}, which the "
+            f"tasks of DAG {shown_name(last.dag_id or '', '(not repeated)')}, which the "
             f"catalog's rebuild policy does not let the erasure trigger (dags: {policy.dags})"
         )
+    if why is not None:
         return _item(
             ds.ref,
             ds.kind,
             Action.ESCALATE,
             "7",
-            f"a {kind} last written by job {job} (run {writer.run_id}), {why}: the DPO decides",
-            {"kind": ds.kind.value, "dag_id": writer.dag_id, **written},
+            f"a {kind} written by {len(writers)} job(s) ({jobs}, last run {last.run_id}), "
+            f"{why}: the DPO decides",
+            {"kind": ds.kind.value, "dag_ids": sorted(_as_sent(d or "") for d in dags), **written},
             upstreams,
         )
     return _item(
@@ -458,16 +524,27 @@ def _decide_producer(
         ds.kind,
         Action.REBUILD,
         "5",
-        f"rebuildable: its producer, DAG {writer.dag_id}, re-materialises it from the cleaned "
+        f"rebuildable: its producer, DAG {last.dag_id}, re-materialises it from the cleaned "
         "upstreams, after them",
         {
             "method": policy.kind,
-            "dag_id": writer.dag_id,
+            "dag_id": last.dag_id,
             **written,
             "upstreams_first": [u.name for u in upstreams],
         },
         upstreams,
     )
+
+
+_RUN_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _as_sent(name: str) -> str:
+    """A job, DAG or run name a producer sent, as the plan may keep it: a plain name or a
+    UUID run id as it is, anything else (it may be a person's identifier) not repeated."""
+    if _RUN_ID.fullmatch(name) or shown_name(name, "") == repr(name):
+        return name
+    return "(not repeated)"
 
 
 def _outside_reach(ds: DatasetSpec) -> bool:

@@ -154,6 +154,28 @@ def second_look(
         for i in replan.items
         if i.dataset not in planned or (i.action in _ACTED and (i.dataset, i.action) not in acted)
     )
+    # A dataset rebuilt by its producer: the jobs that write it now are those the plan
+    # found (a job that started writing it since may have put the subject back).
+    producers = {
+        i.dataset: (i.evidence.get("dag_id"), sorted(i.evidence.get("producer_jobs") or []))
+        for i in plan.items
+        if i.action is Action.REBUILD and i.evidence.get("method") == "producer"
+    }
+    checks.extend(
+        Check(
+            target=i.dataset.name,
+            check="re-plan",
+            result="its producers changed since the plan: re-plan",
+            passed=False,
+        )
+        for i in replan.items
+        if i.dataset in producers
+        and (
+            i.evidence.get("method") != "producer"
+            or (i.evidence.get("dag_id"), sorted(i.evidence.get("producer_jobs") or []))
+            != producers[i.dataset]
+        )
+    )
     checks.extend(
         Check(
             target=g.dataset.name,

@@ -20,6 +20,7 @@ ERASURE_CATALOG_PATH, read once per process (restart the API server after adding
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 from functools import cache
@@ -51,27 +52,34 @@ _DELETE = "can_delete"
 
 
 def is_protected(dag_id: str) -> bool:
-    """Whether `dag_id` is an erasure DAG or one of the catalog's rematerialisation DAGs. A
+    """Whether `dag_id` is an erasure DAG or one of the catalog's rematerialisation DAGs (an
+    entry's or a default's `dag_id`, or one a producer policy's `dags` patterns allow). A
     catalog that cannot be read protects every DAG (it cannot tell which are rebuilt)."""
     rebuilds = _rebuild_dags()
-    return dag_id in ERASURE_DAGS or rebuilds is None or dag_id in rebuilds
+    if dag_id in ERASURE_DAGS or rebuilds is None:
+        return True
+    names, patterns = rebuilds
+    return dag_id in names or any(fnmatch.fnmatchcase(dag_id, p) for p in patterns)
 
 
 @cache
-def _catalog_rebuild_dags(path: str) -> frozenset[str]:
+def _catalog_rebuild_dags(path: str) -> tuple[frozenset[str], frozenset[str]]:
     from erasure.catalog import load_catalog
 
     catalog = load_catalog(path)
-    return frozenset(
-        d for d in (getattr(ds.rebuild, "dag_id", None) for ds in catalog.datasets) if d
-    )
+    targets = [ds.rebuild for ds in catalog.datasets] + [d.rebuild for d in catalog.defaults]
+    names = {getattr(t, "dag_id", None) for t in targets}
+    names |= {source.dag_id for source in catalog.lineage.dbt}
+    patterns = frozenset(p for t in targets for p in getattr(t, "dags", None) or [])
+    return frozenset(n for n in names if n), patterns
 
 
-def _rebuild_dags() -> frozenset[str] | None:
-    """The catalog's rebuild DAGs (read once per process); None if it cannot be read."""
+def _rebuild_dags() -> tuple[frozenset[str], frozenset[str]] | None:
+    """The catalog's rebuild DAGs and DAG patterns (read once per process); None if it
+    cannot be read."""
     path = os.environ.get("ERASURE_CATALOG_PATH")
     if not path:
-        return frozenset()
+        return frozenset(), frozenset()
     try:
         return _catalog_rebuild_dags(path)
     except Exception as exc:  # not cached: the next check reads it again

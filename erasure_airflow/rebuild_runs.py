@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
@@ -104,7 +105,8 @@ class RestRuns:
 
     def start(self, dag_id: str, run_id: str) -> bool:
         created = self._client.post(
-            f"/api/v2/dags/{dag_id}/dagRuns", json={"dag_run_id": run_id, "logical_date": None}
+            f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns",
+            json={"dag_run_id": run_id, "logical_date": None},
         )
         if created.status_code == 409:
             return False
@@ -114,7 +116,9 @@ class RestRuns:
         return True
 
     def status(self, dag_id: str, run_id: str) -> DagRun | None:
-        found = self._client.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+        found = self._client.get(
+            f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
+        )
         if found.status_code == 404:
             return None
         if found.status_code != 200:

@@ -303,8 +303,9 @@ def fresh_write_proof(
       the artefact's model alone, writing its relation the planned way, and reported it a
       success (erasure.actions.dbt_run);
     - `dag` run in process (the embedded demo): the rebuild task executed the run itself;
-    - `dag`: the producer's own OpenLineage COMPLETE for the artefact, after its sources were
-      clean, reading at least one of them (the lineage the plan walked).
+    - `dag` (and `producer`): the OpenLineage COMPLETE of a task of that DAG writing the
+      artefact, from a run begun after its sources were clean, reading at least one of them
+      (the lineage the plan walked).
     """
     method = evidence.get("method")
     if method == "view":
@@ -331,7 +332,17 @@ def fresh_write_proof(
         )
     ready_at = datetime.fromisoformat(str(ready))
     sources = {u.qualified for u in item.upstreams}
+    dag_id = evidence.get("dag_id")
     for run in completed_writes(item.dataset, ready_at, now + CLOCK_SKEW):
+        # A run of the DAG the rebuild triggered (its tasks' jobs are `<dag_id>.<task>`),
+        # begun after the sources were clean: another job's append, or a run under way
+        # before, reads the subject's rows or leaves them.
+        job = str(run["job"]).split("/", 1)[-1]
+        started = run.get("started_at")
+        if dag_id and not job.startswith(f"{dag_id}."):
+            continue
+        if started is None or started < ready_at:
+            continue
         read = sources & set(run["inputs"])
         if read or not sources:
             return (

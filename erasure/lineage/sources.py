@@ -27,6 +27,7 @@ from erasure.lineage.openlineage import (
     RunEvent,
     attempt_edges,
     last_writers,
+    newest_first,
     read_event_file,
     runs_from_events,
     timeline_edges,
@@ -40,8 +41,8 @@ _WORD = re.compile(r"[a-z_][a-z0-9_$]*")
 _EVENT_FILES = "#events"  # scope suffix of event-file sources in `lineage_sources`
 
 
-def _nobody(ref: DatasetRef) -> LastWriter | None:
-    return None
+def _nobody(ref: DatasetRef) -> list[LastWriter]:
+    return []
 
 
 @dataclass
@@ -51,8 +52,8 @@ class CatalogLineage:
     graph: LineageGraph
     gaps: list[Gap] = field(default_factory=list)
     as_of: datetime | None = None  # None: the current lineage
-    # The run that last reported writing a catalog identity (its aliases' runs included).
-    writer: Callable[[DatasetRef], LastWriter | None] = _nobody
+    # Each job's run that last published writing a catalog identity (its aliases' included).
+    writers: Callable[[DatasetRef], list[LastWriter]] = _nobody
 
 
 def build_lineage(
@@ -88,12 +89,16 @@ def build_lineage(
         memory.add_edges(_canonical(catalog, attempt_edges(r.summary for r in runs)))
         gaps.extend(observed.gaps)
         graph = memory
-        writers: dict[DatasetRef, LastWriter] = {}
-        for ref, writer in last_writers(events).items():
-            known = writers.setdefault(catalog.canonical(ref), writer)
-            if known.completed_at < writer.completed_at:
-                writers[catalog.canonical(ref)] = writer
-        writer_of: Callable[[DatasetRef], LastWriter | None] = writers.get
+        by_identity: dict[DatasetRef, dict[str, LastWriter]] = {}
+        for ref, found in last_writers(events).items():
+            jobs = by_identity.setdefault(catalog.canonical(ref), {})
+            for writer in found:
+                if writer.job not in jobs or jobs[writer.job].completed_at < writer.completed_at:
+                    jobs[writer.job] = writer
+
+        def writer_of(ref: DatasetRef) -> list[LastWriter]:
+            return newest_first(by_identity.get(ref, {}).values())
+
     else:
         gaps.extend(store.sync_declared(_scope(catalog), declared))
         sync_event_files(store, catalog)
@@ -104,15 +109,15 @@ def build_lineage(
         graph = stored.canonical(catalog.canonical)
         graph.add_unstored_edges(_canonical(catalog, attempt_edges(store.unpublished_runs())))
         gaps.extend(store.output_gaps())
-        writer_of = partial(_stored_writer, store, catalog)
+        writer_of = partial(_stored_writers, store, catalog)
     gaps.extend(_catalog_gaps(catalog, graph, as_of))
     return CatalogLineage(graph, _unique(gaps), as_of, writer_of)
 
 
-def _stored_writer(store: LineageStore, catalog: Catalog, ref: DatasetRef) -> LastWriter | None:
+def _stored_writers(store: LineageStore, catalog: Catalog, ref: DatasetRef) -> list[LastWriter]:
     entry = catalog.dataset(ref)
     aliases = [DatasetRef(a.namespace, a.name.lower()) for a in entry.aliases] if entry else []
-    return store.last_writer([ref, *aliases])
+    return store.writers([ref, *aliases])
 
 
 def erasure_view(catalog: Catalog, lineage: CatalogLineage, now: datetime) -> RetainedView:

@@ -4,6 +4,7 @@ events, under the dataset's identity or one of its aliases."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from tests.unit.test_producer_rebuild import PRODUCER_DEFAULT, task_event
 pytestmark = pytest.mark.integration
 
 
-def test_the_stored_events_name_the_dag_that_last_wrote_it(store: Store, tmp_path: Path) -> None:
+def test_the_stored_events_name_each_job_that_wrote_it_and_its_dag(
+    store: Store, tmp_path: Path
+) -> None:
     lineage = LineageStore(store)
     lineage.ingest_json(task_event("build_x.old", "x.unknown", at="2026-11-01T00:00:00Z"))
     lineage.ingest_json(
@@ -27,22 +30,39 @@ def test_the_stored_events_name_the_dag_that_last_wrote_it(store: Store, tmp_pat
     )
     # a Spark job that wrote another dataset later names no DAG for this one
     lineage.ingest_json(task_event("spark", "x.other", engine="spark", at="2026-11-25T00:00:00Z"))
-    writer = lineage.last_writer([DatasetRef("w", "x.unknown")])
-    assert writer is not None
-    assert (writer.job, writer.dag_id) == ("airflow/build_y.new", "build_y")
-    spark = lineage.last_writer([DatasetRef("w", "x.other")])
-    assert spark is not None and spark.dag_id is None
-    assert lineage.last_writer([DatasetRef("w", "x.none")]) is None
+    writers = lineage.writers([DatasetRef("w", "x.unknown")])
+    assert [(w.job, w.dag_id) for w in writers] == [
+        ("airflow/build_y.new", "build_y"),
+        ("airflow/build_x.old", "build_x"),
+    ]
+    [spark] = lineage.writers([DatasetRef("w", "x.other")])
+    assert spark.dag_id is None
+    assert lineage.writers([DatasetRef("w", "x.none")]) == []
 
     catalog, warehouse = planner_estate(tmp_path, PRODUCER_DEFAULT)
     plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW, lineage_store=lineage)
     item = next(i for i in plan.items if i.dataset.name == "x.unknown")
-    assert (item.action, item.evidence.get("dag_id")) == (Action.REBUILD, "build_y")
+    # two DAGs wrote it: a run of one would leave the other's rows
+    assert (item.action, item.rule) == (Action.ESCALATE, "7")
+    assert item.evidence["dag_ids"] == ["build_x", "build_y"]
 
 
 def test_an_alias_the_producer_writes_under_names_the_writer(store: Store) -> None:
     lineage = LineageStore(store)
     lineage.ingest_json(task_event("build_x.t", "public.x_unknown", at="2026-11-01T00:00:00Z"))
     names = [DatasetRef("w", "x.unknown"), DatasetRef("w", "public.x_unknown")]
-    writer = lineage.last_writer(names)
-    assert writer is not None and writer.dag_id == "build_x"
+    [writer] = lineage.writers(names)
+    assert writer.dag_id == "build_x"
+
+
+def test_a_completed_write_says_when_its_run_began(store: Store) -> None:
+    """A rebuild's proof needs a run begun after the sources were clean: its first event."""
+    lineage = LineageStore(store)
+    for kind, at in (("START", "2026-11-01T00:00:00Z"), ("COMPLETE", "2026-11-01T00:10:00Z")):
+        event = task_event("build_x.t", "x.unknown", at=at, state=kind)
+        event["run"]["runId"] = "01937c1e-0000-7000-8000-0000000000aa"
+        lineage.ingest_json(event)
+    after, until = datetime(2026, 10, 31, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
+    [run] = lineage.completed_writes(DatasetRef("w", "x.unknown"), after, until)
+    assert run["started_at"] == datetime(2026, 11, 1, tzinfo=UTC)
+    assert run["completed_at"] == datetime(2026, 11, 1, 0, 10, tzinfo=UTC)

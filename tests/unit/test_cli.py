@@ -204,6 +204,7 @@ def test_the_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[st
         "demo",
         "plan",
         "lineage",
+        "catalog",
         "suppression",
         "requests",
         "audit",

@@ -375,3 +375,83 @@ def test_a_port_or_a_host_digit_is_not_a_person_but_an_encoded_address_is(
     assert "ann%40example.com" not in plan.model_dump_json().lower()
     ids = [Identity("customer_id", "5432"), Identity("customer_id", "1")]
     assert redact_subject_names(plan, catalog, ids, b"k" * 32) == plan
+
+
+def test_a_kept_table_with_an_undeclared_identifier_column_is_a_warning(tmp_path: Path) -> None:
+    """A request by email finds nobody in a table whose email column the catalog does not
+    declare: the plan says so (a non-blocking gap) for what it keeps, not for what it
+    rebuilds (a rebuild leaves nothing of the subject, whatever its columns)."""
+    (tmp_path / "sql").mkdir()
+    for name in ("d.contacts", "d.rebuilt"):
+        (tmp_path / "sql" / f"{name}.sql").write_text(
+            "SELECT p.email AS contact_email, p.region AS region FROM src.people AS p"
+        )
+    catalog, warehouse = make_estate(
+        tmp_path,
+        """
+version: 1
+identifiers: {email: {normalise: email}}
+connections: {warehouse: {url: "sqlite:///wh.db"}}
+datasets:
+  - {namespace: w, name: src.people, connection: warehouse, kind: table,
+     holds_subject: {email: email}}
+  - {namespace: w, name: d.contacts, connection: warehouse, kind: table}
+  - {namespace: w, name: d.rebuilt, connection: warehouse, kind: table,
+     rebuild: {dag_id: build_d}}
+lineage:
+  sql: [{path: "sql/*.sql"}]
+""",
+        [
+            "CREATE TABLE src.people (email TEXT, region TEXT)",
+            "INSERT INTO src.people VALUES ('ann@example.com', 'n')",
+            "CREATE TABLE d.contacts AS SELECT email AS contact_email, region FROM src.people",
+            "CREATE TABLE d.rebuilt AS SELECT email AS contact_email, region FROM src.people",
+        ],
+    )
+    plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW)
+    warned = [g for g in plan.gaps if g.kind is GapKind.UNDECLARED_IDENTIFIER]
+    assert [(str(g.dataset), g.detail.split(" looks like ")[0]) for g in warned] == [
+        ("d.contacts", "column 'contact_email'")
+    ]
+    assert "ann@example.com" not in plan.model_dump_json()
+    # a warning, not a gap that blocks: the table's action is as without it
+    assert decisions(plan)["d.contacts"] == (Action.ESCALATE, "7")
+
+
+def test_an_aggregate_that_keeps_an_identifier_column_is_not_shown_anonymous(
+    tmp_path: Path,
+) -> None:
+    """Its groups are large enough, but a column named like an email keeps someone's address:
+    group sizes do not make it anonymous."""
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "d.agg.sql").write_text(
+        "SELECT p.region AS region, COUNT(*) AS n, MAX(p.email) AS last_email "
+        "FROM src.people AS p GROUP BY p.region"
+    )
+    catalog, warehouse = make_estate(
+        tmp_path,
+        """
+version: 1
+k_threshold: 2
+identifiers: {email: {normalise: email}}
+connections: {warehouse: {url: "sqlite:///wh.db"}}
+datasets:
+  - {namespace: w, name: src.people, connection: warehouse, kind: table,
+     holds_subject: {email: email}}
+  - {namespace: w, name: d.agg, connection: warehouse, kind: table,
+     aggregate: {quasi_identifiers: [region], count_column: n}}
+lineage:
+  sql: [{path: "sql/*.sql"}]
+""",
+        [
+            "CREATE TABLE src.people (email TEXT, region TEXT)",
+            "INSERT INTO src.people VALUES ('ann@example.com', 'n'), ('bo@example.com', 'n')",
+            "CREATE TABLE d.agg AS SELECT region, COUNT(*) AS n, MAX(email) AS last_email "
+            "FROM src.people GROUP BY region",
+        ],
+    )
+    plan = make_plan(catalog, SUBJECT, warehouse=warehouse, now=NOW)
+    [agg] = [i for i in plan.items if i.dataset.name == "d.agg"]
+    assert (agg.action, agg.rule) == (Action.ESCALATE, "6")
+    assert "keeps columns named like identifiers ('last_email' (email))" in agg.reason
+    assert agg.evidence["min_group_size"] == 2  # its numbers, as measured

@@ -5,6 +5,7 @@ what cannot be re-run escalates naming its producer."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,7 @@ def task_event(
         "eventType": state,
         "eventTime": at,
         "producer": "https://github.com/apache/airflow/tree/providers-openlineage/2.20.3",
-        "run": {"runId": f"01937c1e-0000-7000-8000-{abs(hash((job, at))) % 10**12:012d}",
-                "facets": facets},
+        "run": {"runId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{job}@{at}")), "facets": facets},
         "job": {"namespace": "airflow", "name": job},
         "inputs": [{"namespace": "w", "name": "d.model"}],
         "outputs": [{"namespace": "w", "name": output}],
@@ -77,12 +77,22 @@ def test_a_dataset_an_airflow_task_wrote_is_rebuilt_by_its_dag(tmp_path: Path) -
     assert item.reason.startswith("rebuildable: its producer, DAG build_x, re-materialises")
 
 
-def test_the_latest_completed_run_names_the_producer(tmp_path: Path) -> None:
-    events = [
-        task_event("build_x.old", "x.unknown", dag="build_x", at="2026-11-01T00:00:00Z"),
-        task_event("build_y.new", "x.unknown", dag="build_y", at="2026-11-20T00:00:00Z"),
-    ]  # fmt: skip
-    assert plan_item(tmp_path, events).evidence["dag_id"] == "build_y"
+def test_tasks_of_one_dag_rebuild_by_it_and_of_several_dags_escalate(tmp_path: Path) -> None:
+    """A run of one DAG leaves what another job wrote: only a dataset written by tasks of
+    one DAG alone is rebuilt by it."""
+    one_dag = [
+        task_event("build_x.first", "x.unknown", at="2026-11-01T00:00:00Z"),
+        task_event("build_x.second", "x.unknown", at="2026-11-20T00:00:00Z"),
+    ]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    item = plan_item(tmp_path / "one", one_dag)
+    assert (item.action, item.evidence["dag_id"]) == (Action.REBUILD, "build_x")
+    assert item.evidence["producer_jobs"] == ["airflow/build_x.second", "airflow/build_x.first"]
+    two_dags = [*one_dag, task_event("build_y.t", "x.unknown", dag="build_y")]
+    item = plan_item(tmp_path / "two", two_dags)
+    assert (item.action, item.rule) == (Action.ESCALATE, "7")
+    assert "tasks of 2 DAGs: a run of one leaves what the others wrote" in item.reason
 
 
 @pytest.mark.parametrize(
@@ -91,12 +101,12 @@ def test_the_latest_completed_run_names_the_producer(tmp_path: Path) -> None:
         (None, "no run has reported writing it"),
         (
             task_event("spark_app", "x.unknown", engine="spark"),
-            "last written by job 'airflow/spark_app' (run 01937c1e",
+            "written by 1 job(s) ('airflow/spark_app', last run ",
         ),
-        (task_event("t", "x.unknown", dag=None), "which is no Airflow task"),
+        (task_event("t", "x.unknown", dag=None), "one of which is no Airflow task"),
         (
             task_event("nightly.t", "x.unknown", dag="nightly"),
-            "a task of DAG 'nightly', which the catalog's rebuild policy does not let the "
+            "tasks of DAG 'nightly', which the catalog's rebuild policy does not let the "
             "erasure trigger (dags: ['build_*'])",
         ),
     ],
@@ -110,12 +120,12 @@ def test_what_cannot_be_re_run_escalates_naming_its_producer(
 
 
 def test_only_airflows_own_events_name_a_dag() -> None:
-    airflow = parse_event(task_event("d.t", "x.y"))
+    airflow = parse_event(task_event("build_x.t", "x.y"))
     spark = parse_event(task_event("spark_app", "x.y", engine="spark"))
     assert airflow_dag([airflow]) == "build_x"
     assert airflow_dag([spark]) is None
-    writers = last_writers([airflow])
-    assert writers[DatasetRef("w", "x.y")].dag_id == "build_x"
+    [writer] = last_writers([airflow])[DatasetRef("w", "x.y")]
+    assert writer.dag_id == "build_x"
 
 
 def rebuild_planned(catalog: Catalog, warehouse: Warehouse, planned: dict[str, Any]) -> Any:
@@ -149,3 +159,10 @@ def test_the_rebuild_triggers_the_dag_the_plan_named_and_asks_the_policy_again(
     # the plan was made under another description (a default since edited): nothing runs
     with pytest.raises(RebuildFailed, match="described otherwise than when the plan was made"):
         rebuild_planned(catalog, warehouse, {"dag_id": "build_x", "described_by": "another"})
+
+
+def test_a_job_named_after_the_subject_is_not_repeated_in_the_plan(tmp_path: Path) -> None:
+    item = plan_item(tmp_path, [task_event("build_x.export_ann@example.com", "x.unknown")])
+    assert item.action is Action.REBUILD  # its DAG is an Airflow DAG the policy allows
+    assert item.evidence["producer_job"] == "(not repeated)"
+    assert "ann@example.com" not in item.model_dump_json()

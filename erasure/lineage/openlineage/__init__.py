@@ -49,7 +49,12 @@ from erasure.lineage.openlineage.spec import (
     parse_decoded,
     parse_event,
 )
-from erasure.lineage.openlineage.writers import LastWriter, airflow_dag, last_writers
+from erasure.lineage.openlineage.writers import (
+    LastWriter,
+    airflow_dag,
+    last_writers,
+    newest_first,
+)
 
 __all__ = [
     "EventDataset",
@@ -79,6 +84,7 @@ __all__ = [
     "link_edge",
     "link_key",
     "minimised",
+    "newest_first",
     "observed",
     "parse_decoded",
     "parse_event",

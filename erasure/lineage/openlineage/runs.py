@@ -227,7 +227,8 @@ class RunLineage:
     summary: RunSummary
     producer: str  # "<job namespace>/<job name>"
     # When its edges were published: the COMPLETE event's time, or a streaming run's first
-    # RUNNING (it may never end); None: no edges (FAIL, ABORT, a batch run still open).
+    # RUNNING (it may never end, and its end moves nothing); None: no edges (a batch run
+    # that failed, was aborted, or is still open).
     completed_at: datetime | None
     outputs: tuple[OutputLineage, ...] = ()
 
@@ -249,12 +250,12 @@ def run_lineage(
         outputs=tuple(run.outputs),
         event_ids=tuple(event_ids),
     )
-    if run.terminal is not None and run.terminal.event_type is RunState.COMPLETE:
-        published = run.terminal.event_time
-    elif run.terminal is None and run.streaming_since is not None:
+    if run.streaming_since is not None:
         # A streaming job (Flink, Spark Structured Streaming) writes while RUNNING, for days:
-        # its edges are published then, and withdrawn if it ends in FAIL or ABORT.
+        # its edges are published from then, however it ends (it wrote until it did).
         published = run.streaming_since
+    elif run.terminal is not None and run.terminal.event_type is RunState.COMPLETE:
+        published = run.terminal.event_time
     else:
         # FAIL/ABORT outputs were not (reliably) written; START alone says nothing
         return RunLineage(summary, run.producer, None)

@@ -39,6 +39,7 @@ from erasure.lineage.openlineage import (
     RunSummary,
     airflow_dag,
     event_json,
+    newest_first,
     read_event_elements,
     run_lineage,
     timeline,
@@ -431,8 +432,15 @@ class LineageStore:
         upsert_runs(conn, run_rows)
         chunk.report.runs += len(run_rows)
         # A run that had completed before was published in its place then: an event of it
-        # now (a later COMPLETE, a FAIL after the COMPLETE) means replaying where it went.
-        republished = {key for key, completed_at in known.items() if completed_at is not None}
+        # now that moves or withdraws that place (a later COMPLETE, a FAIL after the
+        # COMPLETE) means replaying where it went. A streaming run's heartbeat moves nothing:
+        # its repetition is recognised as any run's is, with no replay.
+        published_at = {(run.producer, run.summary.run_id): run.completed_at for run in runs}
+        republished = {
+            key
+            for key, completed_at in known.items()
+            if completed_at is not None and published_at.get(key) != completed_at
+        }
         withdrawn = [
             (run.producer, output)
             for run in runs
@@ -937,9 +945,10 @@ class LineageStore:
         ):
             return [_run(r) for r in conn.execute(query)]
 
-    def last_writer(self, names: Sequence[DatasetRef]) -> LastWriter | None:
-        """The run that last completed writing the dataset known by `names` (its identity and
-        aliases), with the Airflow DAG it ran in when its stored events say so."""
+    def writers(self, names: Sequence[DatasetRef]) -> list[LastWriter]:
+        """Each job's run that last published writing the dataset known by `names` (its
+        identity and aliases), newest first, with the Airflow DAG it ran in when its stored
+        events say so (declared sources publish no outputs here)."""
         datasets, outputs = lineage_datasets.c, lineage_outputs.c
         query = (
             sa.select(outputs.producer, outputs.last_run_id, outputs.last_completed_at)
@@ -950,27 +959,31 @@ class LineageStore:
                       for n in names]
                 )
             )
-            .order_by(outputs.last_completed_at.desc(), outputs.producer)
         )  # fmt: skip
         with (
-            store_errors(self._store, "read who last wrote a dataset"),
+            store_errors(self._store, "read who wrote a dataset"),
             self._store.engine.connect() as conn,
         ):
             rows = list(conn.execute(query))
             keys = [(str(r.producer), str(r.last_run_id)) for r in rows]
             stored = stored_events(conn, keys)
+        latest: dict[str, LastWriter] = {}
         for row, key in zip(rows, keys, strict=True):
+            # A run whose events were purged still wrote it: a writer no DAG is known of.
             events = [e for _, e in stored.get(key, []) if isinstance(e, RunEvent)]
-            if events:  # a declared source's output has no run events
-                return LastWriter(key[0], key[1], row.last_completed_at, airflow_dag(events))
-        return None
+            known = latest.get(key[0])
+            if known is None or known.completed_at < row.last_completed_at:
+                latest[key[0]] = LastWriter(
+                    key[0], key[1], row.last_completed_at, airflow_dag(events)
+                )
+        return newest_first(latest.values())
 
     def completed_writes(
         self, dataset: DatasetRef, after: datetime, until: datetime
     ) -> list[dict[str, Any]]:
         """Runs that reported COMPLETE writing `dataset`, completed in (after, until]: job,
-        run id, completion time and inputs, earliest first (a rebuild's proof of a fresh
-        write, erasure.verify)."""
+        run id, completion time, inputs and `started_at` (its first event's time), earliest
+        first (a rebuild's proof of a fresh write, erasure.verify)."""
         name = canonical_json(dataset.qualified)  # as it stands in the outputs' JSON list
         query = (
             sa.select(lineage_runs)
@@ -987,7 +1000,15 @@ class LineageStore:
             self._store.engine.connect() as conn,
         ):
             runs = [_run(r) for r in conn.execute(query)]
-        return [run for run in runs if dataset.qualified in run["outputs"]]
+            runs = [run for run in runs if dataset.qualified in run["outputs"]]
+            firsts = sa.select(
+                lineage_events.c.job, lineage_events.c.run_id,
+                sa.func.min(lineage_events.c.event_time).label("first"),
+            ).where(lineage_events.c.run_id.in_([r["run_id"] for r in runs])).group_by(
+                lineage_events.c.job, lineage_events.c.run_id
+            )  # fmt: skip
+            started = {(str(r.job), str(r.run_id)): r.first for r in conn.execute(firsts)}
+        return [{**run, "started_at": started.get((run["job"], run["run_id"]))} for run in runs]
 
     # -- retention ------------------------------------------------------------------------------
 

@@ -51,8 +51,9 @@ def without_late_repetitions(
     edge set and which completed inside that set's interval (after `current_since`: at the
     same instant, run ids would decide which run opened it) only repeats it: the timeline
     is the same with or without it: a late day of a job whose lineage did not change costs
-    what a new day does. Any other late run needs the replay. (A run published before, the
-    latest among them, is replayed before this is asked: `_publish`'s `republished`.)
+    what a new day does. The latest run itself again, with the same links (a streaming run's
+    heartbeat), changes nothing either. Any other late run needs the replay. (A run whose
+    publication moved is replayed before this is asked: `_publish`'s `republished`.)
     """
     latest = (state["last_completed_at"], state["last_run_id"])
     kept = []
@@ -60,6 +61,8 @@ def without_late_repetitions(
         completed_at, run_id, published = publication
         if (completed_at, run_id) > latest:
             kept.append(publication)
+        elif (completed_at, run_id) == latest and _repeats_current(published, state):
+            continue  # the latest run again, as it was (a streaming run's heartbeat)
         elif completed_at <= state["current_since"] or not _repeats_current(published, state):
             return None
     return kept

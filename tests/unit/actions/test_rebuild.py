@@ -362,14 +362,18 @@ DAG_EVIDENCE = {
 }
 
 
-def _writes(*runs: tuple[datetime, list[str]]) -> CompletedWrites:
+def _writes(*runs: tuple[Any, ...]) -> CompletedWrites:
+    """Runs (completed at, inputs[, started at[, job]]) as the store reports them; a run
+    starts when it completes and is build_marts' unless it says otherwise."""
+
     def completed_writes(dataset: DatasetRef, after: datetime, until: datetime) -> list[Any]:
         assert dataset == DAILY
         return [
-            {"job": "airflow/build_marts.rematerialise", "run_id": f"r{n}", "completed_at": at,
-             "inputs": inputs}
-            for n, (at, inputs) in enumerate(runs)
-            if after < at <= until
+            {"job": (run[3] if len(run) > 3 else "airflow/build_marts.rematerialise"),
+             "run_id": f"r{n}", "completed_at": run[0], "inputs": run[1],
+             "started_at": run[2] if len(run) > 2 else run[0]}
+            for n, run in enumerate(runs)
+            if after < run[0] <= until
         ]  # fmt: skip
 
     return completed_writes
@@ -383,10 +387,20 @@ def _writes(*runs: tuple[datetime, list[str]]) -> CompletedWrites:
         (((READY + timedelta(minutes=5), ["warehouse/crm.other"]),), False),  # not the sources
         (((NOW + timedelta(hours=2), [ORDERS_REF.qualified]),), False),  # from the future
         (((READY + timedelta(minutes=5), [ORDERS_REF.qualified]),), True),
+        # a run under way before the sources were clean read the subject's rows
+        (
+            ((READY + timedelta(minutes=5), [ORDERS_REF.qualified], READY - timedelta(minutes=1)),),
+            False,
+        ),
+        # another job's write (an append, a Spark job) is no run of the DAG triggered
+        (
+            ((READY + timedelta(minutes=5), [ORDERS_REF.qualified], READY, "spark/orders_daily"),),
+            False,
+        ),
     ],
 )
 def test_a_dag_rebuild_is_proven_only_by_its_own_lineage_after_the_erasure(
-    runs: tuple[tuple[datetime, list[str]], ...], proven: bool
+    runs: tuple[tuple[Any, ...], ...], proven: bool
 ) -> None:
     proof = fresh_write_proof(DAILY_ITEM, DAG_EVIDENCE, _writes(*runs), NOW)
     assert (proof is not None) is proven

@@ -350,8 +350,11 @@ def test_two_nodes_written_as_one_dataset_describe_neither(tmp_path: Path) -> No
     node = other_db["model.shop.t"]
     assert isinstance(node, dict)
     twin = {"model.other.t": {**node, "database": "elsewhere"}}
-    cat = described(tmp_path, model("t"), twin)
+    cat = described(tmp_path, model("t"), twin, openlineage_namespace="postgres://wh:5432")
     assert cat.dataset(DatasetRef("wh", "marts.t")) is None
+    # nor under either's OpenLineage name: two relations would be one dataset there
+    for database in ("analytics", "elsewhere"):
+        assert cat.dataset(DatasetRef("postgres://wh:5432", f"{database}.marts.t")) is None
 
 
 def test_a_namespace_the_catalog_cannot_tell_leaves_the_node_undescribed(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Streaming runs publish their edges while RUNNING (OpenLineage `jobType` facet,
-processingType STREAMING: Flink, Spark Structured Streaming), from their first RUNNING event;
-a FAIL or ABORT withdraws them, a COMPLETE publishes at its own time. A batch run still open
-publishes nothing. In memory and in the store (SQLite and Postgres) alike."""
+processingType STREAMING: Flink, Spark Structured Streaming), from their first RUNNING event,
+however they end (they wrote until they did): the lineage at an instant stays what it was. A
+batch run still open publishes nothing. In memory and in the store (SQLite and Postgres)."""
 
 from __future__ import annotations
 
@@ -57,9 +57,9 @@ def test_a_streaming_run_publishes_while_running_in_memory() -> None:
     # a batch job's RUNNING (or one that does not say) publishes nothing until it completes
     for job_type in ("BATCH", None):
         assert in_memory(streaming("RUNNING", "2026-11-01T00:05:00Z", job_type=job_type)) == set()
-    # a FAIL ends it: nothing published (the erasure view keeps its attempt, table-level)
+    # its FAIL ends it: what it wrote while it ran stays its lineage
     failed = streaming("FAIL", "2026-11-03T00:00:00Z")
-    assert in_memory(started, running, failed) == set()
+    assert in_memory(started, running, failed) == {EDGE}
 
 
 def test_a_streaming_run_publishes_while_running_in_the_store(store: Store) -> None:  # noqa: F811
@@ -74,18 +74,23 @@ def test_a_streaming_run_publishes_while_running_in_the_store(store: Store) -> N
     instants = (before, published, days_on)
     reached = [len(graph.forward_closure([orders], as_of=t).datasets) for t in instants]
     assert reached == [1, 2, 2]  # from its first RUNNING, days on
-    # a later RUNNING (a checkpoint) keeps it; the run's FAIL withdraws it
-    ingest(store, streaming("RUNNING", "2026-11-02T00:05:00Z"))
+    # later RUNNING events (checkpoints) keep it, each a repetition: no edge set is rewritten
+    for day in range(2, 12):
+        report = ingest(store, streaming("RUNNING", f"2026-11-{day:02d}T00:05:00Z"))
+        assert (report.edges_opened, report.edges_closed) == (0, 0)
     assert current(store) == {EDGE}
-    ingest(store, streaming("FAIL", "2026-11-03T00:00:00Z"))
-    assert current(store) == set()
+    # its ABORT ends the run, and the lineage at an instant of its life is as it was
+    ingest(store, streaming("ABORT", "2026-11-13T00:00:00Z"))
+    assert current(store) == {EDGE}
+    graph = LineageStore(store).graph()
+    assert [len(graph.forward_closure([orders], as_of=t).datasets) for t in instants] == [1, 2, 2]
     (run,) = LineageStore(store).runs()
-    assert (run["state"], run["completed_at"]) == ("FAIL", None)
+    assert (run["state"], run["completed_at"]) == ("ABORT", published)
 
 
-def test_a_streaming_run_that_completes_publishes_at_its_completion(store: Store) -> None:  # noqa: F811
+def test_a_streaming_run_that_completes_keeps_its_lineage_from_its_start(store: Store) -> None:  # noqa: F811
     ingest(store, streaming("RUNNING", "2026-11-01T00:05:00Z"))
     ingest(store, streaming("COMPLETE", "2026-11-05T00:00:00Z"))
     assert current(store) == {EDGE}
     (run,) = LineageStore(store).runs()
-    assert run["completed_at"] == datetime(2026, 11, 5, tzinfo=UTC)
+    assert run["completed_at"] == datetime(2026, 11, 1, 0, 5, tzinfo=UTC)
