@@ -154,28 +154,7 @@ def second_look(
         for i in replan.items
         if i.dataset not in planned or (i.action in _ACTED and (i.dataset, i.action) not in acted)
     )
-    # A dataset rebuilt by its producer: the jobs that write it now are those the plan
-    # found (a job that started writing it since may have put the subject back).
-    producers = {
-        i.dataset: (i.evidence.get("dag_id"), sorted(i.evidence.get("producer_jobs") or []))
-        for i in plan.items
-        if i.action is Action.REBUILD and i.evidence.get("method") == "producer"
-    }
-    checks.extend(
-        Check(
-            target=i.dataset.name,
-            check="re-plan",
-            result="its producers changed since the plan: re-plan",
-            passed=False,
-        )
-        for i in replan.items
-        if i.dataset in producers
-        and (
-            i.evidence.get("method") != "producer"
-            or (i.evidence.get("dag_id"), sorted(i.evidence.get("producer_jobs") or []))
-            != producers[i.dataset]
-        )
-    )
+    checks += producers_changed(plan, replan)
     checks.extend(
         Check(
             target=g.dataset.name,
@@ -205,6 +184,29 @@ def second_look(
         )
     )
     return checks, recounts
+
+
+def producers_changed(plan: Plan, replan: Plan) -> list[Check]:
+    """A failed check for each dataset the plan rebuilt by its producer whose writers the
+    re-plan finds otherwise (a job that started writing it since may have put the subject
+    back, or it is now written by more than one DAG)."""
+
+    def producers(item: PlanItem) -> tuple[Any, list[str]] | None:
+        if item.action is not Action.REBUILD or item.evidence.get("method") != "producer":
+            return None
+        return item.evidence.get("dag_id"), sorted(item.evidence.get("producer_jobs") or [])
+
+    planned = {i.dataset: found for i in plan.items if (found := producers(i)) is not None}
+    return [
+        Check(
+            target=i.dataset.name,
+            check="re-plan",
+            result="its producers changed since the plan: re-plan",
+            passed=False,
+        )
+        for i in replan.items
+        if i.dataset in planned and producers(i) != planned[i.dataset]
+    ]
 
 
 class Recount(BaseModel):

@@ -17,8 +17,9 @@ from erasure.catalog import Catalog
 from erasure.errors import RebuildFailed
 from erasure.lineage import parse_event
 from erasure.lineage.openlineage import airflow_dag, last_writers
-from erasure.model import Action, DatasetRef, PlanItem
+from erasure.model import Action, DatasetRef, Plan, PlanItem
 from erasure.planner import make_plan
+from erasure.verify import producers_changed
 from erasure.warehouse import Warehouse
 from tests.unit.test_catalog_defaults import planner_estate
 from tests.unit.test_planner import NOW, SUBJECT
@@ -166,3 +167,19 @@ def test_a_job_named_after_the_subject_is_not_repeated_in_the_plan(tmp_path: Pat
     assert item.action is Action.REBUILD  # its DAG is an Airflow DAG the policy allows
     assert item.evidence["producer_job"] == "(not repeated)"
     assert "ann@example.com" not in item.model_dump_json()
+
+
+def test_verify_fails_when_the_producers_changed_since_the_plan(tmp_path: Path) -> None:
+    (tmp_path / "then").mkdir()
+    (tmp_path / "now").mkdir()
+    planned = plan_item(tmp_path / "then", [task_event("build_x.t", "x.unknown")])
+    plan = Plan.model_construct(items=[planned])
+    same = Plan.model_construct(items=[planned])
+    assert producers_changed(plan, same) == []
+    # a Spark job started writing it since: the re-plan escalates, and the check fails
+    later = plan_item(
+        tmp_path / "now",
+        [task_event("build_x.t", "x.unknown"), task_event("spark", "x.unknown", engine="spark")],
+    )
+    [check] = producers_changed(plan, Plan.model_construct(items=[later]))
+    assert (check.target, check.passed) == ("x.unknown", False)
