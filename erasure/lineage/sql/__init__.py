@@ -2,8 +2,9 @@
 
 `script` runs a script statement by statement; `statements` and `blocks` split it, and
 `statement_parts` splits one that writes several tables; `trace` and `column_flow` follow a
-query's columns, `from_items` and `column_selectors` say which columns a FROM item and a
-COLUMNS(...) give, `projection_names` names its outputs; `names`, `table_resolution`,
+query's columns (`column_refs` finds what each clause references, in which role),
+`from_items` and `column_selectors` say which columns a FROM item and a COLUMNS(...) give,
+`projection_names` names its outputs; `names`, `table_resolution`,
 `known_tables`, `table_shards` and `field_paths` name tables and columns as the warehouse
 would; `gaps` holds a gap's text and the kind it escalates as.
 """

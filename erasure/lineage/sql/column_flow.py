@@ -8,20 +8,22 @@ BY, HAVING, QUALIFY...) and of the derived tables and CTEs it reads, so a CTE no
 and a column nobody selects add nothing. Where a column or a subquery is used only to choose
 rows, everything it depends on takes that use's subtype: a window column filtered in an
 outer WHERE is a FILTER, so is everything a WHERE subquery reads. What cannot be traced is a
-gap, never a guess.
+gap, never a guess. `column_refs` finds what each clause references and in which role; this
+module resolves those references to base-table columns and combines them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.scope import Scope, ScopeType
 
-from erasure.lineage.sql.column_selectors import is_selector, selector
+from erasure.lineage.sql.column_refs import Projection, Ref, RefScanner, Scan, compose
+from erasure.lineage.sql.column_selectors import selector
 from erasure.lineage.sql.field_paths import path_parts, reads_fields_by_dot
 from erasure.lineage.sql.from_items import (
     alias_columns,
@@ -36,7 +38,8 @@ from erasure.lineage.sql.table_shards import TABLE_SUFFIX
 from erasure.model import EdgeSubtype, GapKind
 
 LATERAL_ALIAS = "erasure_lateral_alias"  # meta flag: a bare name an earlier projection defines
-CLAUSE_ALIAS = "erasure_clause_alias"  # meta flag: a bare name in WHERE/HAVING/QUALIFY, an output's
+# meta flag: a bare name in WHERE/HAVING/QUALIFY that names one of the SELECT's outputs
+CLAUSE_ALIAS = "erasure_clause_alias"
 LATERAL_FIELD = "erasure_lateral_field"  # meta: `st.a` where `st` an earlier projection defines
 WILDCARD_TABLE = "erasure_wildcard_table"  # meta flag: a BigQuery wildcard table (`events_*`)
 
@@ -54,13 +57,6 @@ class SourceColumn(NamedTuple):
 Direct = dict[SourceColumn, EdgeSubtype]  # base column -> how its value reaches the output
 Indirect = dict[tuple[SourceColumn, EdgeSubtype], None]  # ordered set of (column, subtype)
 
-_DIRECT_RANK = {EdgeSubtype.IDENTITY: 0, EdgeSubtype.TRANSFORMATION: 1, EdgeSubtype.AGGREGATION: 2}
-
-
-def _compose(outer: EdgeSubtype, inner: EdgeSubtype) -> EdgeSubtype:
-    """An aggregate of a transformation is an aggregation; an alias of one changes nothing."""
-    return outer if _DIRECT_RANK[outer] >= _DIRECT_RANK[inner] else inner
-
 
 @dataclass
 class Deps:
@@ -72,8 +68,8 @@ class Deps:
     def flow(self, other: Deps, via: EdgeSubtype) -> None:
         """`other`'s values flow in through `via`; what sways them sways these too."""
         for column, subtype in other.direct.items():
-            composed = _compose(via, subtype)
-            self.direct[column] = _compose(self.direct.get(column, composed), composed)
+            composed = compose(via, subtype)
+            self.direct[column] = compose(self.direct.get(column, composed), composed)
         self.indirect.update(other.indirect)
 
     def sway(self, other: Deps, subtype: EdgeSubtype) -> None:
@@ -90,48 +86,8 @@ class OutputColumn(NamedTuple):
     indirect: Indirect
 
 
-# Window value functions copy one row's value into another row: not an aggregation.
-_VALUE_FUNCTIONS = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
-
-# Query clauses whose columns decide which rows, or in what order, reach the output.
-_CLAUSES = (
-    ("where", EdgeSubtype.FILTER),
-    ("prewhere", EdgeSubtype.FILTER),
-    ("having", EdgeSubtype.FILTER),
-    ("qualify", EdgeSubtype.FILTER),
-    ("group", EdgeSubtype.GROUP_BY),
-    ("distinct", EdgeSubtype.GROUP_BY),
-    ("order", EdgeSubtype.SORT),
-    ("sort", EdgeSubtype.SORT),
-    ("windows", EdgeSubtype.WINDOW),
-    ("connect", EdgeSubtype.FILTER),
-)
-
 # Scopes that may see their parent's sources (correlated subqueries, lateral functions).
 _CORRELATED = (ScopeType.SUBQUERY, ScopeType.UDTF, ScopeType.SET_OPERATION)
-
-
-@dataclass(frozen=True, slots=True)
-class _Ref:
-    """A column (or a nested query) met in a scope, and the role it plays there."""
-
-    node: exp.Column | Scope
-    subtype: EdgeSubtype  # DIRECT subtype on the way to the projection
-    indirect: EdgeSubtype | None  # set when the reference only influences the output
-
-
-@dataclass
-class _Projection:
-    name: str
-    star: exp.Expr | None  # `*`, `t.*`, DuckDB's COLUMNS(...)
-    refs: list[_Ref]  # value refs, and refs that only sway this column (indirect set)
-    within: bool = False  # `star` is COLUMNS(...) inside an expression: one table-level column
-
-
-@dataclass
-class _Scan:
-    projections: list[_Projection]
-    clauses: list[_Ref]  # WHERE, JOIN, GROUP BY...: refs that sway every row
 
 
 class ColumnFlow:
@@ -154,6 +110,7 @@ class ColumnFlow:
         self._dot_fields = reads_fields_by_dot(dialect)
         scopes = list(root.traverse())
         self._scopes = {id(scope.expression): scope for scope in scopes}
+        self._refs = RefScanner(self._scopes)
         self._traversed = {id(scope) for scope in scopes}
         self._owners = {  # a FROM item's scope, where a table function's arguments resolve
             id(source): scope
@@ -161,12 +118,13 @@ class ColumnFlow:
             for source in scope.sources.values()
             if isinstance(source, exp.Table)
         }
-        self._scans: dict[int, _Scan] = {}
+        self._scans: dict[int, Scan] = {}
         self._outputs: dict[int, list[OutputColumn]] = {}
         self._partial: dict[int, list[OutputColumn]] = {}  # outputs so far, for lateral aliases
         self._row_deps: dict[int, Indirect] = {}
         self._passthrough: dict[int, list[exp.Table | Scope]] = {}  # unexpanded `*` sources
         self._busy: set[int] = set()
+        self._unnamed: dict[int, set[int]] = {}  # positions of outputs named as SQL cannot tell
         self._busy_rows: set[int] = set()
         self.gaps: list[SqlGap] = []
 
@@ -180,6 +138,12 @@ class ColumnFlow:
         for out in self.outputs(self._root):
             found.update(out.indirect)
         return list(found)
+
+    def unnamed_outputs(self, scope: Scope) -> set[int]:
+        """Positions of the scope's outputs whose names lineage cannot tell (`max(COLUMNS(*))`
+        gives one per column, named by DuckDB's rendering): written by position, or table-level."""
+        self.outputs(scope)
+        return set(self._unnamed.get(id(scope), set()))
 
     # - outputs
 
@@ -210,15 +174,19 @@ class ColumnFlow:
     def _select_outputs(self, scope: Scope) -> list[OutputColumn]:
         outputs = self._partial.setdefault(id(scope), [])
         outputs.clear()
+        self._unnamed.pop(id(scope), None)
         for projection in self._scan(scope).projections:
             if projection.star is not None and not projection.within:
                 outputs.extend(self._expand_star(scope, projection.star))
                 continue
-            deps = Deps()
             if isinstance(projection.star, exp.Columns):  # f(COLUMNS(...)): one per column
-                self._selector_within(projection.star)
-                for out in self._expand_star(scope, projection.star):
-                    deps.flow(_deps_of(out), EdgeSubtype.TRANSFORMATION)
+                within = self._within_outputs(scope, projection, projection.star)
+                if not projection.star.args.get("unpack"):
+                    unnamed = self._unnamed.setdefault(id(scope), set())
+                    unnamed.update(range(len(outputs), len(outputs) + len(within)))
+                outputs.extend(within)
+                continue
+            deps = Deps()
             for ref in projection.refs:
                 found = self._ref_deps(scope, ref)
                 if ref.indirect is None:
@@ -334,18 +302,50 @@ class ColumnFlow:
                     GapKind.UNRESOLVED_COLUMN,
                 )
             )
-        outputs = self._expand_star(scope, exp.Star())
+        argument = columns.this
+        qualified = isinstance(argument, exp.Column) and argument.is_star  # COLUMNS(b.* ...)
+        star: exp.Expr = exp.Star()
+        if qualified:
+            star = exp.Column(this=exp.Star(), table=argument.args.get("table"))
+        outputs = self._expand_star(scope, star)
         return [out for out in outputs if out.name == ALL_COLUMNS or keep is None or keep(out.name)]
 
-    def _selector_within(self, columns: exp.Columns) -> None:
-        self.gap(
-            SqlGap(
-                f"{columns.sql(dialect=self._dialect)} inside an expression in statement "
-                f"{self._number} gives a column per column it selects, named as lineage cannot "
-                "tell: table-level lineage",
-                GapKind.UNRESOLVED_COLUMN,
-            )
-        )
+    def _within_outputs(
+        self, scope: Scope, projection: Projection, columns: exp.Columns
+    ) -> list[OutputColumn]:
+        """`max(COLUMNS(...))`: one output per column COLUMNS keeps, each from that column and
+        the expression's other columns; `coalesce(*COLUMNS(...))` one, from all of them."""
+        shared = Deps()
+        mine: list[Ref] = []
+        for ref in projection.refs:
+            if ref.node is columns:
+                mine.append(ref)
+            elif ref.indirect is None:
+                shared.flow(self._ref_deps(scope, ref), ref.subtype)
+            else:
+                shared.sway(self._ref_deps(scope, ref), ref.indirect)
+        via = mine[0].subtype if mine else EdgeSubtype.TRANSFORMATION
+        selected = self._selected_columns(scope, columns)
+        unpacked = bool(columns.args.get("unpack"))
+        if unpacked or any(out.name == ALL_COLUMNS for out in selected):
+            deps = Deps(dict(shared.direct), dict(shared.indirect))
+            for out in selected:
+                deps.flow(_deps_of(out), via)
+            name = projection.name if unpacked else ALL_COLUMNS
+            return [OutputColumn(name, deps.direct, deps.indirect)]
+        outputs = []
+        for out in selected:
+            deps = Deps(dict(shared.direct), dict(shared.indirect))
+            deps.flow(_deps_of(out), via)
+            outputs.append(OutputColumn(out.name, deps.direct, deps.indirect))
+        return outputs
+
+    def _selector_deps(self, scope: Scope, columns: exp.Columns) -> Deps:
+        """COLUMNS(...) in WHERE, GROUP BY, ON...: every column it keeps."""
+        deps = Deps()
+        for out in self._selected_columns(scope, columns):
+            deps.flow(_deps_of(out), EdgeSubtype.IDENTITY)
+        return deps
 
     # - what sways a scope's rows
 
@@ -379,41 +379,13 @@ class ColumnFlow:
 
     # - scanning a scope's own expression
 
-    def _scan(self, scope: Scope) -> _Scan:
+    def _scan(self, scope: Scope) -> Scan:
         key = id(scope)
         if key not in self._scans:
-            self._scans[key] = self._scan_scope(scope)
+            self._scans[key] = self._refs.scan(scope, lambda join: self._using_refs(scope, join))
         return self._scans[key]
 
-    def _scan_scope(self, scope: Scope) -> _Scan:
-        expression = scope.expression
-        scan = _Scan([], [])
-        if not isinstance(expression, (exp.Select, exp.SetOperation)):
-            return scan
-        if isinstance(expression, exp.Select):
-            for position, projection in enumerate(expression.expressions):
-                selected = projection.this if isinstance(projection, exp.Alias) else projection
-                if projection.is_star or is_selector(selected):
-                    star = projection if projection.is_star else selected
-                    scan.projections.append(_Projection(ALL_COLUMNS, star, []))
-                    continue
-                refs: list[_Ref] = []
-                self._walk(projection, EdgeSubtype.IDENTITY, None, refs)
-                within = projection.find(exp.Columns)
-                if within is not None:
-                    scan.projections.append(_Projection(ALL_COLUMNS, within, refs, within=True))
-                    continue
-                name = projection.output_name.lower() or f"_col_{position}"
-                scan.projections.append(_Projection(name, None, refs))
-            for join in expression.args.get("joins") or []:
-                self._walk_arg(join, "on", EdgeSubtype.JOIN, scan.clauses)
-                scan.clauses.extend(self._using_refs(scope, join))
-            scan.clauses.extend(self._ordinal_refs(expression))
-        for key, subtype in _CLAUSES:
-            self._walk_arg(expression, key, subtype, scan.clauses)
-        return scan
-
-    def _using_refs(self, scope: Scope, join: exp.Expr) -> list[_Ref]:
+    def _using_refs(self, scope: Scope, join: exp.Expr) -> list[Ref]:
         """JOIN ... USING (k) that qualify could not rewrite to ON: k of every side holding it."""
         refs = []
         for identifier in join.args.get("using") or []:
@@ -422,143 +394,9 @@ class ColumnFlow:
                 columns = self._columns_of(source)
                 if columns is None or name in columns:
                     refs.append(
-                        _Ref(exp.column(name, table=alias), EdgeSubtype.IDENTITY, EdgeSubtype.JOIN)
+                        Ref(exp.column(name, table=alias), EdgeSubtype.IDENTITY, EdgeSubtype.JOIN)
                     )
         return refs
-
-    def _ordinal_refs(self, select: exp.Select) -> list[_Ref]:
-        """GROUP BY 1 / ORDER BY 2 that qualify left as numbers: the projection they name;
-        GROUP BY ALL / ORDER BY ALL (Snowflake, DuckDB, Databricks): every projection, for
-        GROUP BY every one without an aggregate."""
-        refs: list[_Ref] = []
-        for key, subtype in (("group", EdgeSubtype.GROUP_BY), ("order", EdgeSubtype.SORT)):
-            clause = select.args.get(key)
-            if isinstance(clause, exp.Group) and clause.args.get("all"):
-                for projection in select.expressions:
-                    if projection.find(exp.AggFunc, exp.Window) is None:
-                        self._walk(projection, EdgeSubtype.IDENTITY, subtype, refs)
-            for item in clause.expressions if isinstance(clause, exp.Expr) else []:
-                node = item.this if isinstance(item, exp.Ordered) else item
-                if isinstance(node, exp.Var) and node.name.upper() == "ALL":
-                    for projection in select.expressions:
-                        self._walk(projection, EdgeSubtype.IDENTITY, subtype, refs)
-                if isinstance(node, exp.Literal) and node.is_int:
-                    position = int(node.name) - 1
-                    if 0 <= position < len(select.expressions):
-                        self._walk(
-                            select.expressions[position], EdgeSubtype.IDENTITY, subtype, refs
-                        )
-        return refs
-
-    def _walk_arg(self, node: exp.Expr, key: str, indirect: EdgeSubtype, out: list[_Ref]) -> None:
-        value = node.args.get(key)
-        for child in value if isinstance(value, list) else [value]:
-            if isinstance(child, exp.Expr):
-                self._walk(child, EdgeSubtype.TRANSFORMATION, indirect, out)
-
-    def _walk(
-        self,
-        node: exp.Expr,
-        subtype: EdgeSubtype,
-        indirect: EdgeSubtype | None,
-        out: list[_Ref],
-    ) -> None:
-        """Collect the columns under `node`, each with its role; the outermost INDIRECT wins."""
-        if isinstance(node, exp.Column):
-            if not isinstance(node.this, exp.Star):  # count(t.*) reads no column value
-                out.append(_Ref(node, subtype, indirect))
-            return
-        if isinstance(node, (exp.Select, exp.SetOperation)):
-            nested = self._scopes.get(id(node))
-            if nested is not None:
-                out.append(_Ref(nested, subtype, indirect))
-                return
-        value = _compose(subtype, EdgeSubtype.TRANSFORMATION)
-        if isinstance(node, exp.Window):
-            self._walk_child(node.this, subtype, indirect, out)
-            for key in ("partition_by", "order"):
-                self._walk_args(node, key, value, indirect or EdgeSubtype.WINDOW, out)
-            return
-        if isinstance(node, (exp.Case, exp.If)):
-            # CASE x WHEN ... / WHEN cond THEN: the conditions choose, the branches flow.
-            condition = indirect or EdgeSubtype.CONDITIONAL
-            self._walk_child(node.this, value, condition, out)
-            for branch in node.args.get("ifs") or []:
-                self._walk_child(branch.this, value, condition, out)
-                self._walk_child(branch.args.get("true"), value, indirect, out)
-            for key in ("true", "false", "default"):
-                self._walk_child(node.args.get(key), value, indirect, out)
-            return
-        if isinstance(node, exp.DecodeCase) and node.expressions:  # DECODE(x, search, result...)
-            condition = indirect or EdgeSubtype.CONDITIONAL
-            operand, *pairs = node.expressions
-            self._walk(operand, value, condition, out)
-            for position, item in enumerate(pairs):
-                searched = position % 2 == 0 and position + 1 < len(pairs)
-                self._walk(item, value, condition if searched else indirect, out)
-            return
-        if isinstance(node, exp.Filter):  # agg(x) FILTER (WHERE cond)
-            self._walk_child(node.this, subtype, indirect, out)
-            self._walk_child(node.expression, value, indirect or EdgeSubtype.FILTER, out)
-            return
-        if isinstance(node, exp.WithinGroup):
-            self._walk_child(node.this, subtype, indirect, out)
-            order = node.expression
-            if isinstance(order, exp.Order) and _ordered_set(node.this):
-                # percentile_cont(0.5) / mode() WITHIN GROUP (ORDER BY x): x is the value
-                self._walk(order, _compose(subtype, EdgeSubtype.AGGREGATION), indirect, out)
-            elif isinstance(order, exp.Order):
-                self._walk_sort_keys(order, node.this, subtype, indirect, out)
-            return
-        if isinstance(node, exp.Order) and _orders_an_aggregate(node):
-            # string_agg(x, ',' ORDER BY y): y only orders the values
-            self._walk_child(node.this, subtype, indirect, out)
-            self._walk_sort_keys(node, node.this, subtype, indirect, out)
-            return
-        if isinstance(node, (exp.Alias, exp.Paren, exp.Subquery)):
-            value = subtype
-        elif isinstance(node, exp.AggFunc) and not isinstance(node, _VALUE_FUNCTIONS):
-            value = _compose(subtype, EdgeSubtype.AGGREGATION)
-        for child in node.iter_expressions():
-            self._walk(child, value, indirect, out)
-
-    def _walk_sort_keys(
-        self,
-        order: exp.Order,
-        values: exp.Expr | None,
-        subtype: EdgeSubtype,
-        indirect: EdgeSubtype | None,
-        out: list[_Ref],
-    ) -> None:
-        """An aggregate's ORDER BY keys: SORT, except the columns it aggregates (their value
-        flows already)."""
-        aggregated = {_column_key(c) for c in values.find_all(exp.Column)} if values else set()
-        keys: list[_Ref] = []
-        for key in order.expressions:
-            self._walk(key, subtype, indirect or EdgeSubtype.SORT, keys)
-        out.extend(
-            ref
-            for ref in keys
-            if not (isinstance(ref.node, exp.Column) and _column_key(ref.node) in aggregated)
-        )
-
-    def _walk_child(
-        self, node: Any, subtype: EdgeSubtype, indirect: EdgeSubtype | None, out: list[_Ref]
-    ) -> None:
-        if isinstance(node, exp.Expr):
-            self._walk(node, subtype, indirect, out)
-
-    def _walk_args(
-        self,
-        node: exp.Expr,
-        key: str,
-        subtype: EdgeSubtype,
-        indirect: EdgeSubtype,
-        out: list[_Ref],
-    ) -> None:
-        value = node.args.get(key)
-        for child in value if isinstance(value, list) else [value]:
-            self._walk_child(child, subtype, indirect, out)
 
     # - resolution
 
@@ -573,9 +411,17 @@ class ColumnFlow:
             alias: self._canonical(source) for alias, (_, source) in scope.selected_sources.items()
         }
 
-    def _ref_deps(self, scope: Scope, ref: _Ref) -> Deps:
+    def _ref_deps(self, scope: Scope, ref: Ref) -> Deps:
         if isinstance(ref.node, Scope):
             return self._scope_deps(ref.node)
+        if isinstance(ref.node, exp.Columns):
+            return self._selector_deps(scope, ref.node)
+        if isinstance(ref.node, exp.TableColumn):  # `e` for the row of `FROM events e`
+            star = exp.Column(this=exp.Star(), table=exp.to_identifier(ref.node.name))
+            deps = Deps()
+            for out in self._expand_star(scope, star):
+                deps.flow(_deps_of(out), EdgeSubtype.IDENTITY)
+            return deps
         return self._column_deps(scope, ref.node)
 
     def _scope_deps(self, scope: Scope) -> Deps:
@@ -673,8 +519,8 @@ class ColumnFlow:
         deps: Deps | None = None
         if isinstance(star, exp.Dot):  # qualify found the column: Dot(e.payload, *)
             deps = Deps()
-            refs: list[_Ref] = []
-            self._walk(star.this, EdgeSubtype.TRANSFORMATION, None, refs)
+            refs: list[Ref] = []
+            self._refs.walk(star.this, EdgeSubtype.TRANSFORMATION, None, refs)
             for ref in refs:
                 deps.flow(self._ref_deps(scope, ref), EdgeSubtype.TRANSFORMATION)
         elif isinstance(star, exp.Column) and path_parts(star):
@@ -753,13 +599,20 @@ class ColumnFlow:
         return None
 
     def _outer_source(self, scope: Scope, alias: str) -> exp.Table | Scope | None:
-        """`alias` of an enclosing query, read from a derived table or CTE nested in one of its
-        subqueries (`EXISTS (SELECT ... FROM (SELECT ... WHERE e.uid = u.id) z)`)."""
-        current = scope.parent
-        while current is not None:
-            if alias in current.sources:
+        """`alias` of an enclosing query, read from a derived table nested in one of its
+        subqueries (`EXISTS (SELECT ... FROM (SELECT ... WHERE e.uid = u.id) z)`).
+
+        A derived table does not see the FROM items beside it (unless LATERAL), only what the
+        query enclosing its subquery sees; a CTE sees nothing outside: None (a gap), not the
+        table of that name elsewhere.
+        """
+        child = scope
+        while child.parent is not None and child.scope_type is not ScopeType.CTE:
+            current = child.parent
+            sees = child.scope_type in _CORRELATED or _is_lateral(child)
+            if sees and alias in current.sources:
                 return self._canonical(current.sources[alias])
-            current = current.parent
+            child = current
         return None
 
     def _unqualified(self, scope: Scope, column: exp.Column, name: str) -> Deps:
@@ -905,8 +758,8 @@ class ColumnFlow:
 
     def _opaque_sources(self, scope: Scope) -> Deps:
         """A table function or VALUES list: every column it reads, transformed."""
-        refs: list[_Ref] = []
-        self._walk(scope.expression, EdgeSubtype.TRANSFORMATION, None, refs)
+        refs: list[Ref] = []
+        self._refs.walk(scope.expression, EdgeSubtype.TRANSFORMATION, None, refs)
         deps = Deps()
         parent = scope.parent or scope
         self._busy.add(id(scope))  # `unnest(tags) AS tags` must not resolve to itself
@@ -920,8 +773,8 @@ class ColumnFlow:
     def _function_table_deps(self, table: exp.Table) -> Deps:
         """`FROM JSON_TABLE(p.doc, ...)`, `CROSS JOIN dbo.fn(c.id)`: what its arguments read."""
         owner = self._owners.get(id(table))
-        refs: list[_Ref] = []
-        self._walk(table.this, EdgeSubtype.TRANSFORMATION, None, refs)
+        refs: list[Ref] = []
+        self._refs.walk(table.this, EdgeSubtype.TRANSFORMATION, None, refs)
         deps = Deps()
         if owner is None:
             return deps
@@ -978,6 +831,14 @@ class ColumnFlow:
         return Deps({SourceColumn(UNKNOWN_TABLE, name): EdgeSubtype.IDENTITY})
 
 
+def _is_lateral(scope: Scope) -> bool:
+    """A derived table written LATERAL (or CROSS APPLY): it sees the FROM items before it."""
+    node = scope.expression.parent
+    if isinstance(node, exp.Subquery):
+        node = node.parent
+    return isinstance(node, exp.Lateral)
+
+
 def _renames_by_position(scope: Scope, outputs: list[OutputColumn]) -> bool:
     """Whether a column list (`c (x, y) AS ...`) names each output: one name per output, and
     no `*` whose width is unknown among them."""
@@ -988,7 +849,7 @@ def _renames_by_position(scope: Scope, outputs: list[OutputColumn]) -> bool:
 
 def _field_of(deps: Deps) -> Deps:
     """A field inside the columns `deps` reads: part of their value, a TRANSFORMATION."""
-    direct = {c: _compose(EdgeSubtype.TRANSFORMATION, s) for c, s in deps.direct.items()}
+    direct = {c: compose(EdgeSubtype.TRANSFORMATION, s) for c, s in deps.direct.items()}
     return Deps(direct, dict(deps.indirect))
 
 
@@ -1003,44 +864,6 @@ def _by_name(branches: list[list[OutputColumn]]) -> list[OutputColumn]:
         for out in branch:
             merged.setdefault(out.name, Deps()).flow(_deps_of(out), EdgeSubtype.IDENTITY)
     return [OutputColumn(name, deps.direct, deps.indirect) for name, deps in merged.items()]
-
-
-def _column_key(column: exp.Column) -> tuple[str, str]:
-    return column.table.lower(), column.name.lower()
-
-
-# Ordered-set and hypothetical-set aggregates: WITHIN GROUP (ORDER BY x) gives their values.
-_ORDERED_SET = frozenset(
-    {
-        "percentile_cont",
-        "percentile_disc",
-        "mode",
-        "rank",
-        "dense_rank",
-        "percent_rank",
-        "cume_dist",
-    }
-)
-
-
-def _ordered_set(aggregate: exp.Expr) -> bool:
-    """Whether `aggregate WITHIN GROUP (ORDER BY x)` takes its value from x (percentile_cont,
-    mode, rank...), rather than ordering values it reads itself (listagg, array_agg...)."""
-    if isinstance(aggregate, (exp.PercentileCont, exp.PercentileDisc, exp.Mode)):
-        return True
-    if isinstance(aggregate, exp.Anonymous):
-        name = aggregate.name
-    else:
-        name = aggregate.sql_name() if isinstance(aggregate, exp.Func) else ""
-    return name.lower() in _ORDERED_SET or aggregate.find(exp.Column) is None
-
-
-def _orders_an_aggregate(order: exp.Order) -> bool:
-    """`agg(x ORDER BY y)` / BigQuery's `agg(x ORDER BY y LIMIT 1)`, not a query's ORDER BY."""
-    parent = order.parent
-    if isinstance(parent, exp.Limit):
-        parent = parent.parent
-    return isinstance(parent, exp.AggFunc)
 
 
 def _clause_of(node: exp.Expr, select: exp.Expr) -> exp.Expr | None:

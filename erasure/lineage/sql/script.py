@@ -17,7 +17,7 @@ completed name.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,6 +34,7 @@ from erasure.lineage.sql.statement_parts import statement_parts
 from erasure.lineage.sql.statements import (
     Job,
     Statement,
+    failed,
     job_of,
     nests_too_deep,
     split_statements,
@@ -126,7 +127,7 @@ def sql_lineage(
 
     edges: set[SqlColumnEdge] = set()
     gaps: dict[SqlGap, None] = {}  # insertion-ordered set: gaps read in statement order
-    for statement in split_statements(script, sql_dialect):
+    for statement in _statements(script, sql_dialect):
         try:
             for part in _parts(statement):
                 result = _analyse(part, sql_dialect, known, output, naming)
@@ -139,10 +140,29 @@ def sql_lineage(
         except RecursionError:  # the parser got through; tracing it goes deeper still
             gaps[too_deep(statement.number, statement.line)] = None
             continue
+        except Exception as error:  # sqlglot's optimizer on odd SQL: a gap, never a crash
+            gaps[failed(statement.number, statement.line, error)] = None
+            continue
         naming, changed = after
         if changed is not None:
             gaps[changed.placed(f"statement {statement.number} (line {statement.line})")] = None
     return SqlLineage(sorted(edges), list(gaps))
+
+
+def _statements(script: str, dialect: Dialect) -> Iterator[Statement]:
+    """`split_statements`, where a failure to split the rest of the script is a gap."""
+    statements = split_statements(script, dialect)
+    number, line = 1, 1
+    while True:
+        try:
+            statement = next(statements)
+        except StopIteration:
+            return
+        except Exception as error:  # the splitter failed: the rest is not analysed
+            yield Statement(number, line, None, failed(number, line, error))
+            return
+        number, line = statement.number + 1, statement.line
+        yield statement
 
 
 def _parts(statement: Statement) -> list[Statement]:
@@ -274,6 +294,16 @@ def _job_lineage(
                 )
             )
         names = job.columns[: len(outputs)]
+    elif trace.unnamed:  # `max(COLUMNS(*))` without a column list: which columns, unknown
+        names = [ALL_COLUMNS if i in trace.unnamed else name for i, name in enumerate(names)]
+        result.gaps.append(
+            SqlGap(
+                f"statement {number} selects COLUMNS(...) inside an expression, one column per "
+                f"column it keeps, named as lineage cannot tell: table-level lineage into "
+                f"{job.target}; give the INSERT a column list",
+                GapKind.UNRESOLVED_COLUMN,
+            )
+        )
     for name, out in zip(names, outputs, strict=False):
         for source, subtype in out.sources.items():
             result.edges.append(

@@ -2,12 +2,15 @@
 
 Hive's `FROM src INSERT OVERWRITE TABLE a SELECT ... INSERT INTO TABLE b SELECT ...` and
 Snowflake's and Oracle's `INSERT ALL | FIRST [WHEN c THEN] INTO a ... [ELSE INTO b ...] SELECT ...`
-read one source into several tables: each target becomes an `INSERT ... SELECT` of its own, its
-WHEN a filter (under FIRST and ELSE, the branches before it filter too). Postgres' data-modifying
-CTEs (`WITH gone AS (DELETE ... RETURNING *) INSERT INTO archive SELECT * FROM gone`) write a
-table inside the statement and hand the rows they touched on: the write becomes a statement of
-its own (a DELETE writes no values), and the CTE a SELECT of the rows its RETURNING gives, read
-from the table it wrote. Every part is then read as any other statement.
+read one source into several tables: each target becomes an `INSERT ... SELECT` of its own (with
+the statement's WITH), filtered by the WHEN it is written under, every INTO under one WHEN alike
+(under FIRST, also by none of the WHENs before; under ELSE, by none of the WHENs at all).
+Postgres' data-modifying CTEs (`WITH gone AS (DELETE ... RETURNING *) INSERT INTO archive
+SELECT * FROM gone`) write a table inside the statement and hand the rows they touched on: the
+write becomes a statement of its own (a DELETE writes no values), and the CTE a SELECT of the
+rows its RETURNING gives, read from the table it wrote (a MERGE's also from its source; an
+UPDATE's RETURNING of a column it SET also from the value it set). Every part is then read as
+any other statement.
 """
 
 from __future__ import annotations
@@ -33,47 +36,91 @@ def statement_parts(statement: exp.Expr) -> list[exp.Expr]:
 
 def _inserts(statement: exp.MultitableInserts) -> list[exp.Expr]:
     source = statement.args.get("source")
+    if not isinstance(source, exp.Expr):
+        return []
     first = str(statement.args.get("kind") or "").upper() == "FIRST"
-    conditions = [
-        item.expression
-        for item in statement.expressions
-        if isinstance(item, exp.ConditionalInsert) and isinstance(item.expression, exp.Expr)
-    ]
+    with_ = statement.args.get("with_")  # Hive: WITH w AS (...) FROM w INSERT ... INSERT ...
+    conditions = _distinct_reads(
+        [
+            item.expression
+            for item in statement.expressions
+            if isinstance(item, exp.ConditionalInsert) and isinstance(item.expression, exp.Expr)
+        ]
+    )
     parts: list[exp.Expr] = []
-    earlier: list[exp.Expr] = []
+    earlier: list[exp.Expr] = []  # the WHENs before the current one, one per columns read
+    read_before: set[object] = set()
+    where: exp.Expr | None = None  # the current WHEN's or ELSE's filter, for every INTO under it
     for item in statement.expressions:
         conditional = isinstance(item, exp.ConditionalInsert)
         insert = item.this if conditional else item
-        if not isinstance(insert, exp.Insert) or not isinstance(source, exp.Expr):
+        if conditional and isinstance(item.expression, exp.Expr):  # WHEN c THEN INTO ...
+            chosen = [item.expression]
+            if first and earlier:
+                chosen.append(_none_of(earlier))
+            where = _all_of(chosen)
+            if _reads(item.expression) not in read_before:
+                read_before.add(_reads(item.expression))
+                earlier.append(item.expression)
+        elif conditional and item.args.get("else_"):  # ELSE INTO ...
+            where = _none_of(conditions) if conditions else None
+        # otherwise: another INTO under the same WHEN or ELSE (or no WHEN at all)
+        if not isinstance(insert, exp.Insert):
             continue
         insert = insert.copy()
         query = insert.expression
         if isinstance(query, exp.Select) and query.args.get("from_") is None:
             _read_from(query, source)  # Hive: FROM src INSERT ... SELECT ...
         else:  # INSERT ALL/FIRST ... SELECT: the values come from the source's rows
-            condition = item.expression if conditional else None
-            if conditional and item.args.get("else_"):
-                where = _none_of(conditions) if conditions else None
-            else:
-                chosen = [condition] if condition is not None else []
-                if first and earlier:
-                    chosen.append(_none_of(earlier))
-                where = _all_of(chosen)
             insert.set("expression", _from_rows(query, source, where))
-            if condition is not None:
-                earlier.append(condition)
+        if isinstance(with_, exp.With):
+            _prepend_ctes(insert, with_)
         parts.append(insert)
     return parts
 
 
+def _distinct_reads(conditions: list[exp.Expr]) -> list[exp.Expr]:
+    """One condition per set of columns read: `NOT (c = 1 OR c = 2 ...)` filters on what
+    `NOT (c = 1)` does for lineage, and 300 WHENs need not make every part 300 deep."""
+    seen: set[object] = set()
+    kept = []
+    for condition in conditions:
+        if _reads(condition) not in seen:
+            seen.add(_reads(condition))
+            kept.append(condition)
+    return kept
+
+
+def _reads(condition: exp.Expr) -> object:
+    """What a condition reads, for lineage: its columns; a condition with a query is its own."""
+    if condition.find(exp.Query) is not None:
+        return id(condition)
+    return frozenset(column.sql().lower() for column in condition.find_all(exp.Column))
+
+
+def _prepend_ctes(statement: exp.Expr, with_: exp.With) -> None:
+    """Give one part of a multi-table INSERT the statement's WITH, before any of its own."""
+    own = statement.args.get("with_")
+    ctes = [cte.copy() for cte in with_.expressions]
+    if isinstance(own, exp.With):
+        own.set("expressions", [*ctes, *own.expressions])
+    else:
+        statement.set("with_", exp.With(expressions=ctes))
+
+
 def _read_from(query: exp.Select, source: exp.Expr) -> None:
-    """Give a Hive multi-insert branch the statement's FROM (a table, its joins, a subquery)."""
+    """Give a Hive multi-insert branch the statement's FROM (a table, its joins and LATERAL
+    VIEWs, a subquery)."""
     source = source.copy()
     joins = list(source.args.get("joins") or [])
+    laterals = list(source.args.get("laterals") or [])
     source.set("joins", None)
+    source.set("laterals", None)
     query.set("from_", exp.From(this=source))
     if joins:
         query.set("joins", [*joins, *(query.args.get("joins") or [])])
+    if laterals:
+        query.set("laterals", [*laterals, *(query.args.get("laterals") or [])])
 
 
 def _from_rows(values: exp.Expr | None, source: exp.Expr, where: exp.Expr | None) -> exp.Select:
@@ -141,12 +188,16 @@ def _returned_rows(modifying: exp.Expr) -> exp.Select | None:
     if not isinstance(table, exp.Table):
         return None
     select = exp.Select(
-        expressions=[e.copy() for e in returning.expressions],
+        expressions=[_new_values(e.copy(), modifying, table) for e in returning.expressions],
         from_=exp.From(this=table.copy()),
     )
     others: list[exp.Expr] = []
     using = modifying.args.get("using")
-    others.extend(using if isinstance(using, list) else [])
+    if isinstance(modifying, exp.Merge) and isinstance(using, exp.Expr):  # Postgres 17
+        on = modifying.args.get("on")
+        others.append(exp.Join(this=using.copy(), on=on.copy() if on else None))
+    else:
+        others.extend(using if isinstance(using, list) else [])
     source = modifying.args.get("from_")
     if isinstance(source, exp.From):
         others.append(source.this)
@@ -165,3 +216,24 @@ def _returned_rows(modifying: exp.Expr) -> exp.Select | None:
     if isinstance(where, exp.Where):
         select.set("where", where.copy())
     return select
+
+
+def _new_values(returned: exp.Expr, modifying: exp.Expr, table: exp.Table) -> exp.Expr:
+    """An UPDATE's `RETURNING a.email` gives the value SET wrote: the SET's expression (and,
+    kept for the rows lineage reads as the table's, the column)."""
+    if not isinstance(modifying, exp.Update):
+        return returned
+    assigned = {
+        item.this.name.lower(): item.expression
+        for item in modifying.expressions
+        if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column)
+    }
+    names = {table.alias_or_name.lower(), table.name.lower(), ""}
+    for column in list(returned.find_all(exp.Column)):
+        value = assigned.get(column.name.lower())
+        if value is not None and column.table.lower() in names:
+            replacement = exp.Coalesce(this=value.copy(), expressions=[column.copy()])
+            if column is returned:
+                return exp.alias_(replacement, column.name)
+            column.replace(replacement)
+    return returned

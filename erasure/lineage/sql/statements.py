@@ -76,30 +76,44 @@ def _parse_tokens(
     number: int, tokens: list[Token], sql: str, dialect: Dialect, lines_before: int = 0
 ) -> Statement:
     line = tokens[0].line + lines_before
-    tokens = _replace_into_as_insert(tokens, sql, dialect)
     try:
+        tokens = _replace_into_as_insert(tokens, sql, dialect)
         parsed = [e for e in dialect.parser().parse(tokens, sql) if e is not None]
     except ParseError as error:
         return Statement(number, line, None, _parse_gap(number, line, error, lines_before))
     except RecursionError:
         return Statement(number, line, None, too_deep(number, line))
+    except Exception as error:  # the parser fails on some malformed SQL (IndexError...)
+        return Statement(number, line, None, failed(number, line, error))
     return Statement(number, line, parsed[0] if parsed else None, tokens=tuple(tokens), source=sql)
 
 
 def _replace_into_as_insert(tokens: list[Token], sql: str, dialect: Dialect) -> list[Token]:
     """MySQL's and SQLite's `REPLACE INTO t ...` writes as `INSERT INTO t ...` does; sqlglot
-    reads REPLACE as a command and keeps the rest as text, so it is read as INSERT."""
+    reads REPLACE as a command and keeps the rest as text, so it is read as INSERT (MySQL's
+    LOW_PRIORITY / DELAYED dropped, its optional INTO added)."""
     if tokens[0].text.upper() != "REPLACE" or len(tokens) < 2:
         return tokens
     try:
         words = tokenize(sql, dialect)  # without commands, the rest is tokens again
     except TokenError:
         return tokens
-    if len(words) < 2 or words[1].text.upper() != "INTO":
+    rest = words[1:]
+    while rest and rest[0].text.upper() in _REPLACE_MODIFIERS:
+        rest = rest[1:]
+    if not rest:
         return tokens
     first = words[0]
     insert = Token(TokenType.INSERT, "INSERT", first.line, first.col, first.start, first.end)
-    return [insert, *words[1:]]
+    if rest[0].text.upper() == "INTO":
+        return [insert, *rest]
+    if rest[0].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+        return tokens  # not `REPLACE [INTO] table ...`
+    into = Token(TokenType.INTO, "INTO", first.line, first.col, first.start, first.end)
+    return [insert, into, *rest]  # MySQL: INTO is optional
+
+
+_REPLACE_MODIFIERS = frozenset({"LOW_PRIORITY", "DELAYED"})
 
 
 def _statements_by_semicolon(script: str, dialect: Dialect) -> Iterator[Statement]:
@@ -126,6 +140,18 @@ def too_deep(number: int, line: int) -> SqlGap:
         f"statement {number} (line {line}) nests too deeply for the SQL parser to follow "
         "(dozens of parentheses, subqueries or operators inside each other) and was not "
         "analysed; split it into CTEs or views",
+        GapKind.UNPARSEABLE_SQL,
+    )
+
+
+def failed(number: int, line: int, error: Exception) -> SqlGap:
+    """The gap of a statement the parser or the analysis failed on (malformed or unusual SQL).
+
+    Only the error's type is named: its message may quote the SQL, and so a subject's data.
+    """
+    return SqlGap(
+        f"statement {number} (line {line}) could not be analysed: the SQL parser or lineage "
+        f"failed on it ({type(error).__name__}); check its syntax, or declare its lineage",
         GapKind.UNPARSEABLE_SQL,
     )
 
@@ -250,7 +276,7 @@ def job_of(
         return None
     if isinstance(statement, exp.Insert):
         written = targets.of(statement.this)
-        query = _unwrap(statement.expression)
+        query = _unwrap(statement.expression) or _values_query(statement.expression)
         if written is None or query is None:  # INSERT ... VALUES: literals only
             return None
         name, columns = written
@@ -332,6 +358,23 @@ def job_of(
     )
 
 
+def _values_query(values: exp.Expr | None) -> exp.Query | None:
+    """`VALUES ((SELECT email FROM s ...), 1)` / MySQL's `SET email = (SELECT ...)`: the rows as
+    `SELECT <row> UNION ALL ...` of the rows that read a query; None when none does."""
+    if not isinstance(values, exp.Values) or values.find(exp.Query) is None:
+        return None
+    selects: list[exp.Query] = []
+    for row in values.expressions:
+        if row.find(exp.Query) is None:
+            continue  # literals only: no column flows from the row
+        items = row.expressions if isinstance(row, exp.Tuple) else [row]
+        selects.append(exp.Select(expressions=[item.copy() for item in items]))
+    query = selects[0]
+    for select in selects[1:]:
+        query = exp.union(query, select, distinct=False)
+    return query
+
+
 def _partitioned(columns: list[str] | None, target: exp.Expr) -> list[str] | None:
     """The columns `INSERT ... t PARTITION (dt = 'x', region) SELECT` writes, in order: Hive's
     and Spark's, the table's other columns and then the dynamic partition columns; a static
@@ -346,7 +389,7 @@ def _partitioned(columns: list[str] | None, target: exp.Expr) -> list[str] | Non
     }
     dynamic = [item.name.lower() for item in partition.expressions if isinstance(item, exp.Column)]
     named = static | set(dynamic)
-    return [c for c in columns if c not in named] + [c for c in dynamic if c in columns]
+    return [c for c in columns if c not in named] + dynamic  # the schema may miss one
 
 
 def _assigned_variables(query: exp.Query, variables: frozenset[str]) -> str | None:
@@ -621,7 +664,9 @@ def _inserts_row(action: object) -> bool:
 
 
 def _sets_every_column(action: object) -> bool:
-    """`WHEN MATCHED THEN UPDATE SET *` / `WHEN NOT MATCHED THEN INSERT *`."""
+    """`WHEN MATCHED THEN UPDATE SET *` / `UPDATE *` / `WHEN NOT MATCHED THEN INSERT *`."""
     if isinstance(action, exp.Update):
-        return any(isinstance(item, exp.Star) for item in action.expressions)
+        assigned = action.args.get("expressions")
+        items = assigned if isinstance(assigned, list) else [assigned]
+        return any(isinstance(item, exp.Star) for item in items)
     return isinstance(action, exp.Insert) and isinstance(action.this, exp.Star)

@@ -41,6 +41,7 @@ class ColumnTrace:
     """A traced query: its output columns in order, the columns that sway every row, gaps."""
 
     outputs: list[OutputColumn]
+    unnamed: set[int]  # positions of outputs whose names lineage cannot tell
     indirect: list[tuple[SourceColumn, EdgeSubtype]]  # filter, join, group, sort, window...
     gaps: list[SqlGap]
 
@@ -92,7 +93,7 @@ def trace_columns(
                 GapKind.OPAQUE_PRODUCER,
             )
         )
-    return ColumnTrace(outputs, indirect, tracer.gaps)
+    return ColumnTrace(outputs, tracer.unnamed_outputs(root), indirect, tracer.gaps)
 
 
 _SYNTHETIC_PREFIX = "_erasure_t"
@@ -190,15 +191,16 @@ def _hold_column_lists(query: exp.Expr, schema: Mapping[str, object]) -> bool:
     taking the list's names for `s`'s columns. The tracer reads the list (restored after).
     Whether any was held."""
     held = False
+    ctes = {
+        cte.alias_or_name.lower(): cte.this
+        for cte in query.find_all(exp.CTE)
+        if isinstance(cte.this, (exp.Select, exp.SetOperation))
+    }
     for alias in list(query.find_all(exp.TableAlias)):
         body = alias.parent.this if isinstance(alias.parent, (exp.CTE, exp.Subquery)) else None
         if not alias.columns or not isinstance(body, (exp.Select, exp.SetOperation)):
             continue
-        branches = [body] if isinstance(body, exp.Select) else list(_branches(body))
-        if any(
-            any(p.is_star for p in branch.expressions) and _reads_unknown_table(branch, schema)
-            for branch in branches
-        ):
+        if _star_over_unknown(body, schema, ctes, set()):
             alias.meta[_HELD_COLUMNS] = [column.copy() for column in alias.columns]
             alias.set("columns", None)
             held = True
@@ -217,17 +219,37 @@ def _branches(union: exp.SetOperation) -> list[exp.Select]:
     return found
 
 
-def _reads_unknown_table(select: exp.Select, schema: Mapping[str, object]) -> bool:
-    """Whether a base table the SELECT reads directly has no known columns."""
-    from_ = select.args.get("from_")
-    items = [from_.this] if isinstance(from_, exp.From) else []
-    items += [join.this for join in select.args.get("joins") or []]
-    return any(
-        isinstance(item, exp.Table)
-        and item.name.startswith(_SYNTHETIC_PREFIX)
-        and item.name not in schema
-        for item in items
-    )
+def _star_over_unknown(
+    body: exp.Expr, schema: Mapping[str, object], ctes: Mapping[str, exp.Expr], seen: set[int]
+) -> bool:
+    """Whether the query's `*` reaches, at any depth (through derived tables and CTEs), a base
+    table with no known columns: its width, and so what a column list names, is unknown."""
+    if id(body) in seen:
+        return False  # a recursive CTE
+    seen.add(id(body))
+    branches = [body] if isinstance(body, exp.Select) else []
+    if isinstance(body, exp.SetOperation):
+        branches = _branches(body)
+    for branch in branches:
+        if not any(p.is_star for p in branch.expressions):
+            continue
+        from_ = branch.args.get("from_")
+        items = [from_.this] if isinstance(from_, exp.From) else []
+        items += [join.this for join in branch.args.get("joins") or []]
+        for item in items:
+            if isinstance(item, exp.Subquery):
+                inner: exp.Expr | None = item.unnest()
+            elif isinstance(item, exp.Table) and item.name.startswith(_SYNTHETIC_PREFIX):
+                if item.name not in schema:
+                    return True
+                continue
+            elif isinstance(item, exp.Table):
+                inner = ctes.get(item.name.lower())
+            else:
+                continue
+            if inner is not None and _star_over_unknown(inner, schema, ctes, seen):
+                return True
+    return False
 
 
 def _restore_column_lists(query: exp.Expr) -> None:
