@@ -43,6 +43,22 @@ from tests.unit.test_discover import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
+
+@pytest.fixture(scope="module")
+def postgres_url(postgres_url: str) -> Iterator[str]:
+    """A database of this module's own: discovery reads every schema of its connection, and
+    the session's database holds other tests' schemas (and their `crm`)."""
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    name = f"erasure_discover_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
 # The default schema's table, named bare as a catalog may name it.
 BARE_ENTRY = "  - {namespace: warehouse, name: signups, connection: warehouse, kind: table}\n"
 
