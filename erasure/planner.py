@@ -15,7 +15,7 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from erasure.catalog import Catalog, DatasetKind, DatasetSpec, ProducerRebuild, shown_name
-from erasure.discover import undeclared_holders
+from erasure.discover import check_undeclared_holders
 from erasure.drift import drift_gaps
 from erasure.errors import ErasureError, LineageError, RebuildFailed, SubjectError
 from erasure.kanon import measure_k
@@ -278,18 +278,24 @@ def _undeclared_identifiers(
     """A warning for each column of a mutable table the plan keeps (not rebuilt) that is
     named like an identifier the catalog does not declare there (by name: no rows are read):
     a request by that identifier would not find the person's rows in it. An aggregate
-    holding such a column is not shown anonymous by its group sizes: it escalates (rule 6).
-    A warehouse that cannot be read adds no warning (the plan's own steps report it)."""
+    holding such a column, or whose columns could not be read, is not shown anonymous by its
+    group sizes: it escalates (rule 6). A warehouse that cannot be read adds no warning (the
+    plan's own steps report it)."""
     kept = []
     for item in items:
         ds = catalog.dataset(item.dataset)
         if item.action is not Action.REBUILD and ds is not None and ds.storage == "mutable":
             kept.append(item.dataset)
     try:
-        found = undeclared_holders(catalog, warehouse, kept)
-    except ErasureError:
+        checked = check_undeclared_holders(catalog, warehouse, kept)
+    except ErasureError:  # the catalog's own problem: the plan's other steps report it
         return items, []
-    by_dataset: dict[DatasetRef, list[str]] = {}
+    found = checked.findings
+    by_dataset: dict[DatasetRef, list[str]] = {
+        # an aggregate whose columns could not be read is not shown to hold none
+        skipped.dataset: [_UNREAD]
+        for skipped in checked.skipped
+    }
     warnings = []
     for finding in found:
         column = shown_name(finding.column, "(not repeated)")
@@ -307,15 +313,23 @@ def _undeclared_identifiers(
     return [_not_anonymous(i, by_dataset) for i in items], warnings
 
 
+_UNREAD = "(its columns could not be read)"
+
+
 def _not_anonymous(item: PlanItem, columns: dict[DatasetRef, list[str]]) -> PlanItem:
     if item.action is not Action.AGGREGATE_OK or item.dataset not in columns:
         return item
     named = ", ".join(columns[item.dataset])
+    keeps = (
+        "its columns could not be read to show it keeps no identifier"
+        if named == _UNREAD
+        else f"it keeps columns named like identifiers ({named})"
+    )
     return item.model_copy(
         update={
             "action": Action.ESCALATE,
-            "reason": f"its groups are large enough ({item.reason}), but it keeps columns "
-            f"named like identifiers ({named}): not shown anonymous, the DPO decides",
+            "reason": f"its groups are large enough ({item.reason}), but {keeps}: not shown "
+            "anonymous, the DPO decides",
             "evidence": {**item.evidence, "identifier_like_columns": columns[item.dataset]},
         }
     )

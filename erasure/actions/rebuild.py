@@ -303,9 +303,9 @@ def fresh_write_proof(
       the artefact's model alone, writing its relation the planned way, and reported it a
       success (erasure.actions.dbt_run);
     - `dag` run in process (the embedded demo): the rebuild task executed the run itself;
-    - `dag` (and `producer`): the OpenLineage COMPLETE of a task of that DAG writing the
-      artefact, from a run begun after its sources were clean, reading at least one of them
-      (the lineage the plan walked).
+    - `dag` (and `producer`): the last OpenLineage COMPLETE writing the artefact is a task of
+      that DAG (its events name it), from a run whose START came after its sources were
+      clean, reading at least one of them (the lineage the plan walked).
     """
     method = evidence.get("method")
     if method == "view":
@@ -333,24 +333,26 @@ def fresh_write_proof(
     ready_at = datetime.fromisoformat(str(ready))
     sources = {u.qualified for u in item.upstreams}
     dag_id = evidence.get("dag_id")
-    for run in completed_writes(item.dataset, ready_at, now + CLOCK_SKEW):
-        # A run of the DAG the rebuild triggered (its tasks' jobs are `<dag_id>.<task>`),
-        # begun after the sources were clean: another job's append, or a run under way
-        # before, reads the subject's rows or leaves them.
-        job = str(run["job"]).split("/", 1)[-1]
-        started = run.get("started_at")
-        if dag_id and not job.startswith(f"{dag_id}."):
-            continue
-        if started is None or started < ready_at:
-            continue
-        read = sources & set(run["inputs"])
-        if read or not sources:
-            return (
-                f"OpenLineage COMPLETE of {run['job']} run {run['run_id']} at "
-                f"{run['completed_at'].isoformat()}, after its sources were clean "
-                f"({ready_at.isoformat()}), reading {', '.join(sorted(read)) or 'no input'}"
-            )
-    return None
+    writes = completed_writes(item.dataset, ready_at, now + CLOCK_SKEW)
+    if not dag_id or not writes:
+        return None
+    # The last write is what the artefact holds: it must be a task of the DAG the rebuild
+    # triggered (its events name that DAG: `airflow_dag`), from a run begun after the sources
+    # were clean (its START), reading one of them. A run under way before, or another job's
+    # write after, may have put the subject's rows back.
+    last = writes[-1]
+    started = last.get("started_at")
+    read = sources & set(last["inputs"])
+    if last.get("dag_id") != dag_id or started is None or started < ready_at:
+        return None
+    if not read and sources:
+        return None
+    return (
+        f"OpenLineage COMPLETE of {last['job']} run {last['run_id']} at "
+        f"{last['completed_at'].isoformat()}, a task of DAG {dag_id} begun at "
+        f"{started.isoformat()}, after its sources were clean ({ready_at.isoformat()}), "
+        f"reading {', '.join(sorted(read)) or 'no input'}; the last write of it"
+    )
 
 
 def _started_after_clean(evidence: Mapping[str, Any]) -> bool:

@@ -164,7 +164,8 @@ def _columns_and_sample(
     assert ds.connection is not None
     if not sample_rows:
         try:
-            return context.warehouse.columns(ds) or [], None
+            named = context.warehouse.columns(ds) or []
+            return [n for n in named if n.isprintable()], None
         except ErasureError as exc:  # the warehouse's messages name no value
             raise _Unreadable(str(exc), whole_connection=True) from None
         except (sa.exc.SQLAlchemyError, ImportError, OSError) as exc:
@@ -180,7 +181,9 @@ def _columns_and_sample(
     if table is None:
         # Missing (catalog drift: the plan has a gap for it) or not readable (said in notes).
         return [], None
-    examined = [(n, k) for n, k in table.columns if _examinable(k, conn.dialect.name)]
+    examined = [
+        (n, k) for n, k in table.columns if n.isprintable() and _examinable(k, conn.dialect.name)
+    ]
     if not examined:
         return [], None
     if conn.dialect.name == "postgresql":

@@ -80,6 +80,7 @@ def _tables(
         kinds = ObjectKind.TABLE if sqlite else ObjectKind.TABLE | ObjectKind.MATERIALIZED_VIEW
         tables = []
         uncatalogable: list[str] = []
+        unprintable = 0
         partitions = 0
         for schema in searched:
             found = inspector.get_multi_columns(schema=schema, kind=kinds)
@@ -94,13 +95,17 @@ def _tables(
                 plain = sqlite and schema == "main"
                 name = table.lower() if plain else f"{schema}.{table}".lower()
                 bare = table.lower() if schema == default and not plain else None
+                # A name with a line break or control character could end a comment of the
+                # proposed YAML or hide a line of the report: such columns are left out.
+                printable = [c for c in columns if str(c["name"]).isprintable()]
+                unprintable += len(columns) - len(printable)
                 tables.append(
                     _Table(
                         schema,
                         table,
                         name,
                         bare,
-                        [(c["name"], c["type"]) for c in columns],
+                        [(c["name"], c["type"]) for c in printable],
                         kind="materialized_view" if relkind == "m" else "table",
                         sample_percent=_sample_percent(relkind, estimate, sample_rows),
                     )
@@ -115,6 +120,11 @@ def _tables(
     if partitions:
         context.notes.append(
             f"{partitions} partition(s) not listed: each is read through its partitioned table"
+        )
+    if unprintable:
+        context.notes.append(
+            f"{unprintable} column(s) not searched: their names hold a line break or a control "
+            "character, which a catalog entry (or this report) cannot show safely; rename them"
         )
     if uncatalogable:
         shown = [shown_name(n, "") for n in uncatalogable[:10]]

@@ -110,19 +110,28 @@ def trigger(svc: Services) -> workflow.TriggerDag:
     return run
 
 
-def completed_run(svc: Services, dag_id: str) -> dict[str, Any]:
-    """The OpenLineage COMPLETE event the DAG's run reports: the tables it read and wrote."""
+def completed_run(svc: Services, dag_id: str) -> list[dict[str, Any]]:
+    """The OpenLineage START and COMPLETE the DAG's task reports, as Airflow's provider sends
+    them (`processing_engine` and `parent` facets): the tables it read and wrote."""
     written = table_lineage(svc.catalog, svc.warehouse, dag_id)
     read = {edge.source.dataset for edges in written.values() for edge in edges}
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    run = {
+        "runId": str(uuid.uuid4()),
+        "facets": {
+            "processing_engine": {"name": "Airflow", "version": "3.3.2"},
+            "parent": {"run": {"runId": str(uuid.uuid4())},
+                       "job": {"namespace": "airflow", "name": dag_id}},
+        },
+    }  # fmt: skip
+    event = {
         "producer": "https://github.com/apache/airflow/tree/providers-openlineage/2.20.3",
-        "run": {"runId": str(uuid.uuid4())},
+        "run": run,
         "job": {"namespace": "airflow", "name": f"{dag_id}.rematerialise"},
         "inputs": [r.as_dict() for r in sorted(read, key=lambda r: r.qualified)],
         "outputs": [r.as_dict() for r in written],
     }
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return [{**event, "eventType": kind, "eventTime": now} for kind in ("START", "COMPLETE")]
 
 
 def act(svc: Services, ref: str) -> None:

@@ -1302,3 +1302,32 @@ def test_undeclared_holders_skips_what_it_cannot_reach_and_says_which(tmp_path: 
             assert found == checked.findings
     finally:
         warehouse.dispose()
+
+
+def test_a_column_name_cannot_write_into_the_proposed_catalog(tmp_path: Path) -> None:
+    """A column named with a line break would end a YAML comment and start an entry of its
+    own in what a person pastes: such names are not searched, and a note says so."""
+    path = tmp_path / "catalog.yaml"
+    path.write_text(
+        'version: 1\nidentifiers: {email: {normalise: email}}\nconnections: {w: {url: "sqlite:'
+        '///warehouse.db"}}\ndatasets:\n'
+        "  - {namespace: w, name: customers, connection: w, kind: table,"
+        " holds_subject: {email: email}}\n"
+    )
+    catalog = load_catalog(path)
+    warehouse = Warehouse(catalog)
+    injected = (
+        "rep_email\n  - {namespace: w, name: crm, connection: w, kind: table, "
+        "holds_subject: {email: [email]}} #"
+    )
+    with warehouse.engine("w").begin() as conn:
+        conn.execute(sa.text("CREATE TABLE customers (email TEXT)"))
+        conn.execute(sa.text(f'CREATE TABLE leads ("{injected}" TEXT, "rep\u2028mail" TEXT)'))
+        conn.execute(sa.text("INSERT INTO leads VALUES ('a@example.com', 'b@example.com')"))
+    warehouse.dispose()
+    report = discover(catalog, warehouse, "w")
+    proposed = yaml.safe_load(report.catalog_yaml) or {}
+    assert [d["name"] for d in proposed.get("datasets") or []] == []
+    assert not [f for f in report.findings if f.dataset.name == "leads"]
+    assert any("2 column(s) not searched" in note for note in report.notes)
+    assert "holds_subject: {email: [email]}} #" not in render_discovery(report)

@@ -36,6 +36,7 @@ from erasure.lineage.openlineage import (
     OutputLineage,
     RunEvent,
     RunLineage,
+    RunState,
     RunSummary,
     airflow_dag,
     event_json,
@@ -982,8 +983,9 @@ class LineageStore:
         self, dataset: DatasetRef, after: datetime, until: datetime
     ) -> list[dict[str, Any]]:
         """Runs that reported COMPLETE writing `dataset`, completed in (after, until]: job,
-        run id, completion time, inputs and `started_at` (its first event's time), earliest
-        first (a rebuild's proof of a fresh write, erasure.verify)."""
+        run id, completion time, inputs, `started_at` (its START event's time; None without
+        one) and `dag_id` (the Airflow DAG its events name, `airflow_dag`), earliest first (a
+        rebuild's proof of a fresh write, erasure.verify)."""
         name = canonical_json(dataset.qualified)  # as it stands in the outputs' JSON list
         query = (
             sa.select(lineage_runs)
@@ -1001,14 +1003,20 @@ class LineageStore:
         ):
             runs = [_run(r) for r in conn.execute(query)]
             runs = [run for run in runs if dataset.qualified in run["outputs"]]
-            firsts = sa.select(
-                lineage_events.c.job, lineage_events.c.run_id,
-                sa.func.min(lineage_events.c.event_time).label("first"),
-            ).where(lineage_events.c.run_id.in_([r["run_id"] for r in runs])).group_by(
-                lineage_events.c.job, lineage_events.c.run_id
-            )  # fmt: skip
-            started = {(str(r.job), str(r.run_id)): r.first for r in conn.execute(firsts)}
-        return [{**run, "started_at": started.get((run["job"], run["run_id"]))} for run in runs]
+            stored = stored_events(conn, [(r["job"], r["run_id"]) for r in runs])
+        found = []
+        for run in runs:
+            events = [e for _, e in stored.get((run["job"], run["run_id"]), [])]
+            runs_events = [e for e in events if isinstance(e, RunEvent)]
+            starts = [e.event_time for e in runs_events if e.event_type is RunState.START]
+            found.append(
+                {
+                    **run,
+                    "started_at": min(starts) if starts else None,
+                    "dag_id": airflow_dag(runs_events),
+                }
+            )
+        return found
 
     # -- retention ------------------------------------------------------------------------------
 

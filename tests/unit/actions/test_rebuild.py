@@ -363,18 +363,23 @@ DAG_EVIDENCE = {
 
 
 def _writes(*runs: tuple[Any, ...]) -> CompletedWrites:
-    """Runs (completed at, inputs[, started at[, job]]) as the store reports them; a run
-    starts when it completes and is build_marts' unless it says otherwise."""
+    """Runs (completed at, inputs[, started at[, DAG]]) as the store reports them, earliest
+    first; a run starts when it completes and is a task of build_marts unless it says
+    otherwise."""
 
     def completed_writes(dataset: DatasetRef, after: datetime, until: datetime) -> list[Any]:
         assert dataset == DAILY
-        return [
-            {"job": (run[3] if len(run) > 3 else "airflow/build_marts.rematerialise"),
-             "run_id": f"r{n}", "completed_at": run[0], "inputs": run[1],
-             "started_at": run[2] if len(run) > 2 else run[0]}
-            for n, run in enumerate(runs)
-            if after < run[0] <= until
-        ]  # fmt: skip
+        return sorted(
+            (
+                {"job": "airflow/build_marts.rematerialise", "run_id": f"r{n}",
+                 "completed_at": run[0], "inputs": run[1],
+                 "started_at": run[2] if len(run) > 2 else run[0],
+                 "dag_id": run[3] if len(run) > 3 else "build_marts"}
+                for n, run in enumerate(runs)
+                if after < run[0] <= until
+            ),
+            key=lambda r: r["completed_at"],
+        )  # fmt: skip
 
     return completed_writes
 
@@ -393,8 +398,25 @@ def _writes(*runs: tuple[Any, ...]) -> CompletedWrites:
             False,
         ),
         # another job's write (an append, a Spark job) is no run of the DAG triggered
+        (((READY + timedelta(minutes=5), [ORDERS_REF.qualified], READY, None),), False),
+        # a task of another DAG whose name shares the prefix (`build_marts.nightly`)
         (
-            ((READY + timedelta(minutes=5), [ORDERS_REF.qualified], READY, "spark/orders_daily"),),
+            ((READY + timedelta(minutes=5), [ORDERS_REF.qualified], READY, "build_marts.nightly"),),
+            False,
+        ),
+        # no START: when the run began is not known
+        (((READY + timedelta(minutes=5), [ORDERS_REF.qualified], None),), False),
+        # a fresh write, then a run begun before the sources were clean finishing after it:
+        # the table holds what the stale run wrote
+        (
+            (
+                (READY + timedelta(minutes=5), [ORDERS_REF.qualified]),
+                (
+                    READY + timedelta(minutes=9),
+                    [ORDERS_REF.qualified],
+                    READY - timedelta(minutes=5),
+                ),
+            ),
             False,
         ),
     ],
