@@ -276,17 +276,11 @@ def recount(
                 "with another catalog; re-plan"
             )
         if not catalog.described_as_planned(item.dataset, item.evidence):
-            recounts.append(
-                Recount(
-                    dataset=ds.name,
-                    action=item.action,
-                    found=0,
-                    ok=False,
-                    searched_by=[],
-                    problem="described otherwise than when the plan was made (its dbt "
-                    "manifest, a catalog default or its own entry changed): re-plan",
-                )
+            problem = (
+                "described otherwise than when the plan was made (its dbt manifest, a catalog "
+                "default or its own entry changed): re-plan"
             )
+            recounts.append(_not_searched(ds, item.action, problem))
             continue
         counted = _recount_one(catalog, warehouse, ds, item.action, by_type, keys, by_column)
         if not counted.searched_by and counted.problem is None:
@@ -315,29 +309,19 @@ def _recount_one(
     by_column: Mapping[str, set[str]],
 ) -> Recount:
     if ds.connection is None:  # not in a warehouse this system can query
-        return Recount(dataset=ds.name, action=action, found=0, ok=False, searched_by=[])
+        return _not_searched(ds, action)
     drift = catalog_drift(catalog, warehouse, ds)
     table = warehouse.table(ds)
     if drift is not None or table is None:
-        return Recount(
-            dataset=ds.name,
-            action=action,
-            found=0,
-            ok=False,
-            searched_by=[],
-            problem=drift or f"table {ds.name!r} not found",
-        )
+        return _not_searched(ds, action, drift or f"table {ds.name!r} not found")
     if ds.kind is DatasetKind.VIEW and not warehouse.is_view(ds):
         # A view holds no rows (its proof); a table of that name may hold the subject's.
-        return Recount(
-            dataset=ds.name,
-            action=action,
-            found=0,
-            ok=False,
-            searched_by=[],
-            problem=f"the catalog says {ds.name!r} is a view, but the warehouse holds it as a "
-            "table, which keeps rows: catalog it as what it is (or rebuild it as a view), "
-            "then verify again",
+        return _not_searched(
+            ds,
+            action,
+            f"the catalog says {ds.name!r} is a view, but the warehouse holds it as a table, "
+            "which keeps rows: catalog it as what it is (or rebuild it as a view), then "
+            "verify again",
         )
     tests, near, searched = _identifier_tests(catalog, ds, by_type)
     if action is Action.REBUILD:
@@ -354,7 +338,7 @@ def _recount_one(
         tests.setdefault(key, []).append(lambda v: v is not None and str(v) in wanted)
         searched.append(f"reference key: {key}")
     if not tests:
-        return Recount(dataset=ds.name, action=action, found=0, ok=False, searched_by=[])
+        return _not_searched(ds, action)
     with warehouse.connect(ds) as conn:
         found, unexplained = _count_rows(conn, table, tests, near)
     return Recount(
@@ -364,6 +348,14 @@ def _recount_one(
         ok=found == 0 and unexplained == 0,
         searched_by=searched,
         in_another_case=unexplained,
+    )
+
+
+def _not_searched(ds: DatasetSpec, action: Action, problem: str | None = None) -> Recount:
+    """A recount that could not search the dataset: it fails unless a fresh write is proven
+    (no `problem`), or always (a `problem` with it)."""
+    return Recount(
+        dataset=ds.name, action=action, found=0, ok=False, searched_by=[], problem=problem
     )
 
 
