@@ -528,7 +528,8 @@ def _decide_producer(
             ds.kind,
             Action.ESCALATE,
             "7",
-            f"a {kind} written by {len(writers)} job(s) ({jobs}, last run {last.run_id}), "
+            f"a {kind} written by {len(writers)} job(s) ({jobs}, last run "
+            f"{_as_sent(last.run_id)}), "
             f"{why}: the DPO decides",
             {"kind": ds.kind.value, "dag_ids": sorted(_as_sent(d or "") for d in dags), **written},
             upstreams,

@@ -183,3 +183,11 @@ def test_verify_fails_when_the_producers_changed_since_the_plan(tmp_path: Path) 
     )
     [check] = producers_changed(plan, Plan.model_construct(items=[later]))
     assert (check.target, check.passed) == ("x.unknown", False)
+
+
+def test_a_run_named_after_the_subject_is_not_repeated_in_the_reason(tmp_path: Path) -> None:
+    event = task_event("build_x.t", "x.unknown", dag="nightly")
+    event["run"]["runId"] = "ann@example.com"
+    item = plan_item(tmp_path, [event])
+    assert item.action is Action.ESCALATE
+    assert "ann@example.com" not in item.model_dump_json()
