@@ -1,0 +1,146 @@
+"""The Iceberg tests' table: four appends, the subject in two files among other people, in a
+SQL catalog (SQLite or Postgres) with a warehouse under the test's directory."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+    write_manifest_list,
+)
+from pyiceberg.table import Table
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
+from pyiceberg.typedef import Record
+
+from erasure.lakehouse import IcebergCatalogConfig, IcebergTable, open_table
+from erasure.lakehouse.config import load_iceberg_catalog
+from tests.unit.lakehouse.support import NEIGHBOUR, SUBJECT, match_of
+
+SCHEMA = pa.schema([("id", pa.int64()), ("email", pa.string()), ("note", pa.string())])
+# Four appends, four files: the subject in the first (as its largest email: the manifest's
+# upper bound) and the third, among other people.
+APPENDS = [
+    [(1, "a@example.com", "first"), (2, SUBJECT, "hello")],
+    [(3, NEIGHBOUR, "hi")],
+    [(4, SUBJECT, "again"), (5, "b@example.com", "x")],
+    [(6, "zed@example.com", "last")],
+]
+VALUES = {"email": {SUBJECT}}
+MATCH = match_of(VALUES)
+COLUMNS = ["email"]
+
+
+@dataclass
+class Lake:
+    """A catalog config (paths relative to `base`, as a catalog file gives them) and its base."""
+
+    config: IcebergCatalogConfig
+    base: Path
+
+    @property
+    def location(self) -> Path:
+        return self.base / "warehouse" / "shop" / "customers"
+
+    def create(
+        self, appends: list[list[tuple[Any, ...]]] = APPENDS, **properties: str
+    ) -> IcebergTable:
+        catalog = load_iceberg_catalog(self.config, "lake", self.base)
+        catalog.create_namespace("shop")
+        table = catalog.create_table("shop.customers", schema=SCHEMA, properties=properties)
+        for batch in appends:
+            records = [dict(zip(SCHEMA.names, r, strict=True)) for r in batch]
+            table.append(pa.Table.from_pylist(records, SCHEMA))
+        opened = open_table(self.config, "lake", "shop.customers", self.base)
+        assert isinstance(opened, IcebergTable)
+        return opened
+
+
+def rows(table: IcebergTable) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in table.refresh().scan().to_arrow().to_pylist())
+
+
+def everyone_else() -> list[tuple[Any, ...]]:
+    return sorted(r for batch in APPENDS for r in batch if r[1] != SUBJECT)
+
+
+class _DeletesWriter(ManifestWriterV2):
+    """pyiceberg 0.12 writes no delete files: a manifest of them, written as Spark would."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def mask_row(table: Table, data_file: str, position: int) -> None:
+    """Commit a position delete file hiding row `position` of `data_file`: what a merge-on-read
+    delete by another engine leaves (the row is still in the data file)."""
+    metadata = table.metadata
+    parent = metadata.current_snapshot()
+    assert parent is not None
+    location = f"{table.location()}/data/delete-{uuid.uuid4()}.parquet"
+    local = Path(location.removeprefix("file://"))
+    pq.write_table(
+        pa.table({"file_path": [data_file], "pos": pa.array([position], pa.int64())}), local
+    )
+    delete_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=1,
+        file_size_in_bytes=local.stat().st_size,
+    )
+    delete_file.spec_id = metadata.default_spec_id
+    snapshot_id = metadata.new_snapshot_id()
+    manifest = f"{table.location()}/metadata/{uuid.uuid4()}-m0.avro"
+    output = table.io.new_output(manifest)
+    with _DeletesWriter(metadata.spec(), metadata.schema(), output, snapshot_id, "deflate") as w:
+        w.add(
+            ManifestEntry.from_args(
+                status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=delete_file
+            )
+        )
+    sequence = metadata.next_sequence_number()
+    listed = f"{table.location()}/metadata/snap-{snapshot_id}-0-{uuid.uuid4()}.avro"
+    with write_manifest_list(
+        2, table.io.new_output(listed), snapshot_id, parent.snapshot_id, sequence, "deflate"
+    ) as writer:
+        writer.add_manifests([*parent.manifests(table.io), w.to_manifest_file()])
+    snapshot = Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id,
+        sequence_number=sequence,
+        manifest_list=listed,
+        summary=Summary(Operation.DELETE),
+        schema_id=metadata.current_schema_id,
+    )
+    with table.transaction() as tx:
+        tx._apply(
+            (
+                AddSnapshotUpdate(snapshot=snapshot),
+                SetSnapshotRefUpdate(
+                    snapshot_id=snapshot_id,
+                    parent_snapshot_id=parent.snapshot_id,
+                    ref_name="main",
+                    type=SnapshotRefType.BRANCH,
+                ),
+            ),
+            (AssertRefSnapshotId(snapshot_id=parent.snapshot_id, ref="main"),),
+        )

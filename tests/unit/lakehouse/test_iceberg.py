@@ -1,0 +1,175 @@
+"""Iceberg erasure on pyiceberg's SQL catalog, over SQLite and over Postgres, with a local
+warehouse: the rows, every snapshot and every file that held them gone, proven by `residue`
+and by a file search written apart from it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.expressions import EqualTo
+from pyiceberg.table import StaticTable
+
+from erasure.lakehouse import open_table
+from erasure.lakehouse.config import load_iceberg_catalog
+from erasure.lakehouse.files import UNNAMED_MIN_AGE
+from tests.unit.lakehouse.iceberg_support import (
+    APPENDS,
+    COLUMNS,
+    MATCH,
+    SCHEMA,
+    VALUES,
+    Lake,
+    everyone_else,
+    rows,
+)
+from tests.unit.lakehouse.support import (
+    NEIGHBOUR,
+    SUBJECT,
+    assert_no_canary,
+    files_holding,
+    match_of,
+)
+
+
+def test_erase_leaves_no_row_snapshot_or_file_holding_the_subject(lake: Lake) -> None:
+    table = lake.create()
+    old_snapshots = [s.snapshot_id for s in table.table.metadata.snapshots]
+    old_metadata = table.table.metadata_location
+    assert table.count(VALUES) == 2
+    assert files_holding(lake.location)  # data files and manifests hold them before
+    logged = []
+
+    evidence = table.erase(VALUES, MATCH, COLUMNS, before_commit=logged.append)
+
+    assert rows(table) == everyone_else()  # exactly the subject's rows went; the neighbour stays
+    assert evidence.rows_before == evidence.rows_deleted == 2
+    assert evidence.rows_after == 0 and evidence.copy_on_write and not evidence.already_done
+    assert evidence.snapshots_before == 4 and evidence.snapshots_after == 1
+    assert evidence.snapshots_expired >= 4  # the four appends, and the delete's own
+    assert evidence.files_removed["data"] == 2 and evidence.files_removed["manifest_list"] >= 4
+    assert logged and logged[0].rows_before == 2 and logged[0].snapshots_expired == 0
+    residue = table.residue(MATCH, COLUMNS, VALUES)
+    assert residue.clean, residue
+    assert residue.snapshots_checked == 1 and residue.files_checked > 0
+    assert files_holding(lake.location) == []  # a search apart from residue's agrees
+    for snapshot_id in old_snapshots:  # time travel to any older snapshot fails
+        with pytest.raises(ValueError, match="Snapshot not found"):
+            table.table.scan(snapshot_id=snapshot_id).to_arrow()
+    # Reading an old metadata file directly finds its files gone.
+    with pytest.raises(FileNotFoundError):
+        StaticTable.from_metadata(old_metadata).scan().to_arrow()
+    assert_no_canary(evidence.model_dump_json(), logged[0].model_dump_json(), residue)
+
+
+def test_each_step_of_the_erasure_is_needed(lake: Lake) -> None:
+    table = lake.create()
+    rounded_up = SUBJECT[:15] + chr(ord(SUBJECT[15]) + 1)  # see the next test
+
+    table.table.delete(EqualTo("email", SUBJECT))  # pyiceberg's delete alone
+    after_delete = table.residue(MATCH, COLUMNS, VALUES)
+    assert table.count(VALUES) == 0
+    assert sorted(after_delete.rows_by_snapshot.values()) == [1, 1, 2, 2]  # history serves them
+
+    assert table.expire_snapshots() >= 4
+    after_expiry = table.residue(MATCH, COLUMNS, VALUES)
+    assert after_expiry.rows_by_snapshot == {}
+    # Expired, but the data files and manifests of the expired snapshots are on disk.
+    assert {f.split("/")[0] for f in after_expiry.files_holding} == {"data", "metadata"}
+
+    table.remove_unreferenced_files()
+    after_removal = table.residue(MATCH, COLUMNS, VALUES)
+    # Left: the current snapshot's manifest listing the removed files with their bounds.
+    assert after_removal.files_holding == files_holding(lake.location, rounded_up)
+    assert len(after_removal.files_holding) == 1
+
+    assert table.drop_deleted_manifests()  # the manifest-only snapshot drops it ...
+    table.expire_snapshots()
+    table.remove_unreferenced_files()  # ... and once the delete's snapshot expires, it goes
+    assert table.residue(MATCH, COLUMNS, VALUES).clean
+    assert files_holding(lake.location) == []
+
+
+def test_a_delete_without_dropping_its_manifests_keeps_the_subject_in_a_bound(lake: Lake) -> None:
+    table = lake.create()
+    table.delete_rows(VALUES, drop_deleted_manifests=False)
+    table.expire_snapshots()
+    table.remove_unreferenced_files()
+
+    residue = table.residue(MATCH, COLUMNS, VALUES)
+
+    assert residue.rows_by_snapshot == {} and residue.snapshots_checked == 1
+    # The current snapshot's manifest of removed files keeps their upper bound of `email`:
+    # the subject's address cut to 16 characters and rounded up ("...zqcanary7" -> "8").
+    rounded_up = SUBJECT[:15] + chr(ord(SUBJECT[15]) + 1)
+    assert residue.files_holding == files_holding(lake.location, rounded_up)
+    assert residue.files_holding[0].endswith(".avro")
+
+
+def test_a_file_no_metadata_named_is_left_until_it_is_old(lake: Lake) -> None:
+    """A writer's files not yet committed (a streaming job between checkpoints) are named by
+    no metadata: removing one would break the writer's commit, so it is left (and reported)
+    until older than UNNAMED_MIN_AGE."""
+    table = lake.create()
+    holding = lake.location / "data" / "uncommitted-holding.parquet"
+    other = lake.location / "data" / "uncommitted-other.parquet"
+    pq.write_table(
+        pa.Table.from_pylist([{"id": 9, "email": SUBJECT, "note": "n"}], SCHEMA), holding
+    )
+    pq.write_table(
+        pa.Table.from_pylist([{"id": 10, "email": NEIGHBOUR, "note": "n"}], SCHEMA), other
+    )
+
+    evidence = table.erase(VALUES, MATCH, COLUMNS)
+
+    assert holding.exists() and other.exists()  # the writer may still commit them
+    assert evidence.files_unnamed_left == 1 and evidence.files_removed["data"] == 2
+    residue = table.residue(MATCH, COLUMNS, VALUES)
+    assert residue.files_holding == ["data/uncommitted-holding.parquet"] and not residue.clean
+
+    aged = time.time() - UNNAMED_MIN_AGE.total_seconds() - 60
+    os.utime(holding, (aged, aged))
+    again = table.erase(VALUES, MATCH, COLUMNS)  # a later retry, once it is old
+
+    assert not holding.exists() and other.exists()  # no blind sweep of what is not theirs
+    assert again.files_removed == {"data": 1} and again.files_unnamed_left == 0
+    assert table.residue(MATCH, COLUMNS, VALUES).clean
+
+
+def test_a_number_in_a_manifest_bound_is_found_by_its_type(lake: Lake) -> None:
+    table = lake.create()
+    by_id = {"id": {4}}
+    table.delete_rows(by_id, drop_deleted_manifests=False)
+    table.expire_snapshots()
+    table.remove_unreferenced_files()
+
+    # The removed file's lower bound of `id` is 4, as 8 little-endian bytes: decoded by the
+    # column's type and matched, where a search for the text "4" would find every file.
+    residue = table.residue(match_of(by_id), ["id"], by_id)
+
+    assert residue.rows_by_snapshot == {} and len(residue.files_holding) == 1
+    assert residue.files_holding[0].endswith(".avro")
+    table.erase(by_id, match_of(by_id), ["id"])
+    assert table.residue(match_of(by_id), ["id"], by_id).clean
+
+
+def test_a_partition_named_after_the_subject_goes_with_its_rows(lake: Lake) -> None:
+    catalog = load_iceberg_catalog(lake.config, "lake", lake.base)
+    catalog.create_namespace("shop")
+    table = catalog.create_table("shop.customers", schema=SCHEMA)
+    with table.update_spec() as spec:
+        spec.add_identity("email")
+    for batch in APPENDS:
+        table.append(pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in batch]))
+    opened = open_table(lake.config, "lake", "shop.customers", lake.base)
+
+    evidence = opened.erase(VALUES, MATCH, COLUMNS)
+
+    assert evidence.files_removed["directory"] == 1
+    partitions = sorted(p.name for p in (lake.location / "data").iterdir())
+    assert partitions and not [p for p in partitions if "hara" in p]
+    residue = opened.residue(MATCH, COLUMNS, VALUES)
+    assert residue.clean, residue
