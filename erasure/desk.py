@@ -8,6 +8,8 @@ recorded; one whose run ended or was deleted while the registry still has it ope
 such, never as acting. A submission whose run has not registered it yet, or whose run refused
 it at register, is on the desk too: it has a reference and a run, and no registry row.
 Entries are keyed by request reference and subject hash; nothing here can hold an identifier.
+Below the requests, the restore replays on record (`erasure.replay`): when, which table, how
+many rows were erased again, and for which requests.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import date, datetime
 from enum import StrEnum
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from erasure.audit.records import CompletionRecord, RecordKind
 from erasure.deadlines import DUE_SOON_DAYS, Deadline, deadline_of
-from erasure.model import DagRun
+from erasure.model import DagRun, DatasetRef
 from erasure.reconcile import ENDED, awaits_its_run
 from erasure.registry.interventions import Intervention
 from erasure.registry.requests import RegisteredRequest, RequestStatus
+from erasure.replay import ReplayBody
 
 
 class DeskStatus(StrEnum):
@@ -127,12 +131,25 @@ class DeskCounts(BaseModel):
     closed: int
 
 
+class ReplayOnDesk(BaseModel):
+    """A restore replay on record: a restored table's erased subjects erased again."""
+
+    replay_ref: str
+    replayed_at: datetime
+    dataset: DatasetRef | None  # None: its body could not be read (see its evidence pack)
+    rows_erased: int
+    cited: list[str | None]  # the requests whose tombstones matched; None: no request's
+    verified: bool
+    record_seq: int
+
+
 class Desk(BaseModel):
     today: date
     due_soon_days: int
     status: DeskStatus | None  # the filter, None: every request
     counts: DeskCounts  # over every request, whatever the filter
     entries: list[DeskEntry]
+    replays: list[ReplayOnDesk] = []  # newest first
 
 
 def build_desk(
@@ -144,10 +161,12 @@ def build_desk(
     interventions: Iterable[Intervention] = (),
     status: DeskStatus | None = None,
     due_soon_days: int = DUE_SOON_DAYS,
+    replays: Iterable[CompletionRecord] = (),
 ) -> Desk:
     """The desk: registered requests with their run's facts, then unregistered submissions
     (`sealed`: the references whose sealed submission is still kept, `intake.sealed_refs`),
-    each with the `interventions` on its current run."""
+    each with the `interventions` on its current run; and the `replayed` records among
+    `replays`."""
     by_hand: dict[str, list[Intervention]] = {}
     for intervention in interventions:
         by_hand.setdefault(intervention.run_id, []).append(intervention)
@@ -174,7 +193,32 @@ def build_desk(
         status=status,
         counts=_counts(entries),
         entries=[e for e in entries if status is None or e.status is status],
+        replays=replays_on_desk(replays),
     )
+
+
+def replays_on_desk(records: Iterable[CompletionRecord]) -> list[ReplayOnDesk]:
+    """The `replayed` records among `records`, newest first."""
+    shown = []
+    for record in records:
+        if record.kind is not RecordKind.REPLAYED:
+            continue
+        try:
+            body: ReplayBody | None = ReplayBody.model_validate(record.body)
+        except ValidationError:
+            body = None
+        shown.append(
+            ReplayOnDesk(
+                replay_ref=record.request_ref,
+                replayed_at=record.created_at,
+                dataset=body.dataset if body is not None else None,
+                rows_erased=body.rows_erased if body is not None else 0,
+                cited=[c.request_ref for c in body.cited] if body is not None else [],
+                verified=body is not None and body.verification.passed,
+                record_seq=record.seq,
+            )
+        )
+    return sorted(shown, key=lambda r: r.record_seq, reverse=True)
 
 
 def _queued(run: RunFacts) -> float:

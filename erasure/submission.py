@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from erasure.errors import RequestError, invalid_fields
-from erasure.model import REQUEST_REF, SubjectRef
+from erasure.model import REPLAY_REF_PREFIX, REQUEST_REF, SubjectRef
 
 _IDENTIFIER_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _MAX_IDENTIFIER = 512
@@ -90,6 +90,11 @@ class ErasureRequest(BaseModel):
     def _check_ref(cls, value: str) -> str:
         if not REQUEST_REF.match(value):
             raise ValueError(f"must be {_ALLOWED['request_ref']}")
+        if value.upper().startswith(REPLAY_REF_PREFIX):
+            raise ValueError(
+                f"must not begin with {REPLAY_REF_PREFIX!r}: that prefix is reserved for the "
+                "records of restore replays (erasure restore replay); give another reference"
+            )
         return value
 
     @field_validator("identifier_type")

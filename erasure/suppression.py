@@ -36,6 +36,7 @@ from erasure.store.schema import HASH_LENGTH, suppression_list
 log = logging.getLogger(__name__)
 
 HASH_PATTERN = rf"^[0-9a-f]{{{HASH_LENGTH}}}$"
+_KEYS_PER_QUERY = 500  # (version, hash) pairs per lookup: two bound values each
 
 
 class Tombstone(BaseModel):
@@ -135,6 +136,22 @@ class SuppressionList:
             rows = conn.execute(stmt).mappings().all()
         return [Tombstone.model_validate(dict(row)) for row in rows]
 
+    def tombstones_with(self, keys: Iterable[tuple[int, str]]) -> list[Tombstone]:
+        """The tombstones with these (pepper version, hash) keys, the oldest first (a key not
+        on the list is left out)."""
+        c = suppression_list.c
+        wanted = sorted(set(keys))
+        rows: list[Any] = []
+        with self._access("read"), self._engine.connect() as conn:
+            for start in range(0, len(wanted), _KEYS_PER_QUERY):
+                chunk = wanted[start : start + _KEYS_PER_QUERY]
+                stmt = sa.select(suppression_list).where(
+                    sa.tuple_(c.pepper_version, c.subject_hash).in_(chunk)
+                )
+                rows += conn.execute(stmt).mappings().all()
+        stones = [Tombstone.model_validate(dict(row)) for row in rows]
+        return sorted(stones, key=lambda t: (t.created_at, t.pepper_version, t.subject_hash))
+
     def hashes_for(self, pepper_version: int) -> set[str]:
         """Every tombstoned hash under `pepper_version`."""
         c = suppression_list.c
@@ -206,6 +223,16 @@ class FilterCounts:
     suppressed_by_type: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class TombstoneHit:
+    """The tombstone an identifier value hashes to: its type, pepper version and hash (the
+    keyed hash the suppression list holds, never the value)."""
+
+    id_type: str
+    pepper_version: int
+    subject_hash: str
+
+
 class _Invalid:
     """What a check says of a value that cannot be normalised (it names nobody)."""
 
@@ -214,9 +241,9 @@ _INVALID = _Invalid()
 
 _MISS = object()
 
-# Identifier value -> the identifier type it is tombstoned as, None (not tombstoned) or
-# _INVALID. A verdict depends on the value alone, so one is reused for a repeated value.
-_Verdict = Callable[[str], "str | _Invalid | None"]
+# Identifier value -> the tombstone it hashes to, None (not tombstoned) or _INVALID. A
+# verdict depends on the value alone, so one is reused for a repeated value.
+_Verdict = Callable[[str], "TombstoneHit | _Invalid | None"]
 # The verdict and its cache: two generations of value -> verdict (see `filter`).
 _CachedVerdict = tuple[_Verdict, dict[str, object], dict[str, object]]
 
@@ -290,7 +317,7 @@ class SuppressionFilter:
                     normaliser(spec.normalise, spec.default_region),
                     # A version without tombstones cannot suppress: it is not hashed at all.
                     tuple(
-                        (_hmac_template(secrets[v], spec.id_type), d) for v, d in digests.items()
+                        (v, _hmac_template(secrets[v], spec.id_type), d) for v, d in digests.items()
                     ),
                 )
                 verdicts[spec] = (verdict, {}, {})
@@ -335,6 +362,20 @@ class SuppressionFilter:
         self._hits = self._misses = 0
         self._cache_idle = False
 
+    def matches(self, row: Mapping[str, Any]) -> dict[str, TombstoneHit]:
+        """Column -> the tombstone its value hashes to, for each identifier column of `row`
+        that names an erased subject: empty exactly when `filter` would load the row. Not
+        counted and not cached (restore replay asks it of the rows `filter` dropped)."""
+        found: dict[str, TombstoneHit] = {}
+        for column, verdict, _recent, _older in self._checks:
+            value = _identifier_text(row.get(column))
+            if not isinstance(value, str):  # names nobody, or invalid
+                continue
+            hit = verdict(value)
+            if isinstance(hit, TombstoneHit):
+                found[column] = hit
+        return found
+
     def filter(self, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """Yield the rows that may be loaded; counts accumulate on `self.counts`."""
         counts = self.counts
@@ -347,7 +388,7 @@ class SuppressionFilter:
         try:
             for row in rows:
                 read += 1
-                hit: str | None = None
+                hit: TombstoneHit | None = None
                 bad = False
                 for column, verdict, recent, older in checks:
                     value = row.get(column)
@@ -396,7 +437,8 @@ class SuppressionFilter:
                     break
                 if hit is not None:
                     suppressed += 1
-                    counts.suppressed_by_type[hit] = counts.suppressed_by_type.get(hit, 0) + 1
+                    by_type = counts.suppressed_by_type
+                    by_type[hit.id_type] = by_type.get(hit.id_type, 0) + 1
                     continue
                 if bad:
                     invalid += 1
@@ -412,24 +454,39 @@ class SuppressionFilter:
 
 
 def _verdict(
-    id_type: str, normalise: Normaliser, keyed: tuple[tuple[hmac.HMAC, frozenset[bytes]], ...]
+    id_type: str,
+    normalise: Normaliser,
+    keyed: tuple[tuple[int, hmac.HMAC, frozenset[bytes]], ...],
 ) -> _Verdict:
     """The check of one identifier value: normalised as tombstones are made, then hashed under
     each pepper version that has tombstones (HMAC already fed `type:`) until one matches."""
 
-    def verdict(value: str) -> str | _Invalid | None:
+    def verdict(value: str) -> TombstoneHit | _Invalid | None:
         try:
             message = normalise(value).encode()
         except (SubjectError, UnicodeEncodeError):  # a lone surrogate (JSON "\ud800") names nobody
             return _INVALID
-        for template, tombstoned in keyed:
+        for version, template, tombstoned in keyed:
             mac = template.copy()
             mac.update(message)
-            if mac.finalize() in tombstoned:
-                return id_type
+            digest = mac.finalize()
+            if digest in tombstoned:
+                return TombstoneHit(id_type, version, digest.hex())
         return None
 
     return verdict
+
+
+def _identifier_text(value: Any) -> str | _Invalid | None:
+    """A stored value as `SuppressionFilter.filter` reads it (inlined there, for speed): None
+    and "" name nobody, bytes are invalid, other non-text values are read as text."""
+    if value is None:
+        return None
+    if value.__class__ is not str:
+        if isinstance(value, BINARY_TYPES):
+            return _INVALID
+        return str(value)
+    return value or None
 
 
 def _secrets_by_version(peppers: Sequence[Pepper]) -> dict[int, bytes]:

@@ -42,6 +42,7 @@ ERASURE_DAGS = frozenset(
         "erasure_reprove",
         "erasure_deadlines",
         "crm_ingest",
+        "erasure_restore_replay",  # the Operator's, by name: it deletes rows of a table
     }
 )
 # Runs only the erasure desk creates (in the API server, for the DPO): never over the API.

@@ -32,6 +32,8 @@ class OutcomeStatus(StrEnum):
     FAILED = RecordStatus.FAILED.value
     IN_PROGRESS = "in_progress"
     DRY_RUN = "dry_run"  # ended with its plan: nothing erased
+    # A restore replay's reference (erasure.replay): no request of its own; it cites those.
+    REPLAYED = RecordKind.REPLAYED.value
 
 
 class FailureOnRecord(BaseModel):
@@ -68,6 +70,8 @@ def outcome_of(
     records: Sequence[CompletionRecord], registered: RegisteredRequest | None = None
 ) -> RequestOutcome:
     """The request's outcome from its records (chain order), and what only the registry knows."""
+    if records and all(r.kind is RecordKind.REPLAYED for r in records):
+        return RequestOutcome(status=OutcomeStatus.REPLAYED)
     failures = [
         FailureOnRecord(seq=r.seq, failed_at=r.created_at, reason=str(r.body.get("reason", "")))
         for r in records

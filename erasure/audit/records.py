@@ -78,6 +78,8 @@ class RecordKind(StrEnum):
     DECIDED = "decided"
     COMPLETED = "completed"
     FAILED = "failed"
+    # A restored backup's erased subjects deleted again (erasure.replay); no request's own.
+    REPLAYED = "replayed"
 
 
 class RecordStatus(StrEnum):
@@ -206,6 +208,17 @@ class RecordLedger:
                 raise RecordError(
                     f"request {request_ref} is already completed (record seq {done}): a "
                     "completed request takes no further records"
+                )
+            replayed = conn.execute(
+                sa.select(completion_records.c.seq)
+                .where(completion_records.c.request_ref == request_ref)
+                .where(completion_records.c.kind == RecordKind.REPLAYED.value)
+                .limit(1)
+            ).scalar()
+            if replayed is not None:  # one record per replay: two runs of one must not both sign
+                raise RecordError(
+                    f"restore replay {request_ref} is already on record (record seq "
+                    f"{replayed}): a replay takes no further records"
                 )
             fields: dict[str, Any] = {
                 "seq": int(head.seq) + 1,

@@ -4,8 +4,9 @@ Every request with its status, dates, deadline (overdue and due within 7 days ma
 extension, the prompts awaiting the DPO with a link straight to each in Airflow's UI, the
 remedy that works where one is needed (`erasure.desk` decides which: clear a failed task or
 an ended run in Airflow, start a deleted run again, submit a corrected request), and the
-submissions not registered yet or refused at register. `erasure.desk` builds it from the
-registry, the sealed submissions still kept and the facts read here from Airflow's metadata
+submissions not registered yet or refused at register, and the restore replays on record
+(`erasure.replay`: a restored table's erased subjects erased again). `erasure.desk` builds it
+from the registry, the sealed submissions still kept and the facts read here from Airflow's metadata
 DB (the API server may use the ORM). Entries are keyed by request reference and subject
 hash, never the identifier.
 """
@@ -26,6 +27,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
+from erasure.audit.records import RecordKind
 from erasure.deadlines import Deadline
 from erasure.desk import (
     Desk,
@@ -35,6 +37,7 @@ from erasure.desk import (
     PendingPrompt,
     Remedy,
     RemedyKind,
+    ReplayOnDesk,
     RunFacts,
 )
 from erasure.desk import build_desk as build
@@ -78,6 +81,10 @@ class EntryView(DeskEntry):
     evidence_url: str | None  # its evidence pack (registered only)
 
 
+class ReplayView(ReplayOnDesk):
+    evidence_url: str  # the replay's evidence pack: its signed record, the citations
+
+
 class DeskView(BaseModel):
     generated_at: datetime
     today: str
@@ -85,6 +92,7 @@ class DeskView(BaseModel):
     status: DeskStatus | None
     counts: dict[str, int]
     entries: list[EntryView]
+    replays: list[ReplayView] = []
 
 
 @api.get("/desk")
@@ -123,6 +131,7 @@ def _desk_view(backend: ErasureBackend, base: str, status: DeskStatus | None) ->
         sealed=sealed_refs(backend.store()),
         interventions=InterventionBook(backend.store()).list(),
         status=status,
+        replays=backend.ledger().list(kind=RecordKind.REPLAYED),
     )
     return view_of(desk, base)
 
@@ -136,6 +145,16 @@ def view_of(desk: Desk, base: str) -> DeskView:
         status=desk.status,
         counts=desk.counts.model_dump(),
         entries=[_entry_view(e, base) for e in desk.entries],
+        replays=[
+            ReplayView(
+                **r.model_dump(),
+                evidence_url=(
+                    f"{base}/erasure/api/v1/records/{quote(r.replay_ref, safe='')}/export"
+                    "?format=html"
+                ),
+            )
+            for r in desk.replays
+        ],
     )
 
 
@@ -329,9 +348,33 @@ def render_desk_page(view: DeskView, *, can_submit: bool) -> str:
         options=options,
         shown=shown,
         rows=rows,
+        replays=_replays(view.replays),
         generated=_e(view.generated_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
         today=_e(view.today),
     )
+
+
+def _replays(replays: Sequence[ReplayView]) -> str:
+    """The restore replays on record: when, which table, rows erased again, for whom."""
+    if not replays:
+        return '<p class="sub" id="no-replays">No restore replays on record.</p>'
+    rows = "".join(
+        f'<tr data-replay="{_e(r.replay_ref)}"><td class="date">'
+        f"{_e(r.replayed_at.strftime('%Y-%m-%d %H:%M UTC'))}</td>"
+        f"<td><code>{_e(r.dataset.qualified if r.dataset else '?')}</code></td>"
+        f"<td>{r.rows_erased}</td>"
+        f"<td>{_e(', '.join(ref or '(no request)' for ref in r.cited) or '—')}</td>"
+        f'<td><span class="status {"ok" if r.verified else "bad"}">'
+        f"{'verified' if r.verified else 'NOT verified'}</span></td>"
+        f'<td class="ref"><a href="{_e(r.evidence_url)}">{_e(r.replay_ref)}</a>'
+        f'<div class="sub">record seq {r.record_seq}</div></td></tr>'
+        for r in replays
+    )
+    head = (
+        "<tr><th>When</th><th>Restored table</th><th>Rows erased again</th>"
+        "<th>Cited requests</th><th>Second read</th><th>Replay · evidence</th></tr>"
+    )
+    return f'<table id="replays"><thead>{head}</thead><tbody>{rows}</tbody></table>'
 
 
 def _warn(count: int) -> str:

@@ -42,6 +42,7 @@ _STATUS_LABELS = {
     OutcomeStatus.FAILED: "failed",
     OutcomeStatus.IN_PROGRESS: "in progress",
     OutcomeStatus.DRY_RUN: "dry run (nothing erased)",
+    OutcomeStatus.REPLAYED: "restore replay (erased again; cites the requests)",
 }
 _STATUS_CLASS = {
     OutcomeStatus.COMPLETE: "done",
@@ -49,6 +50,7 @@ _STATUS_CLASS = {
     OutcomeStatus.FAILED: "failed",
     OutcomeStatus.IN_PROGRESS: "open",
     OutcomeStatus.DRY_RUN: "dry",
+    OutcomeStatus.REPLAYED: "done",
 }
 
 

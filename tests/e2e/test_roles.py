@@ -107,6 +107,9 @@ CELLS = [
          {TASKS_USER, "operator", "admin"}),
     cell("trigger the extension DAG", "POST /api/v2/dags/gdpr_erasure_extend/dagRuns",
          set(), ok=422, body=NOT_A_DATE),
+    # After restoring a backup the operator replays it (erasure.replay): hers to trigger.
+    cell("trigger the restore replay", "POST /api/v2/dags/erasure_restore_replay/dagRuns",
+         {"operator", "admin"}, ok=422, body=NOT_A_DATE),
     cell("extend a deadline on the desk", "POST /erasure/api/v1/requests/{ref}/extend",
          {"dpo"}, ok=422, body={"months": 3}),
     cell("fail (discard) an erasure run", f"PATCH /api/v2/dags/{ERASURE_DAG}/dagRuns/{{run}}",

@@ -73,6 +73,7 @@ RECEIVED_DAYS_AGO = {
 BROWSER = {"Accept": "text/html,application/xhtml+xml"}
 EXTENSION_REASON = "Complex: three systems' backups must be checked."
 PROMPT_SUBJECT = "Erasure: decide on crm.addresses"
+REPLAY_DAG = "erasure_restore_replay"
 
 EXTEND_STANDIN = '''
     """Stand-in for the extension DAG: the desk creates its runs."""
@@ -182,6 +183,7 @@ def erasure_dag(client: Any, tmp_path_factory: Any) -> str:
         "gdpr_erasure.py": GDPR_ERASURE_STANDIN,
         "gdpr_erasure_extend.py": extend,
         "erasure_reconcile.py": extend.replace("gdpr_erasure_extend", "erasure_reconcile"),
+        "erasure_restore_replay.py": extend.replace("gdpr_erasure_extend", REPLAY_DAG),
     }
     sync_dags(tmp_path_factory.mktemp("desk-dags"), sources)
     return "gdpr_erasure"
@@ -727,6 +729,8 @@ CORE_CELLS = [
     (f"GET {TI_PATH}/xcomEntries", None, {"admin"}, 200),
     (f"POST {TI_PATH}/xcomEntries", {"key": 1}, set(), 422),  # nobody: what tasks pass on
     ("PATCH /api/v2/dags/gdpr_erasure", {"is_paused": "x"}, ACT_ON_ERASURE, 422),
+    # After restoring a backup, the operator replays it: hers (and Admin's) to trigger alone.
+    (f"POST /api/v2/dags/{REPLAY_DAG}/dagRuns", {"logical_date": "x"}, {"operator", "admin"}, 422),
 ]  # fmt: skip
 
 
@@ -1086,3 +1090,61 @@ def test_the_dpo_answers_and_airflow_keeps_only_the_handle_of_her_sealed_justifi
     assert box.destroy_note(handle, prompt)
     again = client.patch(_prompt_path(ANSWERED), json=_answer(), headers=bearer(tokens["dpo"]))
     assert again.status_code == 409 and _notes_held(store) == held  # answered once
+
+
+def test_the_desk_lists_the_restore_replays_on_record(
+    client: Any,
+    tokens: dict[str, str],
+    desk: dict[str, str],
+    store: Store,
+    env: dict[str, str],
+    openbao: EmbeddedOpenBao,
+) -> None:
+    from datetime import UTC, datetime
+
+    from erasure.audit.records import RecordLedger
+    from erasure.audit.signing import TransitSigner
+    from erasure.model import DatasetRef
+    from erasure.replay import NO_SUBJECT, CitedRequest, ReplayBody, ReplayVerification
+
+    signer = TransitSigner(openbao.client(), env["ERASURE_VAULT_TRANSIT_MOUNT"])
+    signer.ensure_key()
+    ref, at = f"REPLAY-{RUN}-desk", datetime.now(UTC)
+    body = ReplayBody(
+        replay_ref=ref,
+        dataset=DatasetRef("warehouse", "crm.customers"),
+        identifier_columns={"email": ["email"]},
+        pepper_versions=[1],
+        tombstones_checked=4,
+        rows_erased=2,
+        cited=[CitedRequest(request_ref=DONE, rows=2, tombstones=[])],
+        attempts=[],
+        verification=ReplayVerification(
+            checked_at=at,
+            passed=True,
+            rows_read=9,
+            tombstoned_rows_remaining=0,
+            others_before=9,
+            others_after=9,
+        ),
+        replayed_at=at,
+    )
+    record = RecordLedger(store, signer).append(ref, NO_SUBJECT, "replayed", body)
+
+    for user in ("dpo", "operator"):
+        [shown] = [r for r in desk_json(client, tokens[user])["replays"] if r["replay_ref"] == ref]
+        assert shown["dataset"] == {"namespace": "warehouse", "name": "crm.customers"}
+        assert (shown["rows_erased"], shown["cited"], shown["verified"]) == (2, [DONE], True)
+        assert shown["record_seq"] == record.seq
+        assert shown["evidence_url"] == f"/erasure/api/v1/records/{ref}/export?format=html"
+    client.cookies.set("_token", tokens["dpo"])
+    try:
+        page = client.get("/erasure/desk").text
+    finally:
+        client.cookies.clear()
+    row = page[page.index(f'data-replay="{ref}"') :]
+    row = row[: row.index("</tr>")]
+    assert "warehouse/crm.customers" in row and DONE in row and "verified" in row
+    assert "canary" not in page.casefold()
+    denied = client.get("/erasure/api/v1/desk", headers=bearer(tokens["auditor"]))
+    assert denied.status_code == 403  # auditors read the replay's record, not the desk

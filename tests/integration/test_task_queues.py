@@ -18,6 +18,7 @@ ERASURE_DAGS = (
     "erasure_reconcile",
     "erasure_reprove",
     "erasure_deadlines",
+    "erasure_restore_replay",
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -202,3 +203,50 @@ def test_each_entry_is_offered_the_one_remedy_that_works(
     else:
         expected = RemedyKind.AWAIT_RECONCILE  # the resume route takes failed requests only
     assert kind is expected, entry.remedy.reason
+
+
+def test_restore_replays_are_listed_newest_first_with_their_table_rows_and_requests(
+    tmp_path: Path,
+) -> None:
+    from erasure.audit.records import RecordLedger
+    from erasure.model import DatasetRef
+    from erasure.replay import NO_SUBJECT, CitedRequest, ReplayBody, ReplayVerification
+    from erasure.store import open_store
+    from tests.unit.audit.support import SUBJECT, LocalSigner, received_body
+
+    def body(ref: str, rows: dict[str, int], passed: bool = True) -> ReplayBody:
+        at = datetime(2027, 3, 9, 10, tzinfo=UTC)
+        return ReplayBody(
+            replay_ref=ref,
+            dataset=DatasetRef("warehouse", "crm.customers"),
+            identifier_columns={"email": ["email"]},
+            pepper_versions=[1, 2],
+            tombstones_checked=8,
+            rows_erased=sum(rows.values()),
+            cited=[CitedRequest(request_ref=r, rows=n, tombstones=[]) for r, n in rows.items()],
+            attempts=[],
+            verification=ReplayVerification(
+                checked_at=at,
+                passed=passed,
+                rows_read=10,
+                tombstoned_rows_remaining=0,
+                others_before=10,
+                others_after=10,
+            ),
+            replayed_at=at,
+        )
+
+    first, second = "REPLAY-20270309T100000-aaaaaa", "REPLAY-20270309T110000-bbbbbb"
+    with open_store(f"sqlite:///{tmp_path}/erasure.db") as store:
+        ledger = RecordLedger(store, LocalSigner())
+        ledger.append("DSR-1", SUBJECT, "received", received_body("DSR-1"))
+        ledger.append(first, NO_SUBJECT, "replayed", body(first, {"DSR-1": 2, "DSR-2": 1}))
+        ledger.append(second, NO_SUBJECT, "replayed", body(second, {}))
+        desk = build_desk([], [], TODAY, replays=ledger.list())
+
+    assert [r.replay_ref for r in desk.replays] == [second, first]
+    older = desk.replays[1]
+    assert older.dataset == DatasetRef("warehouse", "crm.customers") and older.rows_erased == 3
+    assert older.cited == ["DSR-1", "DSR-2"] and older.verified and older.record_seq == 2
+    assert desk.replays[0].rows_erased == 0 and desk.replays[0].cited == []
+    assert desk.entries == [] and desk.counts.total == 0  # a replay is no request of the desk's

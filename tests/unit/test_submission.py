@@ -44,6 +44,8 @@ def test_request_hides_identifier_and_notes() -> None:
     [
         ("request_ref", "ab", "3-64 characters"),
         ("request_ref", CANARY, "3-64 characters"),  # the identifier pasted into the ref
+        ("request_ref", "REPLAY-2026-0042", "reserved for the records of restore replays"),
+        ("request_ref", "replay-20261205", "must not begin with 'REPLAY-'"),
         ("identifier_type", CANARY, "identifier type of the catalog"),
         ("identifier", "   ", "non-empty text"),
         ("received_on", "yesterday-ish", "a date (YYYY-MM-DD)"),

@@ -494,3 +494,41 @@ def test_a_cache_size_of_one_or_below_zero_is_refused() -> None:
     for bad in (-1, 1):
         with pytest.raises(SuppressionError, match="cache_size"):
             SuppressionFilter(COLUMNS, [V1], {}, cache_size=bad)
+
+
+# -- Which tombstone a row hashes to (restore replay, erasure.replay) ------------------------
+
+
+def test_matches_names_the_tombstone_of_exactly_the_rows_the_filter_drops() -> None:
+    stones = [
+        tomb(V1, "email", "person.3@example.com"),
+        tomb(V2, "email", "person.5@example.com"),
+        tomb(V1, "phone", "+442079460007"),
+        tomb(V2, "phone", "+442079460011"),
+    ]
+    rows = [*_stream(3000, seed=11), {"id": -1, "email": 42}, {"id": -2, "phone": b"\x00"}]
+    flt = SuppressionFilter(COLUMNS, [V1, V2], suppressed(*stones))
+    kept = set(ids(flt.filter(rows)))
+    keys = {(t.pepper_version, t.subject_hash): t for t in stones}
+    for row in rows:
+        hits = flt.matches(row)
+        assert bool(hits) == (row["id"] not in kept), row["id"]
+        for column, hit in hits.items():
+            stone = keys[(hit.pepper_version, hit.subject_hash)]
+            assert hit.id_type == stone.identifier_type == COLUMNS[column].id_type
+    assert flt.counts.read == len(rows)  # matches() counts nothing
+
+
+def test_tombstones_are_looked_up_by_version_and_hash(store: Store) -> None:
+    old, new = tomb(V1, "email", EMAIL), tomb(V2, "phone", PHONE_E164)
+    suppression = SuppressionList(store)
+    for stone in (old, new):
+        suppression.add(stone.model_copy(update={"request_ref": "REQ-1"}))
+    found = suppression.tombstones_with(
+        [(2, new.subject_hash), (1, old.subject_hash), (2, old.subject_hash)]
+    )
+    assert [(t.pepper_version, t.subject_hash, t.request_ref) for t in found] == [
+        (1, old.subject_hash, "REQ-1"),
+        (2, new.subject_hash, "REQ-1"),
+    ]
+    assert suppression.tombstones_with([]) == []

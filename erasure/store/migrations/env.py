@@ -61,6 +61,12 @@ def _run(connection: Connection) -> None:
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+        elif connection.dialect.name == "sqlite":
+            # pysqlite begins a transaction only before DML: without this, each revision's
+            # DDL before its first INSERT would commit on its own and survive a failure.
+            raw = connection.connection.dbapi_connection
+            if raw is not None and not getattr(raw, "in_transaction", False):
+                connection.exec_driver_sql("BEGIN")
         context.run_migrations()
 
 

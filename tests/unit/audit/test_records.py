@@ -184,6 +184,14 @@ def test_a_completed_request_takes_no_further_records(ledger: RecordLedger) -> N
     assert len(ledger.show("REQ-2026-0042")) == 4
 
 
+def test_a_replay_takes_one_replayed_record(ledger: RecordLedger) -> None:
+    ref, nobody = "REPLAY-20261205T090000-abc123", "0" * 64
+    first = ledger.append(ref, nobody, RecordKind.REPLAYED, {"rows_erased": 2})
+    with pytest.raises(RecordError, match=f"replay {ref} is already on record \\(record seq 1\\)"):
+        ledger.append(ref, nobody, RecordKind.REPLAYED, {"rows_erased": 2})
+    assert ledger.show(ref) == [first]
+
+
 def test_list_filters_by_time_status_and_request(ledger: RecordLedger) -> None:
     record_request(ledger, "REQ-2026-0042")
     ledger.append("REQ-2026-0043", OTHER_SUBJECT, "received", received_body())
