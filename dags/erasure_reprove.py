@@ -1,10 +1,16 @@
-"""Daily: every completed erasure proved again from its own record.
+"""Daily: every completed erasure proved again from its own record, and the VACUUMs that
+erasures could not run, run.
 
 For each completed request, every tombstone its record cites must still be in the
 suppression list (a deleted one brings the subject back at the next CRM sync) and every key
 it destroyed must still be absent from Vault (a key restored from a snapshot makes the
 shredded copies readable again). Anything missing fails the task, naming the request
 reference and what is missing, never an identifier (erasure.reprove).
+
+`reclaim_space` runs VACUUM on every table an erasure deleted rows from but could not vacuum
+(the role not the owner, a timeout, a transaction older than the delete) and records when it
+ran; one past the date its completion record gave fails the task, naming the table
+(erasure.actions.reclaim).
 """
 
 from __future__ import annotations
@@ -45,4 +51,21 @@ with DAG(
         found.require()  # raises ReproofError naming each request and what is missing
         return {"requests": found.requests, "tombstones": found.tombstones, "keys": found.keys}
 
+    @task
+    def reclaim_space() -> dict[str, Any]:
+        from erasure import workflow
+        from erasure.config import Settings
+        from erasure.services import Services
+        from erasure_airflow.connections import postgres_url
+
+        with Services.open(Settings(), resolve=postgres_url) as svc:
+            done = workflow.reclaim_pending(svc)
+        log.info(
+            "vacuumed %d table(s) covering %d pending erasure(s); %d still pending, %d overdue",
+            len(done.vacuumed), done.entries_covered, len(done.pending), len(done.overdue),
+        )  # fmt: skip
+        done.require()  # raises ReclaimOverdue naming each table past its date
+        return done.model_dump(mode="json")
+
     reprove()
+    reclaim_space()

@@ -258,6 +258,21 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     confirm.add_argument("--note", required=True, help="how it was done (ticket, change id)")
     confirm.set_defaults(handler=_requests_confirm_deletion)
 
+    restore = sub.add_parser(
+        "restore", help="after restoring a backup: erase its erased subjects again"
+    ).add_subparsers(metavar="WHAT")
+    replay = restore.add_parser(
+        "replay",
+        help="erase again the rows of a restored table that hash to a tombstone, and record it",
+    )
+    replay.add_argument("--dataset", required=True, metavar="NAME", help="the restored table")
+    replay.add_argument(
+        "--namespace", default=None, metavar="NS", help="its namespace, if the name is ambiguous"
+    )
+    replay.add_argument("--catalog", type=Path, default=None, help="default: ERASURE_CATALOG_PATH")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(handler=_restore_replay)
+
     command = next((word for word in argv if not word.startswith("-")), None)
     if command in sub.choices:
         return parser  # one of the commands above; help and the groups need the groups
@@ -680,6 +695,30 @@ def _requests_confirm_deletion(args: argparse.Namespace) -> int:
         f"{args.request_ref}: deletion of {named[0].name} confirmed by {deletion['confirmed_by']} "
         f"at {deletion['confirmed_at']}; clear the request's verify task to complete it"
     )
+    return 0
+
+
+def _restore_replay(args: argparse.Namespace) -> int:
+    from erasure.config import Settings
+    from erasure.replay import dataset_named, render_replay, replay
+    from erasure.services import Services
+
+    settings = Settings()
+    if args.catalog is not None:
+        settings = settings.model_copy(update={"catalog_path": args.catalog})
+    with Services.open(settings) as svc:
+        done = replay(svc, dataset_named(svc.catalog, args.dataset, args.namespace))
+    record, body = done.record, done.body
+    if args.json:
+        doc = {
+            "replay_ref": record.request_ref,
+            "resumed": done.resumed,
+            "record": record.model_dump(mode="json", exclude={"body"}),
+            "body": record.body,
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(render_replay(record, body, resumed=done.resumed))
     return 0
 
 

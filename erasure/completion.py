@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from erasure.audit.evidence import StorageGuarantee
+from erasure.catalog import Catalog
 from erasure.model import (
     NOT_FOUND_RULE,
     Action,
@@ -27,6 +29,7 @@ from erasure.registry.action_log import ActionRecord
 from erasure.registry.interventions import Intervention
 from erasure.registry.requests import RegisteredRequest
 from erasure.rulings import Ruling
+from erasure.storage_guarantees import storage_guarantees
 from erasure.verify import VerificationEvidence
 
 
@@ -41,6 +44,7 @@ class ArtefactOutcome(BaseModel):
     reason: str
     evidence: dict[str, Any]  # the plan's numbers, then the action's evidence over them
     upstreams: list[str]
+    storage: list[StorageGuarantee]  # what holds on storage (erasure.storage_guarantees)
 
 
 class LineageSummary(BaseModel):
@@ -81,8 +85,10 @@ def completion_body(
     *,
     completed: datetime,
     interventions: Sequence[Intervention] = (),
+    catalog: Catalog | None = None,
 ) -> CompletionBody:
-    """The completed record's body for `record`, from its plan and its action log."""
+    """The completed record's body for `record`, from its plan and its action log (and the
+    catalog entries its storage guarantees read)."""
     logged = {(a.dataset, a.action): a for a in actions}
     artefacts, tombstone = [], None
     for item in plan.items:
@@ -90,6 +96,8 @@ def completion_body(
         if item.action is Action.INSERT_TOMBSTONE:
             tombstone = done.evidence if done else None
             continue
+        evidence = {**item.evidence, **(done.evidence if done else {})}
+        spec = catalog.dataset(item.dataset) if catalog is not None else None
         artefacts.append(
             ArtefactOutcome(
                 dataset=item.dataset.name,
@@ -98,8 +106,9 @@ def completion_body(
                 action=item.action,
                 rule=item.rule,
                 reason=item.reason,
-                evidence={**item.evidence, **(done.evidence if done else {})},
+                evidence=evidence,
                 upstreams=[u.name for u in item.upstreams],
+                storage=storage_guarantees(item.action, item.kind, spec, evidence),
             )
         )
     return CompletionBody(

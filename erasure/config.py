@@ -160,6 +160,10 @@ class Settings(BaseSettings):
     rebuild_wait_in_task_seconds: float = Field(default=10, ge=0, le=300)
     upstream_retry_grace_seconds: int = Field(default=120, ge=0)
     upstream_wait_timeout_seconds: int = Field(default=6 * 3600, gt=0)
+    # The VACUUM after an erasure's delete (erasure.actions.reclaim): how long it waits for
+    # the table's lock, and runs; past either it is left to the daily pass.
+    vacuum_lock_timeout_seconds: float = Field(default=5, gt=0, le=600)
+    vacuum_statement_timeout_seconds: float = Field(default=300, gt=0, le=24 * 3600)
 
     def __init__(self, **values: Any) -> None:
         try:

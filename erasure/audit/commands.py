@@ -26,6 +26,7 @@ from erasure.audit.records import (
     NO_RECORDS,
     CompletionRecord,
     RecordError,
+    RecordKind,
     RecordLedger,
     RecordStatus,
 )
@@ -151,6 +152,15 @@ def _show(args: argparse.Namespace) -> int:
 
 def _body_lines(record: CompletionRecord) -> list[str]:
     body = record.body
+    if record.kind is RecordKind.REPLAYED:
+        from pydantic import ValidationError
+
+        from erasure.replay import ReplayBody, replay_lines
+
+        try:
+            return replay_lines(ReplayBody.model_validate(body))
+        except ValidationError:
+            pass  # shown as stored, below
     artefacts = body.get("artefacts")
     if not isinstance(artefacts, list):
         return [f"body: {json.dumps(body, ensure_ascii=False, sort_keys=True)}"]
@@ -160,6 +170,7 @@ def _body_lines(record: CompletionRecord) -> list[str]:
     for item in artefacts:
         if isinstance(item, dict):
             lines.append(f"{item.get('action')!s:<14} {item.get('dataset')}")
+            lines += _storage_lines(item.get("storage"))
     rulings = body.get("rulings")
     if isinstance(rulings, list):
         for ruling in rulings:
@@ -170,6 +181,26 @@ def _body_lines(record: CompletionRecord) -> list[str]:
                     f"ruling: {dataset} -> {ruling.get('option')} by {author} "
                     f"at {ruling.get('decided_at')}"
                 )
+    return lines
+
+
+def _storage_lines(storage: Any) -> list[str]:
+    """An artefact's storage guarantees, one line each with its date (records signed before
+    they were stated have none)."""
+    if not isinstance(storage, list):
+        return []
+    lines = []
+    for g in storage:
+        if isinstance(g, dict):
+            dated = next(
+                (f" {label} {g[key]}" for key, label in
+                 (("since", "since"), ("until", "until"), ("due", "due by")) if g.get(key)),
+                "",
+            )  # fmt: skip
+            name = str(g.get("guarantee"))
+            if name.endswith("_until"):  # backup_until 2027-03-04, not "backup_until until"
+                dated = dated.replace(" until", "", 1)
+            lines.append(f"{'':<14}   storage: {name}{dated}")
     return lines
 
 

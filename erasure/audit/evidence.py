@@ -33,6 +33,20 @@ class EvidenceError(ErasureError):
     """A completion body is incomplete or inconsistent; the record was not written."""
 
 
+class StorageGuarantee(BaseModel):
+    """One storage guarantee that holds for an artefact, in one line an auditor reads; which
+    hold is decided by erasure.storage_guarantees (its `Guarantee` is the vocabulary)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    guarantee: str
+    means: str
+    since: date | None = Field(default=None, exclude_if=lambda v: v is None)  # took effect
+    until: date | None = Field(default=None, exclude_if=lambda v: v is None)  # a copy kept
+    due: date | None = Field(default=None, exclude_if=lambda v: v is None)  # scheduled by
+    detail: dict[str, Any] = Field(default_factory=dict, exclude_if=lambda v: not v)
+
+
 class ArtefactOutcome(BaseModel):
     """One artefact of the forward closure: the action taken and its evidence."""
 
@@ -46,6 +60,8 @@ class ArtefactOutcome(BaseModel):
     reason: str | None = None
     evidence: dict[str, Any] = Field(default_factory=dict)
     upstreams: list[str] = Field(default_factory=list)  # in-closure upstream dataset names
+    # The storage guarantees that hold; absent from records signed before they were stated.
+    storage: list[StorageGuarantee] = Field(default_factory=list)
 
 
 class DpoRuling(BaseModel):

@@ -231,6 +231,9 @@ def render_html(pack: Mapping[str, Any]) -> str:
     status = (
         str(completed.get("status")) if completed else f"in progress (last: {records[-1]['kind']})"
     )
+    replayed = next((r for r in records if r.get("kind") == RecordKind.REPLAYED), None)
+    if replayed is not None:
+        status = "restore replay: erased again, citing the requests below"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -238,11 +241,16 @@ def render_html(pack: Mapping[str, Any]) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Erasure evidence &mdash; request {_e(ref)}</h1>",
         _summary(pack, status, evidence, report),
-        "<h2>Closure graph</h2>",
-        closure_svg(artefacts) if artefacts else "<p>No artefacts recorded yet.</p>",
-        "<h2>Artefacts</h2>",
-        _artefact_table(artefacts),
     ]
+    if replayed is not None:
+        parts += ["<h2>Restore replay</h2>", _replay(replayed["body"])]
+    else:
+        parts += [
+            "<h2>Closure graph</h2>",
+            closure_svg(artefacts) if artefacts else "<p>No artefacts recorded yet.</p>",
+            "<h2>Artefacts</h2>",
+            _artefact_table(artefacts),
+        ]
     if evidence is not None:
         parts += [
             "<h2>DPO rulings</h2>",
@@ -291,9 +299,12 @@ def _summary(
     evidence: CompletionEvidence | None,
     report: Mapping[str, Any],
 ) -> str:
+    subject = f"<code>{_e(pack['subject_hash'])}</code>"
+    if status.startswith("restore replay"):
+        subject = "none: a replay covers the cited requests' subjects (their tombstones below)"
     rows: list[tuple[str, str]] = [
         ("Request", _e(pack["request_ref"])),
-        ("Subject (keyed hash)", f"<code>{_e(pack['subject_hash'])}</code>"),
+        ("Subject (keyed hash)", subject),
         ("Status", f'<span class="status">{_e(status)}</span>'),
     ]
     if evidence is not None:
@@ -325,6 +336,48 @@ def _summary(
     return f'<table class="summary">{body}</table>'
 
 
+def _replay(body: Mapping[str, Any]) -> str:
+    """A `replayed` record's body (erasure.replay): the table, the rows erased again for each
+    cited request with its completion record, and the second read."""
+    dataset = body.get("dataset") or {}
+    check = body.get("verification") or {}
+    facts = [
+        ("Restored table", f"<code>{_e(dataset.get('namespace', ''))}/"
+         f"{_e(dataset.get('name', ''))}</code>"),
+        ("Rows erased again", _e(body.get("rows_erased", ""))),
+        ("Identifier columns", _e(body.get("identifier_columns", {}))),
+        ("Pepper versions hashed under", _e(body.get("pepper_versions", []))),
+        ("Tombstones checked", _e(body.get("tombstones_checked", ""))),
+        ("Replayed", _e(body.get("replayed_at", ""))),
+        ("Second read", _ok(bool(check.get("passed"))) + " &mdash; "
+         + _e(f"{check.get('tombstoned_rows_remaining')} row(s) hash to a tombstone; other "
+              f"people's rows {check.get('others_before')} before, {check.get('others_after')} "
+              f"after ({check.get('method', '')})")),
+    ]  # fmt: skip
+    summary = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+    head = "<tr><th>Request</th><th>Rows</th><th>Completion record</th><th>Tombstones</th></tr>"
+    rows = []
+    for cited in body.get("cited") or []:
+        done = cited.get("completion") or {}
+        record = (
+            f"seq {_e(done.get('seq'))} ({_e(done.get('status', ''))}, "
+            f"{_e(done.get('completed_at', ''))})<br><code>{_e(done.get('record_hash', ''))}</code>"
+            if done
+            else _e(cited.get("on_record") or "no completed record")
+        )
+        stones = "<br>".join(
+            f"{_e(t.get('identifier_type', ''))} v{_e(t.get('pepper_version', ''))} "
+            f"<code>{_e(t.get('subject_hash', ''))}</code>"
+            for t in cited.get("tombstones") or []
+        )
+        rows.append(
+            f"<tr><td>{_e(cited.get('request_ref') or '(tombstones of no request)')}</td>"
+            f"<td>{_e(cited.get('rows', ''))}</td><td>{record}</td><td>{stones}</td></tr>"
+        )
+    cited_table = f"<table>{head}{''.join(rows)}</table>" if rows else "<p>Nothing found.</p>"
+    return f'<table class="summary">{summary}</table><h3>Cited requests</h3>{cited_table}'
+
+
 def _ok(passed: bool) -> str:
     return '<span class="ok">passed</span>' if passed else '<span class="bad">FAILED</span>'
 
@@ -345,14 +398,38 @@ def _artefact_table(artefacts: Sequence[ArtefactOutcome]) -> str:
     if not artefacts:
         return "<p>None.</p>"
     head = "<tr><th>Dataset</th><th>Kind</th><th>Action</th><th>Rule</th><th>Reason</th>"
-    head += "<th>Evidence</th></tr>"
+    head += "<th>Storage guarantees</th><th>Evidence</th></tr>"
     rows = "".join(
         f"<tr><td><code>{_e(a.dataset)}</code></td><td>{_e(a.kind or '')}</td>"
         f"{_action_cell(a.action.value)}<td>{_e(a.rule or '')}</td><td>{_e(a.reason or '')}</td>"
-        f"<td>{_evidence_list(a.evidence)}</td></tr>"
+        f"<td>{_storage_list(a)}</td><td>{_evidence_list(a.evidence)}</td></tr>"
         for a in artefacts
     )
     return f"<table>{head}{rows}</table>"
+
+
+def _storage_list(artefact: ArtefactOutcome) -> str:
+    """The artefact's storage guarantees, each with its date and what it means."""
+    if "storage" not in artefact.model_fields_set:
+        return "<em>not stated (recorded before storage guarantees were)</em>"
+    if not artefact.storage:
+        return "<em>none</em>"
+    items = []
+    for g in artefact.storage:
+        dated = next(
+            (f" {label} {_e(str(d))}" for label, d in
+             (("since", g.since), ("until", g.until), ("due by", g.due)) if d is not None),
+            "",
+        )  # fmt: skip
+        if g.guarantee.endswith("_until"):  # backup_until 2027-03-04, not "... until ..."
+            dated = dated.replace(" until", "", 1)
+        detail = ", ".join(f"{_e(str(k))}: {_e(v)}" for k, v in sorted(g.detail.items()))
+        items.append(
+            f"<li><b>{_e(g.guarantee)}</b>{dated}: {_e(g.means)}"
+            + (f" <small>({detail})</small>" if detail else "")
+            + "</li>"
+        )
+    return f'<ul class="storage">{"".join(items)}</ul>'
 
 
 def _rulings_table(evidence: CompletionEvidence) -> str:
@@ -431,7 +508,7 @@ table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;vertical-align:top}
 table.summary th{background:#f4f6f7;width:16em}
 code,pre{font-family:monospace;font-size:.92em;word-break:break-all}
-td.action{font-weight:600}ul.evidence{margin:0;padding-left:1.1em}
+td.action{font-weight:600}ul.evidence,ul.storage{margin:0;padding-left:1.1em}
 .ok{color:#1e8449;font-weight:600}.bad{color:#c0392b;font-weight:700}
 .status{font-weight:700}svg.closure{border:1px solid #ddd;background:#fcfcfc}
 """

@@ -222,6 +222,26 @@ completion_chain_head = sa.Table(
     comment="The newest completion record; appenders lock this row, so the chain cannot fork.",
 )
 
+# Restore replays (erasure.replay): a restored table's rows of erased subjects deleted again.
+# What each replay erased is logged here before its delete commits, so a retry after a crash
+# still appends the signed `replayed` record (record_seq once it is on the chain).
+restore_replays = sa.Table(
+    "restore_replays",
+    metadata,
+    sa.Column("replay_ref", sa.String(REQUEST_REF_LENGTH), primary_key=True),
+    sa.Column("dataset_namespace", sa.String(255), nullable=False),
+    sa.Column("dataset_name", sa.String(DATASET_LENGTH), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # erasing | erased | recorded
+    sa.Column("evidence_json", sa.Text, nullable=False),
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("record_seq", sa.BigInteger, nullable=True),
+    sa.Index("ix_restore_replays_dataset", "dataset_namespace", "dataset_name"),
+    sa.CheckConstraint("status IN ('erasing', 'erased', 'recorded')", name="status"),
+    comment="Restore replays: what each erased (counts, keyed hashes, no value), logged "
+    "before its delete commits, until its signed replayed record is on the chain.",
+)
+
 
 rematerialisation_runs = sa.Table(
     "rematerialisation_runs",
@@ -248,6 +268,30 @@ interventions = sa.Table(
     sa.Column("at", UtcDateTime, nullable=False),
     comment="Erasure runs and tasks whose state a person set by hand in Airflow (UI or API), "
     "as the API server heard it: who, when, what (erasure_listener).",
+)
+
+pending_vacuums = sa.Table(
+    "pending_vacuums",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("request_ref", sa.String(REQUEST_REF_LENGTH), nullable=False),
+    sa.Column("dataset_namespace", sa.String(255), nullable=False),
+    sa.Column("dataset_name", sa.String(DATASET_LENGTH), nullable=False),
+    # The warehouse's own clock once the delete had committed: a VACUUM covers the delete
+    # only if no transaction older than this still held a snapshot (erasure.actions.reclaim).
+    sa.Column("deleted_by", UtcDateTime, nullable=False),
+    sa.Column("scheduled_at", UtcDateTime, nullable=False),
+    sa.Column("due_on", sa.Date, nullable=False),
+    sa.Column("reason", sa.String(32), nullable=False),  # why the last attempt did not cover it
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("last_attempt_at", UtcDateTime, nullable=True),
+    sa.Column("vacuumed_at", UtcDateTime, nullable=True, index=True),
+    sa.Column("vacuumed_by", sa.String(16), nullable=True),  # daily_pass | erasure | dropped
+    sa.UniqueConstraint(
+        "request_ref", "dataset_namespace", "dataset_name", name="uq_pending_vacuums_dataset"
+    ),
+    comment="Tables whose deleted rows await a VACUUM the erasure could not run, and when one "
+    "ran: tables by name only, never a value (erasure.actions.reclaim).",
 )
 
 # ---------------------------------------------------------------------------------------------
