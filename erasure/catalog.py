@@ -48,6 +48,7 @@ from erasure.dbt_manifest import (
 )
 from erasure.errors import CatalogError, ErasureError, LineageError, invalid_fields
 from erasure.kinds import KindConfig, KindRegistry
+from erasure.lakehouse.config import LakehouseConfig
 from erasure.model import DAG_ID, DatasetRef
 
 if TYPE_CHECKING:
@@ -318,10 +319,20 @@ class DatasetAlias(_Strict):
     name: str
 
 
+class LakehouseTableSpec(_Strict):
+    """Where a lakehouse table lives: a lakehouse of the catalog's `lakehouses`, and the table
+    in it (Iceberg: `namespace.table` of its catalog; Delta: the folder under its root)."""
+
+    catalog: str = Field(min_length=1)
+    table: str = Field(min_length=1)
+
+
 class DatasetSpec(_Strict):
     namespace: str
     name: str
     connection: str | None = None
+    # An Iceberg or Delta table: erased with its history (erasure.actions.erase_lakehouse).
+    lakehouse: LakehouseTableSpec | None = None
     kind: DatasetKind
     storage: Literal["mutable", "immutable"] = "mutable"
     holds_subject: dict[str, list[str]] = Field(default_factory=dict)
@@ -380,6 +391,12 @@ class DatasetSpec(_Strict):
     @property
     def materialised(self) -> bool:
         return self.kind not in UNMATERIALISED_KINDS
+
+    @property
+    def reachable(self) -> bool:
+        """Whether this system can read and erase the dataset itself: through a warehouse
+        connection, or as a lakehouse table."""
+        return self.connection is not None or self.lakehouse is not None
 
 
 class DefaultMatch(_Strict):
@@ -505,6 +522,8 @@ class Catalog(_Strict):
     sla_days: int = Field(default=30, ge=1, le=30)
     identifiers: dict[str, IdentifierSpec]
     connections: dict[str, ConnectionField] = Field(default_factory=dict)
+    # Iceberg catalogs (SQL, REST, Glue, Hive) and Delta roots the lakehouse tables live in.
+    lakehouses: dict[str, LakehouseConfig] = Field(default_factory=dict)
     datasets: list[DatasetSpec]
     # Policy for datasets with no entry (first match wins), after a dbt manifest's description.
     defaults: list[DatasetDefault] = Field(default_factory=list)
@@ -592,16 +611,19 @@ class Catalog(_Strict):
                         f"with the {spec.normalise} normaliser, which allows no integer, "
                         "case or drop_prefix; declare those for strip or lower identifiers"
                     )
+        if ds.lakehouse is not None:
+            _check_lakehouse_entry(ds, where, self.lakehouses)
         if ds.references and ds.connection is None:
             raise ValueError(
                 f"{where} field 'connection': a dataset that references rows must name "
                 "a connection to count them in"
             )
-        if ds.holds_subject and ds.connection is None and ds.owner is None:
+        if ds.holds_subject and not ds.reachable and ds.owner is None:
             raise ValueError(
                 f"{where} field 'connection': a dataset that holds the subject must name "
-                "a connection to erase them in, or an 'owner' who erases them there (a "
-                "system this one cannot reach, such as the CRM the warehouse copies)"
+                "a connection to erase them in (or a lakehouse table), or an 'owner' who "
+                "erases them there (a system this one cannot reach, such as the CRM the "
+                "warehouse copies)"
             )
         for ref in ds.references:
             matches = name_matches(ref.dataset, by_bare_name)
@@ -623,6 +645,14 @@ class Catalog(_Strict):
                 f"{where} field 'encryption': per_subject applies to immutable storage; "
                 "set storage: immutable or drop encryption"
             )
+
+    def lakehouse(self, ds: DatasetSpec) -> LakehouseConfig:
+        """The lakehouse a lakehouse table of the catalog lives in."""
+        if ds.lakehouse is None or ds.lakehouse.catalog not in self.lakehouses:
+            raise CatalogError(
+                f"dataset {shown_name(ds.name)} is no lakehouse table of this catalog"
+            )
+        return self.lakehouses[ds.lakehouse.catalog]
 
     def dataset(self, ref: DatasetRef) -> DatasetSpec | None:
         """The catalog entry for a dataset identity or one of its explicit aliases; else the
@@ -1014,6 +1044,36 @@ def name_matches(name: str, namespaces: Mapping[str, Collection[str]]) -> list[t
     found = dict.fromkeys((namespace, wanted) for namespace in sorted(namespaces.get(wanted, ())))
     found.update((split, None) for split in splits if split[0] in namespaces.get(split[1], ()))
     return list(found)
+
+
+def _check_lakehouse_entry(
+    ds: DatasetSpec, where: str, lakehouses: Mapping[str, LakehouseConfig]
+) -> None:
+    """A lakehouse table's entry: in a declared lakehouse, and only what its erasure does
+    (rows deleted with their history; rebuilt by a DAG that overwrites it)."""
+    assert ds.lakehouse is not None
+    if ds.lakehouse.catalog not in lakehouses:
+        raise ValueError(
+            f"{where} field 'lakehouse.catalog': {shown_name(ds.lakehouse.catalog)} is not "
+            f"declared under 'lakehouses'; allowed: {sorted(lakehouses)}"
+        )
+    refused = [
+        (ds.connection is not None, "connection", "a lakehouse table is read through its "
+         "lakehouse, not a warehouse connection: drop 'connection'"),
+        (ds.storage != "mutable", "storage", "a lakehouse table is erased row by row with "
+         "its history: catalog an immutable copy as a backup of its own"),
+        (bool(ds.references), "references", "references are counted in a warehouse: "
+         "declare the referencing dataset's identifier columns instead"),
+        (ds.aggregate is not None, "aggregate", "an aggregate's groups are measured in a "
+         "warehouse: catalog the lakehouse table as rebuilt, or let it escalate"),
+        (not ds.materialised, "kind", "a view holds no rows to erase"),
+        (ds.rebuild is not None and ds.rebuild.kind not in ("dag", "producer"), "rebuild",
+         "a lakehouse table is rebuilt by the DAG that writes it (dag_id, or "
+         "{kind: producer, dags: [...]}); its history is expired after the run"),
+    ]
+    for wrong, field, why in refused:
+        if wrong:
+            raise ValueError(f"{where} field {field!r}: {why}")
 
 
 def _ambiguous(matches: Sequence[tuple[str, str]]) -> str:

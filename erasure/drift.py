@@ -36,6 +36,8 @@ def catalog_drift(catalog: Catalog, warehouse: Warehouse, ds: DatasetSpec) -> st
     """What of `ds`, as the catalog describes it, the warehouse lacks; None: all there, or
     nothing to compare (a dataset without a connection). WarehouseError when the warehouse
     cannot be read: a fault a retry may mend is never taken for drift."""
+    if ds.lakehouse is not None:
+        return _lakehouse_drift(catalog, warehouse, ds)
     if ds.connection is None:
         return None
     table = warehouse.table(ds)  # a warehouse that cannot answer fails the step: not drift
@@ -81,6 +83,29 @@ def drift_gaps(catalog: Catalog, warehouse: Warehouse) -> list[Gap]:
         if problem is not None:
             gaps.append(Gap(kind=GapKind.CATALOG_DRIFT, dataset=ds.ref, detail=problem))
     return gaps
+
+
+def _lakehouse_drift(catalog: Catalog, warehouse: Warehouse, ds: DatasetSpec) -> str | None:
+    """What a lakehouse table lacks of the columns the catalog names in it."""
+    table = warehouse.lakehouse_table(ds)
+    columns = table.columns()
+    missing = sorted(c for c in _named_columns(catalog, ds) if c not in columns)
+    if missing:
+        return (
+            f"column(s) {', '.join(missing)} named in the catalog for {ds.name!r} are not in "
+            f"the lakehouse table (it has: {', '.join(columns)}): correct the catalog's "
+            "column names to the table's"
+        )
+    matchable = table.matchable()
+    held = sorted({c for cs in ds.holds_subject.values() for c in cs if not matchable.get(c)})
+    if held:
+        return (
+            f"column(s) {', '.join(held)} of lakehouse table {ds.name!r} hold binary, nested "
+            "or other values an identifier cannot be compared to: the subject would be found "
+            "in none of them. Declare the column that holds the identifier as text or a "
+            "number (a view or a flattened copy), or remove it from holds_subject"
+        )
+    return None
 
 
 def _named_columns(catalog: Catalog, ds: DatasetSpec) -> set[str]:

@@ -25,6 +25,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, SubjectError, WarehouseError
+from erasure.locate_lakehouse import LakehouseLocated, locate_lakehouse
 from erasure.matching import Matcher, exact_predicate, near_misses, require_exact_dialect
 from erasure.model import (
     DatasetRef,
@@ -97,9 +98,18 @@ class Location:
     search: SubjectSearch | None = None  # set by locate() when nothing was found
     held_back: dict[str, HeldBack] = field(default_factory=dict)  # by identifier type
     withheld: dict[DatasetRef, Withheld] = field(default_factory=dict)
+    # Lakehouse tables holding the subject now or in their history (erasure.locate_lakehouse).
+    lakehouse: dict[DatasetRef, LakehouseLocated] = field(default_factory=dict)
 
     def roots(self) -> list[RootHit]:
-        return [self.located[ref].hit() for ref in sorted(self.located)]
+        hits = {ref: hit.hit() for ref, hit in self.lakehouse.items()}
+        hits.update((ref, hit.hit()) for ref, hit in self.located.items())
+        return [hits[ref] for ref in sorted(hits)]
+
+    @property
+    def root_refs(self) -> list[DatasetRef]:
+        """Every dataset found holding the subject: warehouse tables and lakehouse tables."""
+        return sorted(set(self.located) | set(self.lakehouse))
 
 
 def delete_statement(warehouse: Warehouse, located: Located) -> str:
@@ -135,7 +145,8 @@ def locate(catalog: Catalog, warehouse: Warehouse, subject: SubjectRef) -> Locat
     _follow_references(catalog, warehouse, location)
     _consolidate(catalog, warehouse, location)
     _withhold(catalog, warehouse, location, held)
-    if not location.located:
+    location.lakehouse = locate_lakehouse(catalog, warehouse, location.identities)
+    if not location.located and not location.lakehouse:
         location.search = _search(catalog, warehouse, start)
     return location
 
@@ -696,6 +707,9 @@ def relocate(
     for target_name in sorted(reference_keys):
         _relocate_reference(catalog, warehouse, location, target_name, reference_keys[target_name])
     _consolidate(catalog, warehouse, location)
+    location.lakehouse = locate_lakehouse(
+        catalog, warehouse, location.identities, via="parked", history=False
+    )
     return location
 
 

@@ -228,6 +228,8 @@ class SubjectSearch(BaseModel):
 # model, the records, the desk and the DAGs' forms all use it.
 REQUEST_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$"
 REQUEST_REF = re.compile(REQUEST_REF_PATTERN)
+# The references of restore replays' own records (erasure.replay): no request may take one.
+REPLAY_REF_PREFIX = "REPLAY-"
 
 # A dataset whose name (or namespace) holds one of the subject's identifiers: the plan names
 # it by a keyed hash, and the DPO rules on it (erasure.redacted_names).
@@ -240,6 +242,8 @@ SHARED_ROW_RULE = "2a"
 SHARED_IDENTITY_RULE = "2b"
 OUTSIDE_REACH_RULE = "2c"  # holds people's rows in a system only its owner can reach
 UNKEYED_SHRED_RULE = "3a"  # written under per-subject keys, but the subject has none
+# A lakehouse table's branch or tag keeps a snapshot holding the subject: kept until dropped.
+LAKEHOUSE_REF_RULE = "2d"
 NOT_FOUND_RULE = "not_found"
 
 

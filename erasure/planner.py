@@ -38,7 +38,9 @@ from erasure.locate import (
     locate,
     normalise_subject,
 )
+from erasure.locate_lakehouse import LakehouseLocated
 from erasure.model import (
+    LAKEHOUSE_REF_RULE,
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
     SHARED_IDENTITY_RULE,
@@ -184,7 +186,7 @@ def plan_erasure(
     """
     _refuse_several_people(location, subject)
     now = now or datetime.now(UTC)
-    roots = sorted(location.located)
+    roots = location.root_refs
     view = erasure_view(catalog, lineage, now)
     closure = lineage.graph.forward_closure(
         roots,
@@ -418,6 +420,9 @@ def _decide_entry(ctx: _Context, ref: DatasetRef) -> PlanItem:
             },
             upstreams,
         )
+    in_lakehouse = ctx.location.lakehouse.get(ds.ref)
+    if in_lakehouse is not None:
+        return _decide_lakehouse_root(ds, in_lakehouse, upstreams)
     located = ctx.location.located.get(ds.ref)
     blocking = [
         g
@@ -441,6 +446,10 @@ def _decide_entry(ctx: _Context, ref: DatasetRef) -> PlanItem:
         )
     if located is not None and ds.storage == "mutable":
         return _decide_root(ctx.warehouse, ds, located, upstreams)
+    if ds.lakehouse is not None and ds.holds_subject:
+        # Searched by its identifier columns, now and in its history, and not found: nothing
+        # to delete; planned all the same, so verify searches it again after the erasure.
+        return _decide_lakehouse_root(ds, LakehouseLocated(ds, [], [], {}, 0, 0), upstreams)
     if ds.storage == "immutable":
         return _decide_immutable(ctx, ds, upstreams)
     if ds.kind is DatasetKind.VIEW:
@@ -563,8 +572,9 @@ def _as_sent(name: str) -> str:
 
 
 def _outside_reach(ds: DatasetSpec) -> bool:
-    """A mutable holder of people's rows with no connection: only its owner can erase there."""
-    return bool(ds.holds_subject) and ds.connection is None and ds.storage == "mutable"
+    """A mutable holder of people's rows this system cannot read: only its owner can erase
+    there."""
+    return bool(ds.holds_subject) and not ds.reachable and ds.storage == "mutable"
 
 
 def _decide_root(
@@ -601,6 +611,64 @@ def _decide_root(
         },
         upstreams,
     )
+
+
+def _decide_lakehouse_root(
+    ds: DatasetSpec, found: LakehouseLocated, upstreams: list[DatasetRef]
+) -> PlanItem:
+    """Rule 2 for a lakehouse table: its rows deleted and every snapshot still holding them
+    expired, its files removed; unless a branch or tag keeps them (kept forever unless
+    someone drops it: the DPO decides, rule 2d)."""
+    assert ds.lakehouse is not None
+    evidence: dict[str, Any] = {
+        "rows_before": found.rows,
+        "history_rows": found.history_rows,
+        "identifier_type": next(iter(found.identifier_types), None),
+        "columns": found.columns,
+        "via": found.via,
+        "method": "lakehouse",
+        "lakehouse": ds.lakehouse.catalog,
+        "table": ds.lakehouse.table,
+        "owner": ds.owner,
+    }
+    if found.others_rows:
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.ESCALATE,
+            SHARED_IDENTITY_RULE,
+            f"{found.others_rows} of the rows the subject's identifiers reach here carry another "
+            "person's key, or none (a shared mailbox or phone, a guest row): which are the "
+            "subject's cannot be told, so nothing is deleted here; the DPO decides",
+            {**evidence, "other_rows": found.others_rows},
+            upstreams,
+        )
+    if found.refs:
+        return _item(
+            ds.ref,
+            ds.kind,
+            Action.ESCALATE,
+            LAKEHOUSE_REF_RULE,
+            f"branch(es) or tag(s) {', '.join(found.refs)} of the table keep the subject's "
+            "rows in a snapshot the erasure may not expire on its own (a tag is kept "
+            "forever): the DPO decides whether they are dropped, or kept under an exemption",
+            {**evidence, "refs": found.refs},
+            upstreams,
+        )
+    done = "rows deleted copy-on-write, every snapshot holding them expired and their files removed"
+    if found.rows:
+        reason = f"holds {found.rows} row(s) of the subject ({found.via}): {done}"
+    elif found.history_rows:
+        reason = (
+            "holds none of the subject's rows now, but its history does (a delete never "
+            f"expired): {done}"
+        )
+    else:
+        reason = (
+            "its identifier columns hold none of the subject's rows, now or in its history: "
+            "nothing to delete; verify searches every snapshot and file again"
+        )
+    return _item(ds.ref, ds.kind, Action.ERASE_ROWS, "2", reason, evidence, upstreams)
 
 
 def _with_withheld(items: list[PlanItem], location: Location) -> list[PlanItem]:
@@ -868,7 +936,12 @@ def _order(
     topo = {ref: i for i, ref in enumerate(closure.datasets)}
     erasures = [i for i in items if i.action is Action.ERASE_ROWS]
     erase_rank = _foreign_key_rank(
-        [ds for i in erasures if (ds := catalog.dataset(i.dataset)) is not None], warehouse
+        [
+            ds
+            for i in erasures
+            if (ds := catalog.dataset(i.dataset)) is not None and ds.connection is not None
+        ],
+        warehouse,
     )
 
     def key(item: PlanItem) -> tuple[int, int, str, str]:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from erasure.matching import NearMiss
 from erasure.model import (
+    LAKEHOUSE_REF_RULE,
     NAMED_DATASET_RULE,
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
@@ -129,6 +130,16 @@ def escalation_prompt(item: PlanItem) -> Prompt:
             "pending until their confirmation is recorded with `erasure requests "
             "confirm-deletion`); confirm the subject is not held if the name only looks like "
             "the identifier, or retain it under an exemption."
+        )
+    elif item.rule == LAKEHOUSE_REF_RULE:
+        lines.append(
+            "A branch or tag of this lakehouse table keeps a snapshot with the subject's rows: "
+            "time travel to it returns them, and this system does not drop a ref someone "
+            "keeps on purpose (an audit, a model's training set). Have the table's owner drop "
+            "or re-point it and erase the person there (the request stays pending until their "
+            "confirmation is recorded with `erasure requests confirm-deletion`; verify then "
+            "looks for them in every snapshot), or retain the table as it is under an "
+            "exemption."
         )
     elif item.rule == SHARED_IDENTITY_RULE:
         lines.append(

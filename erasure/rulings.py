@@ -15,6 +15,9 @@ depends on what escalated (`options_for`):
 - a dataset whose name holds the subject's identifier (rule 1a; the plan shows it by a keyed
   hash, so this system cannot act on it): its owner erases the person there (pending until
   the owner confirms it), not held, or retain;
+- a lakehouse table whose branch or tag keeps a snapshot holding the subject (rule 2d; a tag
+  is kept forever): its owner erases the person there, dropping or rewriting the branch or
+  tag (pending until the owner confirms it; verify then finds them nowhere), or retain;
 - rows reached only through an identifier value the subject shares with others (rule 2b):
   confirm the subject is not held in them (they are left as they are), or retain them under
   an exemption. Neither deletes: locate never hands over the values that reached them.
@@ -46,6 +49,7 @@ from pydantic import (
 
 from erasure.errors import ErasureError
 from erasure.model import (
+    LAKEHOUSE_REF_RULE,
     NAMED_DATASET_RULE,
     NOT_FOUND_RULE,
     OUTSIDE_REACH_RULE,
@@ -112,6 +116,10 @@ NAMED_DATASET_OPTIONS = (
     RulingOption.NOT_HELD,
     RulingOption.RETAIN_EXEMPTION,
 )
+# A lakehouse table whose branch or tag keeps the subject (rule 2d): its owner drops or
+# re-points the ref and erases the person there (verify then finds them nowhere), or the
+# table is kept as it is under an exemption.
+LAKEHOUSE_REF_OPTIONS = (RulingOption.OWNER_ERASES, RulingOption.RETAIN_EXEMPTION)
 # Never standing: each deletion, and each "not held", is decided for its own request.
 NOT_STANDING = frozenset(
     {
@@ -229,6 +237,8 @@ def options_for(item: PlanItem) -> tuple[RulingOption, ...]:
         return SHARED_IDENTITY_OPTIONS
     if item.rule == NAMED_DATASET_RULE:
         return NAMED_DATASET_OPTIONS
+    if item.rule == LAKEHOUSE_REF_RULE:
+        return LAKEHOUSE_REF_OPTIONS
     return DERIVED_OPTIONS
 
 

@@ -29,8 +29,19 @@ from erasure.catalog import Catalog, DatasetKind, DatasetSpec
 from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, VerificationFailed
 from erasure.keys.keystore import SubjectKeyStore
+from erasure.locate_lakehouse import SubjectMatch
 from erasure.matching import Matcher, NearMiss, exact_key, near_miss_kind
-from erasure.model import Action, DatasetRef, Evidence, GapKind, Identity, Plan, PlanItem
+from erasure.model import (
+    LAKEHOUSE_REF_RULE,
+    SHARED_IDENTITY_RULE,
+    Action,
+    DatasetRef,
+    Evidence,
+    GapKind,
+    Identity,
+    Plan,
+    PlanItem,
+)
 from erasure.pseudonym import Pepper, subject_hash
 from erasure.registry.action_log import ActionStatus
 from erasure.suppression import SuppressionList
@@ -165,8 +176,17 @@ def second_look(
         for g in replan.gaps
         if g.kind is GapKind.CATALOG_DRIFT and g.dataset is not None
     )
+    # A lakehouse table escalated because another person's key is on the rows (2b) or a tag
+    # keeps them (2d): the DPO's ruling covers the rows left there, as it does a shared row.
+    held_by_ruling = {
+        i.dataset
+        for i in plan.items
+        if i.action is Action.ESCALATE and i.rule in (SHARED_IDENTITY_RULE, LAKEHOUSE_REF_RULE)
+    }
     for root in replan.roots:
-        shared = root.shared_referrers > 0 and ruled(root.dataset)
+        shared = (root.shared_referrers > 0 or root.dataset in held_by_ruling) and ruled(
+            root.dataset
+        )
         checks.append(
             Check(
                 target=root.dataset.name,
@@ -308,6 +328,9 @@ def _recount_one(
     reference_keys: Mapping[str, set[str]],
     by_column: Mapping[str, set[str]],
 ) -> Recount:
+    if ds.lakehouse is not None:
+        copies = by_column if action is Action.REBUILD else {}
+        return _recount_lakehouse(catalog, warehouse, ds, action, by_type, copies)
     if ds.connection is None:  # not in a warehouse this system can query
         return _not_searched(ds, action)
     drift = catalog_drift(catalog, warehouse, ds)
@@ -348,6 +371,82 @@ def _recount_one(
         ok=found == 0 and unexplained == 0,
         searched_by=searched,
         in_another_case=unexplained,
+    )
+
+
+def _recount_lakehouse(
+    catalog: Catalog,
+    warehouse: Warehouse,
+    ds: DatasetSpec,
+    action: Action,
+    by_type: Mapping[str, set[str]],
+    copies: Mapping[str, set[str]],
+) -> Recount:
+    """A lakehouse table read again at every snapshot it keeps (branches and tags too), and
+    every file under it scanned for the subject's values: what time travel or a file read
+    could still return, read independently of the erasure's own bookkeeping.
+
+    A rebuilt table with no column to search by keeps no snapshot from before its rebuild
+    (those may hold rows derived from the subject), and is then proven like any other."""
+    identities = [Identity(t, v) for t, values in by_type.items() for v in values]
+    table = warehouse.lakehouse_table(ds)
+    present = set(table.columns())
+    match = SubjectMatch(catalog, ds, identities, {c: copies[c] for c in present if c in copies})
+    columns = [c for c in match.columns if c in present]
+    if not columns and action is Action.REBUILD:
+        kept = table.residue(match, [], {}).snapshots_checked
+        if kept > 1:
+            return _not_searched(
+                ds,
+                action,
+                f"{kept - 1} snapshot(s) from before its rebuild are still kept: they may "
+                "hold rows derived from the subject; rebuild it again (expires them)",
+            )
+        return _not_searched(ds, action)
+    if not columns:
+        missing = ", ".join(match.columns) or "none the subject has values of"
+        return _not_searched(
+            ds,
+            action,
+            f"the table has none of its identifier columns ({missing}): correct the catalog, "
+            "then verify again",
+        )
+    residue = table.residue(match, columns, {c: set(match.identities) for c in columns})
+    problem = None
+    if residue.files_unreadable:
+        problem = (
+            f"{len(residue.files_unreadable)} file(s) under the table could not be read "
+            f"({', '.join(residue.files_unreadable[:5])}; a partition value in a path is not "
+            "repeated): nothing shows they do not hold the subject; make them readable or "
+            "remove them, then verify again"
+        )
+    elif residue.snapshots_unreadable:
+        problem = (
+            f"{len(residue.snapshots_unreadable)} snapshot(s) the table keeps could not be "
+            f"read ({', '.join(residue.snapshots_unreadable[:5])}): nothing shows they do "
+            "not hold the subject; repair or expire them, then verify again"
+        )
+    elif not residue.snapshots_checked:
+        problem = "no snapshot of the table could be read: nothing was checked"
+    in_snapshots = sum(residue.rows_by_snapshot.values())
+    found = in_snapshots + len(residue.files_holding)
+    searched = [f"identifier column: {c}" for c in columns]
+    searched.append(f"{residue.snapshots_checked} snapshot(s) and {residue.files_checked} file(s)")
+    if found and problem is None:
+        where = [f"{n} row(s) in snapshot {s}" for s, n in sorted(residue.rows_by_snapshot.items())]
+        if residue.files_holding:
+            where.append(f"{len(residue.files_holding)} file(s) on disk")
+        problem = (
+            f"the subject is still in the table's history ({'; '.join(where)}): erase it "
+            "again (expires them), then verify again"
+        )
+    return Recount(
+        dataset=ds.name,
+        action=action,
+        found=found,
+        ok=found == 0 and problem is None,
+        searched_by=searched,
+        problem=problem,
     )
 
 

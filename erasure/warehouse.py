@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -36,6 +36,9 @@ from erasure.errors import (
     driver_message,
 )
 from erasure.matching import SQL_FUNCTION, sql_canonical
+
+if TYPE_CHECKING:
+    from erasure.lakehouse import LakehouseTable
 
 # (catalog connection name, airflow_conn_id) -> the SQLAlchemy URL it stands for. Raises
 # CatalogError naming the conn id when Airflow does not know it.
@@ -201,6 +204,15 @@ class Warehouse:
                 ) from None
         return self._schemas[connection]
 
+    def lakehouse_table(self, ds: DatasetSpec) -> LakehouseTable:
+        """The lakehouse table `ds` names, opened through its lakehouse (not cached: each
+        opening reads the table's current metadata). LakehouseError when it cannot be."""
+        from erasure.lakehouse import open_table
+
+        config = self.catalog.lakehouse(ds)
+        assert ds.lakehouse is not None
+        return open_table(config, ds.lakehouse.catalog, ds.lakehouse.table, self.catalog.base_dir)
+
     def forget_tables(self) -> None:
         """Drop cached reflections and schemas (after a rebuild replaced a table)."""
         self._tables.clear()
@@ -268,6 +280,9 @@ def _sqlite_semantics(engine: Engine, schemas: set[str]) -> None:
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        # Deleted rows overwritten with zeros, not left in free pages (erasure.actions.reclaim);
+        # before ATTACH, which gives each attached database the main one's setting.
+        cursor.execute("PRAGMA secure_delete = ON")
         for schema in sorted(schemas):
             if main_db is None:
                 break

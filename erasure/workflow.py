@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from erasure.actions.aggregate import AggregateEvidence, confirm_k
-from erasure.actions.erase_rows import ErasureEvidence, erase_rows
+from erasure.actions.erase_rows import erase_rows
+from erasure.actions.erased import ErasureEvidence
 from erasure.actions.escalate import (
     DeletionRefused,
     RulingEvidence,
@@ -31,6 +32,12 @@ from erasure.actions.rebuild import (
     empty_before_rebuild,
     fresh_write_proof,
     rebuild,
+)
+from erasure.actions.reclaim import (
+    VacuumLimits,
+    VacuumPassResult,
+    reclaim_after_delete,
+    run_pending,
 )
 from erasure.actions.shred import (
     ShredEvidence,
@@ -88,6 +95,7 @@ from erasure.registry.requests import (
     Registration,
     RequestStatus,
 )
+from erasure.registry.vacuums import PendingVacuums
 from erasure.reprove import KeyProbe, Missing, Reproof, reprove_completed
 from erasure.rulings import OPTION_LABELS, DpoAnswer, Ruling, options_for
 from erasure.services import Services
@@ -350,7 +358,29 @@ def erase(svc: Services, ref: str, dataset: DatasetRef) -> ErasureEvidence:
         except EraseFailed as exc:
             raise EraseFailed(f"{exc}{_held_back(svc, ref, plan)}") from None
 
-    return run_once(svc.action_log, ref, item, ErasureEvidence, act)
+    return _reclaim_space(svc, ref, item, run_once(svc.action_log, ref, item, ErasureEvidence, act))
+
+
+def _reclaim_space(
+    svc: Services, ref: str, item: PlanItem, erased: ErasureEvidence
+) -> ErasureEvidence:
+    """Once the delete committed: VACUUM the table, or list it for the daily pass
+    (`reclaim_pending`); on the evidence once (a retry finds it there), never after the
+    request closed (its record is signed)."""
+    if erased.space is not None or svc.requests.require(ref).closed:
+        return erased
+    space = reclaim_after_delete(
+        svc.warehouse,
+        svc.catalog.require(item.dataset),
+        rows_deleted=erased.rows_deleted,
+        request_ref=ref,
+        pending=PendingVacuums(svc.store),
+        limits=_vacuum_limits(svc),
+        lakehouse=erased.history is not None,
+    )
+    erased = erased.model_copy(update={"space": space})
+    svc.action_log.record(ref, item.dataset, item.action, ActionStatus.DONE, erased)
+    return erased
 
 
 def _held_back(svc: Services, ref: str, plan: Plan) -> str:
@@ -496,8 +526,8 @@ def rule(svc: Services, ref: str, dataset: DatasetRef, answer: DpoAnswer) -> Rul
     """Record the DPO's answer to one escalation and carry it out."""
     _record, _plan, item = _act(svc, ref, dataset, Action.ESCALATE)
     finished = done(svc.action_log, ref, item)
-    if finished is not None:
-        return RulingEvidence.model_validate(finished.evidence)
+    if finished is not None:  # a worker lost before its deletion's space step: finish it
+        return _reclaim_deleted(svc, ref, item, RulingEvidence.model_validate(finished.evidence))
     _check_answer(svc, ref, item, answer)
     try:
         ruling = Ruling(
@@ -588,7 +618,7 @@ def _check_answer(svc: Services, ref: str, item: PlanItem, answer: DpoAnswer) ->
 
 def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> RulingEvidence:
     record = svc.requests.require(ref)
-    return run_once(
+    carried = run_once(
         svc.action_log,
         ref,
         item,
@@ -606,6 +636,38 @@ def _carry_out(svc: Services, ref: str, item: PlanItem, ruling: Ruling) -> Rulin
             relocate=lambda: _relocate(svc, ref),
             due_on=record.effective_due_on,
         ),
+    )
+    return _reclaim_deleted(svc, ref, item, carried)
+
+
+def _reclaim_deleted(
+    svc: Services, ref: str, item: PlanItem, ruled: RulingEvidence
+) -> RulingEvidence:
+    """A ruling's deletion by this system, its space reclaimed as an erasure's is."""
+    deletion = ruled.deletion or {}
+    ds = svc.catalog.dataset(item.dataset)
+    if deletion.get("done_by") != "erasure" or "space" in deletion or ds is None:
+        return ruled
+    if svc.requests.require(ref).closed:
+        return ruled
+    space = reclaim_after_delete(
+        svc.warehouse,
+        ds,
+        rows_deleted=int(deletion.get("rows_deleted") or 0),
+        request_ref=ref,
+        pending=PendingVacuums(svc.store),
+        limits=_vacuum_limits(svc),
+    )
+    deletion = {**deletion, "space": space.model_dump(mode="json")}
+    ruled = ruled.model_copy(update={"deletion": deletion})
+    svc.action_log.record(ref, item.dataset, item.action, ActionStatus.DONE, ruled)
+    return ruled
+
+
+def _vacuum_limits(svc: Services) -> VacuumLimits:
+    return VacuumLimits(
+        lock_timeout_seconds=svc.settings.vacuum_lock_timeout_seconds,
+        statement_timeout_seconds=svc.settings.vacuum_statement_timeout_seconds,
     )
 
 
@@ -736,6 +798,7 @@ def complete(svc: Services, ref: str, *, now: datetime | None = None) -> Complet
         verification,
         completed=now,
         interventions=svc.interventions.for_request(ref),
+        catalog=svc.catalog,
     )
     status = (
         RecordStatus.COMPLETE_WITH_EXEMPTIONS
@@ -829,6 +892,13 @@ def reprove(svc: Services) -> Reproof:
         completed, svc.suppression.contains, KeyProbe(svc.vault).exists, request_key
     )
     return proof.model_copy(update={"missing": [*found, *proof.missing]})
+
+
+def reclaim_pending(svc: Services, *, today: date | None = None) -> VacuumPassResult:
+    """The daily pass: VACUUM each table an erasure could not, and record when it ran
+    (erasure.actions.reclaim); `.require()` raises naming any past the date it was due by."""
+    pending = PendingVacuums(svc.store)
+    return run_pending(pending, svc.catalog, svc.warehouse, _vacuum_limits(svc), today=today)
 
 
 def extend(svc: Services, ref: str, months: int, reason: str, by: str) -> date:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.sql.visitors import replacement_traverse
 
+from erasure.actions.erased import ErasureEvidence
 from erasure.actions.transaction import transaction
 from erasure.catalog import Catalog, DatasetSpec
 from erasure.errors import (
@@ -24,22 +25,10 @@ from erasure.errors import (
     describe_failure,
 )
 from erasure.locate import Located, Location
-from erasure.model import DatasetRef, Evidence
+from erasure.model import DatasetRef
 from erasure.warehouse import Warehouse, count_rows, statement_text
 
 E = TypeVar("E")
-
-
-class ErasureEvidence(Evidence):
-    """What one `erase_rows` did, for the completion record (counts and SQL, no values)."""
-
-    dataset: str
-    rows_before: int
-    rows_deleted: int
-    rows_after: int
-    statement: str | None  # the DELETE with placeholders; None when nothing was located
-    executed_at: datetime
-    already_done: bool
 
 
 def erase_rows(
@@ -57,6 +46,12 @@ def erase_rows(
     try so logged: a retry that finds the rows gone (that try died after its commit) reports it.
     """
     ds = catalog.require(dataset)
+    if ds.lakehouse is not None:  # its rows with its history (imported here: it uses this)
+        from erasure.actions.erase_lakehouse import erase_lakehouse
+
+        return erase_lakehouse(
+            catalog, warehouse, location, dataset, before_commit=before_commit, earlier=earlier
+        )
     located = location.located.get(ds.ref)
     _check_erasable(catalog, ds, located)
     if located is None and earlier is not None:

@@ -87,6 +87,8 @@ class RebuildEvidence(Evidence):
     rows_after: int | None = None  # None: the artefact is not a table we can count
     detail: str
     rebuilt_at: datetime
+    # A lakehouse table's: every snapshot before the rebuild expired, its files removed.
+    history: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,10 @@ def rebuild(
             f"the {target.kind!r} rebuild target of {ds.name!r} returned no RebuildEvidence; "
             "fix the package that provides that kind"
         )
+    if ds.lakehouse is not None:
+        # The run wrote a new snapshot; the ones before it still serve the old rows.
+        history = warehouse.lakehouse_table(ds).expire_history()
+        evidence = evidence.model_copy(update={"history": history.model_dump(mode="json")})
     return evidence
 
 

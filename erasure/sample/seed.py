@@ -15,6 +15,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from erasure.catalog import Catalog, load_catalog
+from erasure.sample.lake import build_lake
 from erasure.sample.rematerialise import REMATERIALISATION_DAGS, rematerialise, select_of
 from erasure.warehouse import Warehouse
 
@@ -58,6 +59,7 @@ def build_demo(target: Path, *, url: str | None = None, encrypt: Encrypt | None 
         _create_sources(engine)
         _materialise(engine, catalog, encrypt)
         _write_crm_export(engine, target / CRM_EXPORT)
+        build_lake(target, engine)
         for dag_id in REMATERIALISATION_DAGS:
             rematerialise(catalog, warehouse, dag_id)
     finally:

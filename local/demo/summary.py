@@ -62,7 +62,15 @@ def print_summary(settings: Settings, ref: str, run: Any, sync: dict[str, Any]) 
 
 def _evidence(action: str, evidence: dict[str, Any]) -> str:
     if action == "erase_rows":
-        return f"{evidence.get('rows_deleted')} row(s) deleted, {evidence.get('rows_after')} left"
+        done = f"{evidence.get('rows_deleted')} row(s) deleted, {evidence.get('rows_after')} left"
+        history = evidence.get("history")
+        if history:
+            files = sum(history.get("files_removed", {}).values())
+            done += (
+                f"; {history.get('snapshots_expired')} {history.get('format')} snapshot(s) "
+                f"expired, {files} file(s) removed, {history.get('snapshots_after')} kept"
+            )
+        return done
     if action == "rebuild":
         run = f" run {evidence['run_id']}" if evidence.get("run_id") else ""
         return f"{evidence.get('method')}{run}, {evidence.get('rows_after')} row(s)"

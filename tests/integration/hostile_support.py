@@ -41,6 +41,7 @@ from erasure.provision import initialise
 from erasure.pseudonym import normalise, subject_hash
 from erasure.rulings import DpoAnswer, RulingOption, options_for
 from erasure.sample.embedded import ARCHIVE, anchor_path_for, demo_settings
+from erasure.sample.lake import rebuild_lake
 from erasure.sample.rematerialise import rematerialise
 from erasure.sample.seed import build_demo
 from erasure.services import Services
@@ -239,6 +240,7 @@ class Estates:
             catalog = where / "estate" / "catalog.yaml"
             catalog.write_text(catalog.read_text().replace(self._database(lane_name), warehouse))
             settings = settings.model_copy(update={"store_url": f"{self.server}/{store}"})
+        rebuild_lake(where / "estate")  # Iceberg's paths are absolute: the copy needs its own
         estate = Estate(name, backend, settings, where, self.admin, self.server)
         shutil.copy(estate.catalog_path, estate.catalog_path.with_name("catalog.reference.yaml"))
         with estate.reader() as svc:  # keys an earlier scenario shredded are sealed again

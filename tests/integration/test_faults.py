@@ -37,6 +37,7 @@ from erasure.pseudonym import normalise, subject_hash
 from erasure.registry.action_log import ActionLog, ActionStatus
 from erasure.registry.requests import CLOSED_STATUSES, RequestBook, RequestStatus
 from erasure.sample.embedded import ARCHIVE, anchor_path_for, open_demo
+from erasure.sample.lake import rebuild_lake
 from erasure.sample.rematerialise import rematerialise
 from erasure.sample.seed import CRM_EXPORT, DEMO_SUBJECT
 from erasure.services import Services
@@ -754,6 +755,7 @@ class Estates:
             catalog.write_text(catalog.read_text().replace(self._database(backend), warehouse))
             settings = settings.model_copy(update={"store_url": f"{self.server}/{store_db}"})
             outage = PostgresStoreOutage(self.admin, store_db)
+        rebuild_lake(estate)  # Iceberg's paths are absolute: the copy needs a lake of its own
         run = Run(name, backend, settings, f"FAULTS-{name}", outage, self.bao, self.admin)
         run.triggers = where / "triggers"
         conf = {**CONF, "request_ref": run.ref, "notes": f"Wrote in; {NOTE_CANARY}"}

@@ -68,7 +68,7 @@ def test_request_runs_end_to_end_and_leaves_no_identifier(svc: Services, tmp_pat
     plan = workflow.plan_request(svc, "REQ-2026-0001")
     assert workflow.plan_request(svc, "REQ-2026-0001") == plan  # the plan acted on is fixed
     assert {workflow.items_for(plan, a)[0].name for a in (Action.ERASE_ROWS,)} == {"crm.orders"}
-    with pytest.raises(VerificationFailed, match="erase_rows done"):
+    with pytest.raises(VerificationFailed, match="verification failed on"):
         workflow.verify(svc, "REQ-2026-0001")
     with pytest.raises(ErasureError, match="not verified"):
         workflow.complete(svc, "REQ-2026-0001")

@@ -191,7 +191,7 @@ def test_lineage_ingest_dry_run_summarises_runs(
     events = catalog.parent / "lineage" / "events.jsonl"
     code, out, _ = run(capsys, "lineage", "ingest", "--dry-run", str(events))
     assert code == 0
-    assert out.startswith("5 event(s) parsed (dry run); 4 run(s)")
+    assert out.startswith("9 event(s) parsed (dry run); 6 run(s)")
     assert "FAIL" in out and "embed_customers_v2.run" in out
 
 
@@ -207,6 +207,7 @@ def test_the_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[st
         "catalog",
         "suppression",
         "requests",
+        "restore",
         "audit",
         "keys",
         "store",

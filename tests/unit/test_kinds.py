@@ -167,7 +167,7 @@ def test_reading_a_catalog_imports_nothing_that_acts_on_it() -> None:
         "import sys; from erasure.catalog import load_catalog; from erasure.config import "
         "Settings; Settings(); load_catalog(sys.argv[1]); "
         "print(' '.join(sorted(m for m in sys.modules if m.startswith(('erasure.', 'sqlglot', "
-        "'numpy', 'hvac', 'sqlalchemy')))))"
+        "'numpy', 'hvac', 'sqlalchemy', 'pyiceberg', 'pyarrow', 'deltalake')))))"
     )
     catalog = Path(__file__).parents[2] / "erasure" / "sample" / "estate" / "catalog.yaml"
     done = subprocess.run(
@@ -183,6 +183,13 @@ def test_reading_a_catalog_imports_nothing_that_acts_on_it() -> None:
         "erasure.dbt_manifest",
         "erasure.errors",
         "erasure.kinds",
+        # The lakehouses' configs, their errors and evidence: no engine (pyiceberg, deltalake,
+        # pyarrow) and no SQLAlchemy is imported until a table is opened.
+        "erasure.lakehouse",
+        "erasure.lakehouse.config",
+        "erasure.lakehouse.errors",
+        "erasure.lakehouse.evidence",
+        "erasure.lakehouse.table",
         "erasure.model",
     ]
 

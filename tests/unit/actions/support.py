@@ -8,7 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from erasure.actions.erase_rows import ErasureEvidence, erase_rows
+from erasure.actions.erase_rows import erase_rows
+from erasure.actions.erased import ErasureEvidence
 from erasure.actions.rebuild import (
     RebuildEvidence,
     RunOutcome,

@@ -225,8 +225,14 @@ def test_demo_estate_erases_children_first_with_foreign_keys_on(tmp_path: Path) 
 
     done = erase_all(catalog, warehouse, found, plan)
 
-    assert [e.dataset for e in done] == ["crm.orders", "crm.customers"]
-    assert [e.rows_deleted for e in done] == [3, 1]
+    assert [e.dataset for e in done] == [
+        "crm.orders",
+        "events.activity",
+        "orders_ledger",
+        "crm.customers",
+    ]
+    assert [e.rows_deleted for e in done] == [3, 3, 3, 1]
+    assert [e.history is not None for e in done] == [False, True, True, False]
     assert count(warehouse, "crm.customers") == before["crm.customers"] - 1
     assert count(warehouse, "crm.orders") == before["crm.orders"] - 3
     assert count(warehouse, "crm.addresses") == before["crm.addresses"]  # shared: escalated
