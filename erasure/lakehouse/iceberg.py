@@ -396,6 +396,55 @@ class IcebergTable:
         if not rows_before:
             dropped = self.drop_deleted_manifests() if drop_deleted_manifests else False
             return DeletedRows(0, 0, dropped)
+        staging: list[Table] = []
+        try:
+            result = self._delete_in_one_commit(
+                table,
+                expression,
+                columns,
+                rows_before,
+                before_commit,
+                drop_deleted_manifests,
+                staging,
+            )
+        except BaseException:
+            # The staged commit wrote its files before it was refused (the log before the
+            # commit failed, a check, a kill): a manifest of them keeps the subject's bounds.
+            # They are this attempt's own (named by its staged snapshots only): removed.
+            if staging:
+                self._remove_staged(table, staging[0])
+            raise
+        self._table = table
+        return result
+
+    def _remove_staged(self, table: Table, staged: Table) -> None:
+        base = {s.snapshot_id for s in table.metadata.snapshots}
+        new = [s for s in staged.metadata.snapshots if s.snapshot_id not in base]
+        try:
+            now = self.refresh()
+        except Exception:  # the catalog cannot say whether it committed: leave the files
+            return
+        if any(s.snapshot_id in {c.snapshot_id for c in now.metadata.snapshots} for s in new):
+            return  # the commit went through after all: its files are the table's
+        files = self._files(staged)
+        mine = files.of_snapshots(new, strict=False)
+        used = self._files(now).retained()
+        for key in sorted(mine):
+            if key not in used and files.owns(key):
+                fs = files.located(key).fs
+                if _exists(fs, key):
+                    fs.delete_file(key)
+
+    def _delete_in_one_commit(
+        self,
+        table: Table,
+        expression: BooleanExpression,
+        columns: list[str],
+        rows_before: int,
+        before_commit: Callable[[DeletedRows], None] | None,
+        drop_deleted_manifests: bool,
+        staging: list[Table],
+    ) -> DeletedRows:
         with warnings.catch_warnings():
             # "Merge on read is not yet supported, falling back to copy-on-write": the delete
             # is copy-on-write whatever the table asks; the evidence records what it asked.
@@ -410,6 +459,7 @@ class IcebergTable:
                     table.io,
                     table.catalog,
                 )
+                staging.append(staged)
                 remaining = self._count(staged, expression, columns)
                 if remaining:
                     raise LakehouseError(
@@ -428,7 +478,6 @@ class IcebergTable:
                 result = DeletedRows(rows_before, deleted if deleted > 0 else rows_before, dropped)
                 if before_commit is not None:
                     before_commit(result)
-        self._table = table
         return result
 
     def drop_deleted_manifests(self) -> bool:

@@ -95,9 +95,15 @@ def test_a_failing_before_commit_commits_nothing(lake: Lake) -> None:
     def refuse(_: object) -> None:
         raise RuntimeError("audit log unreachable")
 
+    on_disk = sorted(p for p in lake.location.rglob("*") if p.is_file())
     with pytest.raises(RuntimeError):
         table.erase(VALUES, MATCH, COLUMNS, before_commit=refuse)
     assert table.count(VALUES) == 2 and len(table.refresh().metadata.snapshots) == 4
+    # The refused commit had written its files (a manifest of them keeps the subject's
+    # bounds, and no metadata names it): removed, so a retry's verify finds none left.
+    assert sorted(p for p in lake.location.rglob("*") if p.is_file()) == on_disk
+    table.erase(VALUES, MATCH, COLUMNS)
+    assert table.residue(MATCH, COLUMNS, VALUES).clean
 
 
 def test_expire_history_after_an_overwrite_keeps_only_the_current_snapshot(lake: Lake) -> None:
