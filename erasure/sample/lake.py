@@ -92,3 +92,24 @@ def rebuild_lake(estate: Path) -> None:
         build_lake(estate, warehouse.engine("warehouse"))
     finally:
         warehouse.dispose()
+
+
+def drop_lake(estate: Path) -> None:
+    """The estate's catalog and lineage without the lakehouse tables (the files stay, unused):
+    for the `make up` stack and the fault matrix, where a lakehouse erasure run in Airflow's
+    forked task processes is not yet proven (issue 24's note)."""
+    import re
+
+    catalog = estate / "catalog.yaml"
+    text = catalog.read_text()
+    for name in ("events.activity", "orders_ledger"):
+        entry = re.search(rf"\n  - namespace: lake\n    name: {re.escape(name)}\n(    .*\n)+", text)
+        if entry is not None:
+            text = text.replace(entry.group(0), "\n")
+    lakehouses = re.search(r"\nlakehouses:\n(  .*\n)+", text)
+    if lakehouses is not None:
+        text = text.replace(lakehouses.group(0), "\n")
+    catalog.write_text(text)
+    events = estate / "lineage" / "events.jsonl"
+    lines = events.read_text().splitlines()
+    events.write_text("\n".join(line for line in lines if '"lake_export.' not in line) + "\n")

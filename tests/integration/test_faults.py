@@ -37,6 +37,7 @@ from erasure.pseudonym import normalise, subject_hash
 from erasure.registry.action_log import ActionLog, ActionStatus
 from erasure.registry.requests import CLOSED_STATUSES, RequestBook, RequestStatus
 from erasure.sample.embedded import ARCHIVE, anchor_path_for, open_demo
+from erasure.sample.lake import drop_lake
 from erasure.sample.rematerialise import rematerialise
 from erasure.sample.seed import CRM_EXPORT, DEMO_SUBJECT
 from erasure.services import Services
@@ -473,26 +474,6 @@ _RUN_COUNTS = ("replan_version",)
 _TRY_DEPENDENT = ("new",)
 
 
-def _without_lake(estate: Path) -> None:
-    """The estate without its lakehouse tables. Not yet in the matrix: the Worker killed
-    column runs each task in a forked child, and delta-rs refuses to run in a process forked
-    after its runtime started (`PanicException: Forked process detected`, tokio-rs/tokio#4301);
-    and a lakehouse erase resumed after some store faults leaves files the verify still finds
-    (issue 24's note). Their crash-and-retry paths are tested in tests/unit/lakehouse."""
-    catalog = estate / "catalog.yaml"
-    text = catalog.read_text()
-    for name in ("events.activity", "orders_ledger"):
-        entry = re.search(rf"\n  - namespace: lake\n    name: {re.escape(name)}\n(    .*\n)+", text)
-        assert entry is not None, f"the demo catalog's {name} entry moved: update _without_lake"
-        text = text.replace(entry.group(0), "\n")
-    lakehouses = re.search(r"\nlakehouses:\n(  .*\n)+", text)
-    assert lakehouses is not None, "the demo catalog's lakehouses moved: update _without_lake"
-    catalog.write_text(text.replace(lakehouses.group(0), "\n"))
-    events = estate / "lineage" / "events.jsonl"
-    lines = events.read_text().splitlines()
-    events.write_text("\n".join(line for line in lines if '"lake_export.' not in line) + "\n")
-
-
 def stable(value: Any, ref: str) -> Any:
     """Evidence without its timestamps and database-assigned ids, the request named `<ref>`.
 
@@ -774,7 +755,10 @@ class Estates:
             catalog.write_text(catalog.read_text().replace(self._database(backend), warehouse))
             settings = settings.model_copy(update={"store_url": f"{self.server}/{store_db}"})
             outage = PostgresStoreOutage(self.admin, store_db)
-        _without_lake(estate)
+        # Not yet in the matrix: its Worker killed column forks each task, and delta-rs
+        # refuses to run in a process forked after its runtime started (tokio-rs/tokio#4301);
+        # a lakehouse erase resumed after some faults still leaves files verify finds.
+        drop_lake(estate)
         run = Run(name, backend, settings, f"FAULTS-{name}", outage, self.bao, self.admin)
         run.triggers = where / "triggers"
         conf = {**CONF, "request_ref": run.ref, "notes": f"Wrote in; {NOTE_CANARY}"}
