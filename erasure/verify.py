@@ -17,6 +17,7 @@ longer describes (erasure.drift) fails. A check with nothing to look at never pa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Connection
 
-from erasure.catalog import Catalog, DatasetKind, DatasetSpec
+from erasure.catalog import Catalog, DatasetKind, DatasetSpec, shown_name
 from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, VerificationFailed
 from erasure.keys.keystore import SubjectKeyStore
@@ -416,7 +417,8 @@ def _recount_lakehouse(
     if residue.files_unreadable:
         problem = (
             f"{len(residue.files_unreadable)} file(s) under the table could not be read "
-            f"({', '.join(residue.files_unreadable[:5])}; a partition value in a path is not "
+            f"({', '.join(_shown_path(f) for f in residue.files_unreadable[:5])}; a partition "
+            "value in a path is not "
             "repeated): nothing shows they do not hold the subject; make them readable or "
             "remove them, then verify again"
         )
@@ -448,6 +450,22 @@ def _recount_lakehouse(
         searched_by=searched,
         problem=problem,
     )
+
+
+def _shown_path(path: str) -> str:
+    """A file's path as a message may repeat it: each part a plain name (a file written
+    outside the table's location may sit under a folder named after the person)."""
+    parts = path.split("/")
+    return "/".join(
+        p if not p or _ENGINE_FILE.fullmatch(p) or shown_name(p, "") == repr(p) else "…"
+        for p in parts
+    )
+
+
+# A file name an engine wrote (a UUID in it): `00000-0-<uuid>.parquet`, `snap-<id>-<uuid>.avro`.
+_ENGINE_FILE = re.compile(
+    r"[\w.-]*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}[\w.-]*"
+)
 
 
 def _not_searched(ds: DatasetSpec, action: Action, problem: str | None = None) -> Recount:

@@ -79,3 +79,12 @@ def test_an_email_kept_as_text_is_erased_with_its_history(tmp_path: Path) -> Non
         "lakehouse",
     )
     assert item.evidence["rows_before"] == 1
+
+
+def test_an_unreadable_files_path_is_repeated_only_where_it_cannot_spell_the_person() -> None:
+    from erasure.verify import _shown_path
+
+    uuid_file = "00000-0-37f95b55-562a-4982-bd80-293f34889b11.parquet"
+    assert _shown_path(f"data/{uuid_file}") == f"data/{uuid_file}"
+    assert _shown_path("s3://bucket/ada@example.com/x.parquet") == "s3://bucket/…/x.parquet"
+    assert "07700900123" not in _shown_path(f"07700900123/{uuid_file}")
