@@ -106,8 +106,8 @@ def locate_lakehouse(
         match = SubjectMatch(catalog, ds, identities)
         if not match.columns or catalog_drift(catalog, warehouse, ds) is not None:
             continue  # drift: a blocking gap of the plan (erasure.drift)
-        table = warehouse.lakehouse_table(ds)
-        hit = _search(catalog, table, ds, match, via, history)
+        with warehouse.holding(ds):
+            hit = _search(catalog, warehouse.lakehouse_table(ds), ds, match, via, history)
         if hit is not None:
             found[ds.ref] = hit
     return found

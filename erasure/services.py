@@ -164,7 +164,7 @@ class Services:
         return cls(
             settings=settings,
             catalog=catalog,
-            warehouse=Warehouse(catalog, resolve),
+            warehouse=Warehouse(catalog, resolve, store=store),
             store=store,
             vault=vault,
             keystore=keystore,

@@ -39,6 +39,7 @@ from erasure.matching import SQL_FUNCTION, sql_canonical
 
 if TYPE_CHECKING:
     from erasure.lakehouse import LakehouseTable
+    from erasure.store import Store
 
 # (catalog connection name, airflow_conn_id) -> the SQLAlchemy URL it stands for. Raises
 # CatalogError naming the conn id when Airflow does not know it.
@@ -65,12 +66,28 @@ def airflow_url(config: AirflowConnection, context: ConnectionContext) -> sa.URL
     return context.resolve_conn_id(context.name, config.airflow_conn_id)
 
 
-class Warehouse:
-    """Lazily built engines for the catalog's connections, one per connection name."""
+# How long a worker waits for another's hold on a lakehouse table (`Warehouse.holding`).
+LAKEHOUSE_HOLD_WAIT_SECONDS = 900.0
 
-    def __init__(self, catalog: Catalog, resolve: ConnectionResolver | None = None) -> None:
+
+class Warehouse:
+    """Lazily built engines for the catalog's connections, one per connection name.
+
+    `store`: the erasure store whose holds keep two workers from erasing, expiring or
+    searching one lakehouse table at once (`holding`); without it, only this process's."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        resolve: ConnectionResolver | None = None,
+        *,
+        store: Store | None = None,
+        hold_wait: float = LAKEHOUSE_HOLD_WAIT_SECONDS,
+    ) -> None:
         self.catalog = catalog
         self._resolve = resolve
+        self._store = store
+        self._hold_wait = hold_wait
         self._engines: dict[str, Engine] = {}
         self._tables: dict[tuple[str, str], sa.Table | None] = {}
         self._schemas: dict[str, dict[str, list[str]]] = {}
@@ -212,6 +229,30 @@ class Warehouse:
         config = self.catalog.lakehouse(ds)
         assert ds.lakehouse is not None
         return open_table(config, ds.lakehouse.catalog, ds.lakehouse.table, self.catalog.base_dir)
+
+    @contextmanager
+    def holding(self, ds: DatasetSpec) -> Iterator[None]:
+        """Hold `ds`'s lakehouse table for the block, waiting for another worker's hold.
+
+        One erasure, history expiry or search of a table at a time: two copy-on-write deletes
+        from one snapshot cannot both commit; a search reading while another's delete has
+        staged its rewritten files (holding everyone else) finds them on disk; an expiry
+        removing a manifest list another's is still walking leaves that one's files behind,
+        named by nothing. LakehouseBusy (nothing done) once the wait is over."""
+        from erasure.store.holds import hold
+
+        assert ds.lakehouse is not None
+        name = f"lakehouse\0{ds.lakehouse.catalog}\0{ds.lakehouse.table}"
+        with hold(self._store, name, wait=self._hold_wait) as held:
+            if not held:
+                from erasure.lakehouse import LakehouseBusy
+
+                raise LakehouseBusy(
+                    f"{ds.name}: another worker has been erasing, expiring or searching this "
+                    f"lakehouse table for over {self._hold_wait:.0f} s; this try changed "
+                    "nothing. Retry once that task has finished (its task log names the table)"
+                )
+            yield
 
     def forget_tables(self) -> None:
         """Drop cached reflections and schemas (after a rebuild replaced a table)."""

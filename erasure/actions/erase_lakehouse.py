@@ -55,7 +55,9 @@ def erase_lakehouse(
         if before_commit is not None:
             before_commit(_evidence(ds.name, table.format, values, shown(history), None))
 
-    history = table.erase(values, match, columns, before_commit=logged)
+    staged = earlier.history.get("staged", []) if earlier and earlier.history else []
+    with warehouse.holding(ds):
+        history = table.erase(values, match, columns, before_commit=logged, staged_before=staged)
     return _evidence(ds.name, table.format, values, shown(history), earlier)
 
 
@@ -87,4 +89,3 @@ def _evidence(
         already_done=history.already_done and earlier is None,
         history=history.model_dump(mode="json"),
     )
-

@@ -139,7 +139,8 @@ def rebuild(
         )
     if ds.lakehouse is not None:
         # The run wrote a new snapshot; the ones before it still serve the old rows.
-        history = warehouse.lakehouse_table(ds).expire_history()
+        with warehouse.holding(ds):
+            history = warehouse.lakehouse_table(ds).expire_history()
         evidence = evidence.model_copy(update={"history": history.model_dump(mode="json")})
     return evidence
 

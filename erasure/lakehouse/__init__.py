@@ -17,7 +17,7 @@ from erasure.lakehouse.config import (
     lakehouse_config,
     open_table,
 )
-from erasure.lakehouse.errors import LakehouseError, LakehouseRefused
+from erasure.lakehouse.errors import LakehouseBusy, LakehouseError, LakehouseRefused
 from erasure.lakehouse.evidence import DeletedRows, HistoryErasure, Residue
 from erasure.lakehouse.table import LakehouseTable, Match, SubjectValues
 
@@ -32,6 +32,7 @@ __all__ = [
     "HistoryErasure",
     "IcebergCatalogConfig",
     "IcebergTable",
+    "LakehouseBusy",
     "LakehouseConfig",
     "LakehouseError",
     "LakehouseRefused",

@@ -40,3 +40,8 @@ class LakehouseRefused(LakehouseError):
         super().__init__(message)
         self.reason: RefusalReason = reason
         self.names = list(names)
+
+
+class LakehouseBusy(LakehouseError):
+    """Another worker held the table (erasing it, expiring its history or searching it) for
+    longer than this one waits: this try changed nothing, a retry resumes."""

@@ -14,11 +14,9 @@ lock; beside a SQLite store's file, an flock), so a crashed replay is resumed, n
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -31,6 +29,7 @@ from erasure.model import DatasetRef
 from erasure.registry.requests import now
 from erasure.store import Store, store_errors
 from erasure.store.dialect import conflict_insert
+from erasure.store.holds import hold
 from erasure.store.schema import restore_replays
 
 
@@ -41,8 +40,6 @@ class ReplayStatus(StrEnum):
 
 
 OPEN = (ReplayStatus.ERASING, ReplayStatus.ERASED)
-_PROCESS_HOLDS: dict[tuple[str, int], threading.Lock] = {}  # in-memory SQLite stores
-_PROCESS_HOLDS_LOCK = threading.Lock()
 
 
 class ReplayEntry(BaseModel):
@@ -70,20 +67,10 @@ class ReplayLog:
     def store(self) -> Store:
         return self._store
 
-    @contextmanager
-    def hold(self, dataset: DatasetRef) -> Iterator[bool]:
+    def hold(self, dataset: DatasetRef) -> AbstractContextManager[bool]:
         """Hold the replay lock of `dataset` for the block: True, or False at once if another
         replay holds it. Released when the block ends, or its holder's process dies."""
-        key = _lock_key(dataset)
-        database = self._engine.url.database if self._store.dialect == "sqlite" else None
-        if self._store.dialect == "postgresql":
-            lock = _advisory_lock(self._store, key)
-        elif database and database != ":memory:" and not database.startswith("file:"):
-            lock = _file_lock(f"{database}.replay-{key & 0xFFFFFFFFFFFFFFFF:016x}.lock")
-        else:  # an in-memory store: this process is the only one that sees it
-            lock = _process_lock((str(self._engine.url), key))
-        with lock as held:
-            yield held
+        return hold(self._store, f"restore-replay\0{dataset.namespace}\0{dataset.name}")
 
     def note(
         self,
@@ -148,69 +135,6 @@ class ReplayLog:
         with store_errors(self._store, "read the restore replays"), self._engine.connect() as conn:
             row = conn.execute(query).one_or_none()
         return None if row is None else _entry(row)
-
-
-@contextmanager
-def _advisory_lock(store: Store, key: int) -> Iterator[bool]:
-    """A Postgres session advisory lock, on a connection of its own for the block."""
-    with store_errors(store, "lock the restore replay"):
-        conn = store.engine.connect()
-    try:
-        with store_errors(store, "lock the restore replay"):
-            query = sa.text("SELECT pg_try_advisory_lock(:k)")
-            held = bool(conn.execute(query, {"k": key}).scalar())
-            conn.commit()  # a session lock: it outlives this transaction
-        try:
-            yield held
-        finally:
-            if held:
-                _unlock(conn, key)
-    finally:
-        conn.close()
-
-
-@contextmanager
-def _file_lock(path: str) -> Iterator[bool]:
-    """An flock on `path` (one file per dataset, kept): per open file, so two threads of one
-    process exclude each other as two processes do."""
-    import fcntl
-
-    with open(path, "a") as file:
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True  # released when the file is closed
-
-
-@contextmanager
-def _process_lock(name: tuple[str, int]) -> Iterator[bool]:
-    with _PROCESS_HOLDS_LOCK:
-        mutex = _PROCESS_HOLDS.setdefault(name, threading.Lock())
-    if not mutex.acquire(blocking=False):
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        mutex.release()
-
-
-def _unlock(conn: sa.Connection, key: int) -> None:
-    """Release the advisory lock; if that fails, end the session (which releases it) rather
-    than hand a connection still holding it back to the pool."""
-    try:
-        conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-        conn.commit()
-    except sa.exc.SQLAlchemyError:
-        conn.invalidate()
-
-
-def _lock_key(dataset: DatasetRef) -> int:
-    """A signed 64-bit key for the dataset (Postgres advisory locks take a bigint)."""
-    digest = hashlib.sha256(f"restore-replay\0{dataset.namespace}\0{dataset.name}".encode())
-    return int.from_bytes(digest.digest()[:8], "big", signed=True)
 
 
 def _entry(row: sa.Row[Any]) -> ReplayEntry:

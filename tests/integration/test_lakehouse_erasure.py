@@ -7,8 +7,11 @@ back in the history behind the erasure's back."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,15 +23,18 @@ from erasure import workflow
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.errors import VerificationFailed
 from erasure.keys.vault import EmbeddedOpenBao
-from erasure.model import Action
+from erasure.lakehouse.iceberg import IcebergTable
+from erasure.model import Action, DatasetRef
 from erasure.sample.embedded import open_demo
 from erasure.sample.lake import DELTA_TABLE, ICEBERG_TABLE, iceberg_catalog
 from erasure.services import Services
 from tests.integration.workflow_support import (
     ANSWERS,
     CONF,
+    NOT_HELD,
     act_without_dpo,
     answer,
+    item_named,
     register,
     run_request,
 )
@@ -251,3 +257,77 @@ def test_a_second_request_after_the_first_finds_no_file_the_first_removed_unread
     assert record.kind is RecordKind.COMPLETED
     assert not any(iceberg_rows(svc, "C0005").values())
     assert not any(delta_rows(svc, "C0005").values())
+
+
+def test_two_erasures_of_one_table_at_once_take_turns_and_both_verify(
+    svc: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers erasing two people from one Iceberg table at the same time: the second
+    waits for the first's hold (else its commit is refused, or its staged files, holding the
+    first person, are on disk when the first one's verify reads them)."""
+    alice = alice_id(svc)
+    first, second = CONF, {**CONF, "request_ref": "REQ-2026-0002"}
+    second.update(identifier_type="customer_id", identifier="C0005")
+    activity: dict[str, DatasetRef] = {}
+    for conf in (first, second):
+        ref = str(conf["request_ref"])
+        register(svc, conf, f"erasure-{ref}")
+        workflow.plan_request(svc, ref)
+        workflow.tombstone(svc, ref)
+        activity[ref] = item_named(svc, ref, ICEBERG_TABLE)
+        plan = svc.plans.get(ref, 1)
+        for name in workflow.items_for(plan, Action.ERASE_ROWS):  # what goes first
+            if name == activity[ref]:
+                break
+            workflow.erase(svc, ref, name)
+    events: list[str] = []
+    first_inside, second_started = threading.Event(), threading.Event()
+    real_delete = IcebergTable.delete_rows
+
+    def delete_rows(self: IcebergTable, *args: Any, **kwargs: Any) -> Any:
+        name = threading.current_thread().name
+        events.append(f"{name} deletes")
+        if name == "first":
+            first_inside.set()
+            second_started.wait(10)
+            time.sleep(1)  # the second worker is inside its erase by now, or waiting
+        return real_delete(self, *args, **kwargs)
+
+    monkeypatch.setattr(IcebergTable, "delete_rows", delete_rows)
+    failures: list[BaseException] = []
+
+    def erase(name: str, conf: dict[str, Any]) -> None:
+        ref = str(conf["request_ref"])
+        try:
+            with Services.open(svc.settings) as worker:  # a worker of its own
+                if name == "second":
+                    first_inside.wait(30)
+                    second_started.set()
+                worker_evidence = workflow.erase(worker, ref, activity[ref])
+                events.append(f"{name} erased {worker_evidence.rows_deleted}")
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=erase, args=(n, c), name=n)
+        for n, c in (("first", first), ("second", second))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    assert not failures, failures
+    assert events[:2] == ["first deletes", "first erased 3"], events
+    assert events[2:] == ["second deletes", "second erased 3"], events
+    monkeypatch.undo()
+    for conf in (first, second):
+        ref = str(conf["request_ref"])
+        act_without_dpo(svc, ref)
+        given = {**ANSWERS, "subject_search": NOT_HELD}
+        for item in workflow.pending_escalations(svc, ref):
+            workflow.rule(svc, ref, item.dataset, given[item.dataset.name])
+        workflow.verify(svc, ref)
+    for subject in (alice, "C0005"):
+        assert not any(iceberg_rows(svc, subject).values())
+        assert files_holding(lake(svc) / "lake", subject) == []
