@@ -183,9 +183,12 @@ class DeltaLakeTable:
         columns: Sequence[str],
         *,
         before_commit: Callable[[HistoryErasure], None] | None = None,
+        staged_before: Sequence[str] = (),
     ) -> HistoryErasure:
         """Delete the subject's rows copy-on-write, then every older version and every file
-        that held them; resumable, and a no-op (already_done) on a clean table."""
+        that held them; resumable, and a no-op (already_done) on a clean table. delta-rs
+        writes and commits in one call, so no try logs what it staged (`staged_before` is
+        empty)."""
         table = self.refresh()
         probe = Probe.build(match, columns, values)
         self.check_deletion_vectors(probe)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from erasure.model import Evidence
 
@@ -27,6 +28,11 @@ FileKind = Literal[
     "other",
 ]
 
+# A file name an engine wrote (a UUID in it): `00000-0-<uuid>.parquet`, `snap-<id>-<uuid>.avro`.
+ENGINE_FILE = re.compile(
+    r"[\w.-]*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}[\w.-]*"
+)
+
 # Which snapshots an erasure expired (see HistoryErasure).
 Expiry = Literal["holding_subject", "all_older"]
 
@@ -39,6 +45,8 @@ class DeletedRows:
     rows_deleted: int
     # Iceberg: a manifest-only snapshot dropped the manifests listing the removed files.
     manifests_dropped: bool = False
+    # Iceberg, before the commit: the names of the files the delete staged (see HistoryErasure).
+    staged: tuple[str, ...] = ()
 
 
 class HistoryErasure(Evidence):
@@ -84,6 +92,10 @@ class HistoryErasure(Evidence):
     # not yet committed, or an orphan): left until older than files.UNNAMED_MIN_AGE, so a
     # concurrent writer's commit cannot lose them; `residue` lists them, so verify fails.
     files_unnamed_left: int = 0
+    # Logged before the commit only: the names (no directory; engine-written, a UUID in each)
+    # of the files the delete staged. A retry after its process died before the commit
+    # removes those no snapshot uses: no metadata names them, and they may keep the subject.
+    staged: list[str] = Field(default_factory=list)
 
 
 class Residue(BaseModel):

@@ -38,7 +38,7 @@ from functools import reduce
 import pyarrow.fs as pafs  # type: ignore[import-untyped, unused-ignore]
 from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationException
 from pyiceberg.expressions import AlwaysFalse, BooleanExpression, In, Or
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.io import FileIO
@@ -51,7 +51,14 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import PrimitiveType
 
 from erasure.lakehouse.errors import LakehouseError, LakehouseRefused
-from erasure.lakehouse.evidence import DeletedRows, Expiry, FileKind, HistoryErasure, Residue
+from erasure.lakehouse.evidence import (
+    ENGINE_FILE,
+    DeletedRows,
+    Expiry,
+    FileKind,
+    HistoryErasure,
+    Residue,
+)
 from erasure.lakehouse.files import (
     UNNAMED_MIN_AGE,
     Located,
@@ -233,10 +240,12 @@ class IcebergTable:
         columns: Sequence[str],
         *,
         before_commit: Callable[[HistoryErasure], None] | None = None,
+        staged_before: Sequence[str] = (),
     ) -> HistoryErasure:
         """Delete the subject's rows copy-on-write, expire the snapshots that held them, and
         remove every file that held them; resumable, and a no-op (already_done) on a clean
-        table."""
+        table. `staged_before`: the files an earlier try logged as staged (its process died
+        at its commit): removed, however young, where no snapshot uses them."""
         table = self.refresh()
         self.check_owns_its_files()
         snapshots_before = len(table.metadata.snapshots)
@@ -257,7 +266,8 @@ class IcebergTable:
 
         def log(deleted: DeletedRows) -> None:
             if before_commit is not None:
-                before_commit(self._evidence(_Done(deleted), snapshots_before, committed=False))
+                logged = self._evidence(_Done(deleted), snapshots_before, committed=False)
+                before_commit(logged.model_copy(update={"staged": list(deleted.staged)}))
 
         done.deleted = self.delete_rows(values, before_commit=log)
         rows_after = self.count(values)
@@ -269,7 +279,7 @@ class IcebergTable:
             )
         done.snapshots_expired += self.expire_snapshots_holding(probe)
         done.removed += self.remove_unreferenced_files()
-        removed, done.unnamed_left = self.remove_garbage_holding(probe)
+        removed, done.unnamed_left = self.remove_garbage_holding(probe, set(staged_before))
         done.removed += removed
         return self._evidence(done, snapshots_before, committed=True, expiry="holding_subject")
 
@@ -407,12 +417,20 @@ class IcebergTable:
                 drop_deleted_manifests,
                 staging,
             )
-        except BaseException:
+        except BaseException as exc:
             # The staged commit wrote its files before it was refused (the log before the
-            # commit failed, a check, a kill): a manifest of them keeps the subject's bounds.
-            # They are this attempt's own (named by its staged snapshots only): removed.
+            # commit failed, a check, a conflict, a kill): a manifest of them keeps the
+            # subject's bounds. They are this attempt's own (named by its staged snapshots
+            # only): removed.
             if staging:
                 self._remove_staged(table, staging[0])
+            if isinstance(exc, CommitFailedException | ValidationException):
+                # Its message may quote the delete's filter, i.e. the values.
+                raise LakehouseError(
+                    f"{self.label}: another writer changed the files the delete rewrote while "
+                    "it was staged, and the commit was refused; nothing of this try was "
+                    "committed and its files were removed. Retry"
+                ) from None
             raise
         self._table = table
         return result
@@ -475,7 +493,12 @@ class IcebergTable:
                     )
                 # The snapshot summaries' totals: a count independent of the filter's.
                 deleted = _records(table) - _records(staged)
-                result = DeletedRows(rows_before, deleted if deleted > 0 else rows_before, dropped)
+                result = DeletedRows(
+                    rows_before,
+                    deleted if deleted > 0 else rows_before,
+                    dropped,
+                    _staged_names(table, staged, self._files(staged)),
+                )
                 if before_commit is not None:
                     before_commit(result)
         return result
@@ -548,11 +571,15 @@ class IcebergTable:
                     removed.append(kind)
         return removed
 
-    def remove_garbage_holding(self, probe: Probe) -> tuple[list[FileKind], int]:
+    def remove_garbage_holding(
+        self, probe: Probe, staged_before: set[str] | None = None
+    ) -> tuple[list[FileKind], int]:
         """Step 5: remove the files in the table's own locations that no retained snapshot
         uses and in which the subject is found, and empty directories named after them; a
-        file no metadata ever named only once older than UNNAMED_MIN_AGE. The kinds removed,
-        and how many such files were left."""
+        file no metadata ever named only once older than UNNAMED_MIN_AGE, unless an earlier
+        try of this erasure staged it (`staged_before`, by name). The kinds removed, and how
+        many such files were left."""
+        ours = staged_before or set()
         table = self.refresh()
         files = self._files(table)
         self._require_gc(files)
@@ -566,7 +593,8 @@ class IcebergTable:
                 key = full_path(root, relative)
                 if key in retained or search_path(fs, key, probe, files.shown(key)) != "holds":
                     continue
-                if key not in named and not older_than(fs, key, UNNAMED_MIN_AGE):
+                mine = key.rsplit("/", 1)[-1] in ours
+                if key not in named and not mine and not older_than(fs, key, UNNAMED_MIN_AGE):
                     left += 1  # perhaps a concurrent writer's, not committed yet
                     continue
                 fs.delete_file(key)
@@ -801,6 +829,15 @@ def _drop_deleted_manifests(tx: Transaction, io: FileIO) -> bool:
         snapshot_properties={DROPPED_MANIFESTS_PROPERTY: "true"}
     ).fast_append().commit()
     return True
+
+
+def _staged_names(table: Table, staged: Table, files: TableFiles) -> tuple[str, ...]:
+    """The names of the files the staged snapshots wrote: each an engine's (a UUID in it),
+    never a directory, which may be a partition value."""
+    base = {s.snapshot_id for s in table.metadata.snapshots}
+    new = [s for s in staged.metadata.snapshots if s.snapshot_id not in base]
+    names = {key.rsplit("/", 1)[-1] for key in files.of_snapshots(new, strict=False)}
+    return tuple(sorted(n for n in names if ENGINE_FILE.fullmatch(n)))
 
 
 def _records(table: Table) -> int:

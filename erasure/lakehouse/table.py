@@ -50,8 +50,10 @@ class LakehouseTable(Protocol):
         columns: Sequence[str],
         *,
         before_commit: Callable[[HistoryErasure], None] | None = None,
+        staged_before: Sequence[str] = (),
     ) -> HistoryErasure:
-        """Delete the subject's rows copy-on-write and every snapshot and file that held them."""
+        """Delete the subject's rows copy-on-write and every snapshot and file that held them;
+        `staged_before` names the files an earlier try logged as staged before it died."""
         ...
 
     def expire_history(self) -> HistoryErasure:

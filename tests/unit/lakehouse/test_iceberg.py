@@ -13,9 +13,11 @@ import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import StaticTable
 
-from erasure.lakehouse import open_table
+from erasure.lakehouse import HistoryErasure, LakehouseError, open_table
 from erasure.lakehouse.config import load_iceberg_catalog
+from erasure.lakehouse.evidence import ENGINE_FILE
 from erasure.lakehouse.files import UNNAMED_MIN_AGE
+from erasure.lakehouse.iceberg import IcebergTable
 from tests.unit.lakehouse.iceberg_support import (
     APPENDS,
     COLUMNS,
@@ -173,3 +175,66 @@ def test_a_partition_named_after_the_subject_goes_with_its_rows(lake: Lake) -> N
     assert partitions and not [p for p in partitions if "hara" in p]
     residue = opened.residue(MATCH, COLUMNS, VALUES)
     assert residue.clean, residue
+
+
+def test_a_delete_refused_as_another_writer_changed_its_files_leaves_none_and_retries_clean(
+    lake: Lake,
+) -> None:
+    """Another writer deletes from the subject's file while the erasure's delete is staged:
+    pyiceberg finds the conflict and refuses. The erasure says so without a value, leaves
+    none of its staged files, and the retry completes with nothing left."""
+    table = lake.create()
+    writer = load_iceberg_catalog(lake.config, "lake", lake.base).load_table("shop.customers")
+    history_before = files_holding(lake.location)
+
+    def another_writer_commits(_: object) -> None:
+        writer.refresh().delete(EqualTo("email", "a@example.com"))  # in the subject's file
+
+    with pytest.raises(LakehouseError, match="another writer") as refused:
+        table.erase(VALUES, MATCH, COLUMNS, before_commit=another_writer_commits)
+    assert_no_canary(str(refused.value))
+    assert table.count(VALUES) == 2  # nothing of the erasure committed
+    current = writer.refresh()
+    named = {
+        *current.inspect.all_files().column("file_path").to_pylist(),
+        *current.inspect.all_manifests().column("path").to_pylist(),
+    }
+    theirs = {p for p in files_holding(lake.location) if any(n.endswith(p) for n in named)}
+    assert set(files_holding(lake.location)) <= {*history_before, *theirs}  # none staged left
+
+    table.erase(VALUES, MATCH, COLUMNS)
+
+    assert table.residue(MATCH, COLUMNS, VALUES).clean
+    assert files_holding(lake.location) == []
+
+
+def test_a_try_killed_at_its_commit_is_finished_by_the_retry_with_its_staged_files_removed(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker dies once its delete is staged and logged (SIGKILL: no cleanup runs). The
+    staged manifests keep the removed files' bounds, the subject's email, and no metadata
+    names them: a retry without the log leaves them (a writer's, perhaps), one with the
+    names the dead try logged removes them."""
+    table = lake.create()
+    logged: list[HistoryErasure] = []
+
+    def dies(evidence: HistoryErasure) -> None:
+        logged.append(evidence)
+        raise KeyboardInterrupt  # as far as the table is concerned, the process is gone
+
+    monkeypatch.setattr(IcebergTable, "_remove_staged", lambda *_: None)  # a kill cleans nothing
+    with pytest.raises(KeyboardInterrupt):
+        table.erase(VALUES, MATCH, COLUMNS, before_commit=dies)
+    monkeypatch.undo()
+    staged = logged[0].staged
+    assert staged and all(ENGINE_FILE.fullmatch(name) for name in staged)
+    assert_no_canary(logged[0].model_dump_json())
+
+    left = table.erase(VALUES, MATCH, COLUMNS)  # a retry that did not read the log
+    assert left.files_unnamed_left > 0 and not table.residue(MATCH, COLUMNS, VALUES).clean
+
+    finished = table.erase(VALUES, MATCH, COLUMNS, staged_before=staged)
+
+    assert finished.files_unnamed_left == 0
+    assert table.residue(MATCH, COLUMNS, VALUES).clean
+    assert files_holding(lake.location) == []
