@@ -96,8 +96,7 @@ def rebuild_lake(estate: Path) -> None:
 
 def drop_lake(estate: Path) -> None:
     """The estate's catalog and lineage without the lakehouse tables (the files stay, unused):
-    for the `make up` stack and the fault matrix, where a lakehouse erasure run in Airflow's
-    forked task processes is not yet proven (issue 24's note)."""
+    for the fault matrix (tests/integration/test_faults.py says why)."""
     import re
 
     catalog = estate / "catalog.yaml"

@@ -30,7 +30,6 @@ import yaml
 from erasure.config import Settings
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.sample.embedded import demo_settings, open_demo
-from erasure.sample.lake import drop_lake
 from erasure.sample.rematerialise import REMATERIALISATION_DAGS
 from local.demo.runner import airflow_environment, erasure_environment
 from local.up.entry_points import metadata_for_checkout
@@ -398,9 +397,6 @@ class Stack:
         estate = self.paths.estate_dir
         if self.rebuild_estate or not (estate / "catalog.yaml").exists():
             settings = open_demo(estate, self.bao)
-            # Its lakehouse tables are left out: their erasure under Airflow's forked task
-            # processes is not yet proven (make demo and the tests erase them).
-            drop_lake(estate)
             self.estate_built = True
         else:
             settings = demo_settings(estate, self.bao)  # kept from the last start

@@ -755,9 +755,12 @@ class Estates:
             catalog.write_text(catalog.read_text().replace(self._database(backend), warehouse))
             settings = settings.model_copy(update={"store_url": f"{self.server}/{store_db}"})
             outage = PostgresStoreOutage(self.admin, store_db)
-        # Not yet in the matrix: its Worker killed column forks each task, and delta-rs
-        # refuses to run in a process forked after its runtime started (tokio-rs/tokio#4301);
-        # a lakehouse erase resumed after some faults still leaves files verify finds.
+        # Not the lakehouse tables (every run plans the same tasks): the Worker killed columns
+        # fork each task from this process, which ran delta-rs, and delta-rs refuses to run in
+        # a process forked after its runtime started (tokio-rs/tokio#4301); and a worker killed
+        # inside the write logging the Iceberg delete's staged files leaves them (manifests
+        # keeping the subject's bounds) named by nothing, which verify rightly finds and a
+        # retry cannot tell from a writer's in flight (the operator runbook says what to do).
         drop_lake(estate)
         run = Run(name, backend, settings, f"FAULTS-{name}", outage, self.bao, self.admin)
         run.triggers = where / "triggers"
