@@ -106,8 +106,9 @@ def locate_lakehouse(
         match = SubjectMatch(catalog, ds, identities)
         if not match.columns or catalog_drift(catalog, warehouse, ds) is not None:
             continue  # drift: a blocking gap of the plan (erasure.drift)
-        with warehouse.holding(ds):
-            hit = _search(catalog, warehouse.lakehouse_table(ds), ds, match, via, history)
+        table = warehouse.lakehouse_table(ds)
+        with warehouse.holding(table):
+            hit = _search(catalog, table, ds, match, via, history)
         if hit is not None:
             found[ds.ref] = hit
     return found

@@ -17,6 +17,7 @@ longer describes (erasure.drift) fails. A check with nothing to look at never pa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,7 +30,6 @@ from erasure.catalog import Catalog, DatasetKind, DatasetSpec, shown_name
 from erasure.drift import catalog_drift
 from erasure.errors import CatalogError, VerificationFailed
 from erasure.keys.keystore import SubjectKeyStore
-from erasure.lakehouse.evidence import ENGINE_FILE
 from erasure.locate_lakehouse import SubjectMatch
 from erasure.matching import Matcher, NearMiss, exact_key, near_miss_kind
 from erasure.model import (
@@ -395,7 +395,7 @@ def _recount_lakehouse(
     match = SubjectMatch(catalog, ds, identities, {c: copies[c] for c in present if c in copies})
     columns = [c for c in match.columns if c in present]
     if not columns and action is Action.REBUILD:
-        with warehouse.holding(ds):
+        with warehouse.holding(table):
             kept = table.residue(match, [], {}).snapshots_checked
         if kept > 1:
             return _not_searched(
@@ -413,7 +413,7 @@ def _recount_lakehouse(
             f"the table has none of its identifier columns ({missing}): correct the catalog, "
             "then verify again",
         )
-    with warehouse.holding(ds):  # not while another erasure has staged its files
+    with warehouse.holding(table):  # not while another erasure has staged its files
         residue = table.residue(match, columns, {c: set(match.identities) for c in columns})
     problem = None
     if residue.files_unreadable:
@@ -459,9 +459,15 @@ def _shown_path(path: str) -> str:
     outside the table's location may sit under a folder named after the person)."""
     parts = path.split("/")
     return "/".join(
-        p if not p or ENGINE_FILE.fullmatch(p) or shown_name(p, "") == repr(p) else "…"
+        p if not p or _ENGINE_FILE.fullmatch(p) or shown_name(p, "") == repr(p) else "…"
         for p in parts
     )
+
+
+# A file name an engine wrote (a UUID in it): `00000-0-<uuid>.parquet`, `snap-<id>-<uuid>.avro`.
+_ENGINE_FILE = re.compile(
+    r"[\w.-]*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}[\w.-]*"
+)
 
 
 def _not_searched(ds: DatasetSpec, action: Action, problem: str | None = None) -> Recount:

@@ -231,27 +231,29 @@ class Warehouse:
         return open_table(config, ds.lakehouse.catalog, ds.lakehouse.table, self.catalog.base_dir)
 
     @contextmanager
-    def holding(self, ds: DatasetSpec) -> Iterator[None]:
-        """Hold `ds`'s lakehouse table for the block, waiting for another worker's hold.
+    def holding(self, table: LakehouseTable) -> Iterator[None]:
+        """Hold a lakehouse table for the block, waiting for another worker's hold; the table
+        is read again once held.
 
         One erasure, history expiry or search of a table at a time: two copy-on-write deletes
         from one snapshot cannot both commit; a search reading while another's delete has
         staged its rewritten files (holding everyone else) finds them on disk; an expiry
         removing a manifest list another's is still walking leaves that one's files behind,
-        named by nothing. LakehouseBusy (nothing done) once the wait is over."""
+        named by nothing. The hold is named by the table's own id, so two catalog entries or
+        spellings of one table share it. LakehouseBusy (nothing done) once the wait is over."""
         from erasure.store.holds import hold
 
-        assert ds.lakehouse is not None
-        name = f"lakehouse\0{ds.lakehouse.catalog}\0{ds.lakehouse.table}"
+        name = f"lakehouse\0{table.format}\0{table.physical_id()}"
         with hold(self._store, name, wait=self._hold_wait) as held:
             if not held:
                 from erasure.lakehouse import LakehouseBusy
 
                 raise LakehouseBusy(
-                    f"{ds.name}: another worker has been erasing, expiring or searching this "
-                    f"lakehouse table for over {self._hold_wait:.0f} s; this try changed "
-                    "nothing. Retry once that task has finished (its task log names the table)"
+                    f"{table.label}: another worker has been erasing, expiring or searching "
+                    f"this table for over {self._hold_wait:.0f} s; this try changed nothing. "
+                    "Retry once that task has finished (its task log names the table)"
                 )
+            table.refresh()  # as the holder before left it
             yield
 
     def forget_tables(self) -> None:

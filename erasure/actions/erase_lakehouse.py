@@ -56,7 +56,7 @@ def erase_lakehouse(
             before_commit(_evidence(ds.name, table.format, values, shown(history), None))
 
     staged = earlier.history.get("staged", []) if earlier and earlier.history else []
-    with warehouse.holding(ds):
+    with warehouse.holding(table):
         history = table.erase(values, match, columns, before_commit=logged, staged_before=staged)
     return _evidence(ds.name, table.format, values, shown(history), earlier)
 

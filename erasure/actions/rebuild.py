@@ -139,8 +139,9 @@ def rebuild(
         )
     if ds.lakehouse is not None:
         # The run wrote a new snapshot; the ones before it still serve the old rows.
-        with warehouse.holding(ds):
-            history = warehouse.lakehouse_table(ds).expire_history()
+        table = warehouse.lakehouse_table(ds)
+        with warehouse.holding(table):
+            history = table.expire_history()
         evidence = evidence.model_copy(update={"history": history.model_dump(mode="json")})
     return evidence
 

@@ -122,6 +122,9 @@ class DeltaLakeTable:
         """The delta-rs table, as last read."""
         return self._table
 
+    def physical_id(self) -> str:
+        return str(self._table.metadata().id)
+
     def refresh(self) -> DeltaTable:
         """The table at its latest version."""
         self._table = self._open()

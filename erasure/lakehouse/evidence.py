@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -27,11 +26,6 @@ FileKind = Literal[
     "directory",
     "other",
 ]
-
-# A file name an engine wrote (a UUID in it): `00000-0-<uuid>.parquet`, `snap-<id>-<uuid>.avro`.
-ENGINE_FILE = re.compile(
-    r"[\w.-]*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}[\w.-]*"
-)
 
 # Which snapshots an erasure expired (see HistoryErasure).
 Expiry = Literal["holding_subject", "all_older"]

@@ -29,6 +29,7 @@ removed (erasure.lakehouse.iceberg_files).
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +53,6 @@ from pyiceberg.types import PrimitiveType
 
 from erasure.lakehouse.errors import LakehouseError, LakehouseRefused
 from erasure.lakehouse.evidence import (
-    ENGINE_FILE,
     DeletedRows,
     Expiry,
     FileKind,
@@ -81,6 +81,12 @@ from erasure.lakehouse.table import Match, SubjectValues
 MAIN = "main"
 # The summary property of the manifest-only snapshot `delete_rows` commits after the delete.
 DROPPED_MANIFESTS_PROPERTY = "erasure.dropped-deleted-manifests"
+# The names pyiceberg gives the files a commit writes: data (`00000-<task>-<uuid>.parquet`),
+# manifests (`<uuid>-m<n>.avro`) and manifest lists (`snap-<id>-<attempt>-<uuid>.avro`).
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_WRITTEN_NAME = re.compile(
+    rf"\d+-\d+-{_UUID}\.parquet|{_UUID}-m\d+\.avro|snap-\d+-\d+-{_UUID}\.avro"
+)
 _REMOVAL_ORDER: tuple[FileKind, ...] = ("data", "delete", "statistics", "manifest", "manifest_list")
 
 
@@ -115,6 +121,9 @@ class IcebergTable:
     def table(self) -> Table:
         """The pyiceberg table, as last read."""
         return self._table
+
+    def physical_id(self) -> str:
+        return str(self._table.metadata.table_uuid)
 
     def refresh(self) -> Table:
         """The table's current metadata, read again from the catalog."""
@@ -267,7 +276,9 @@ class IcebergTable:
         def log(deleted: DeletedRows) -> None:
             if before_commit is not None:
                 logged = self._evidence(_Done(deleted), snapshots_before, committed=False)
-                before_commit(logged.model_copy(update={"staged": list(deleted.staged)}))
+                # An earlier try's names too: it may have died before this try removes them.
+                staged = sorted({*staged_before, *deleted.staged})
+                before_commit(logged.model_copy(update={"staged": staged}))
 
         done.deleted = self.delete_rows(values, before_commit=log)
         rows_after = self.count(values)
@@ -427,17 +438,16 @@ class IcebergTable:
             if isinstance(exc, CommitFailedException | ValidationException):
                 # Its message may quote the delete's filter, i.e. the values.
                 raise LakehouseError(
-                    f"{self.label}: another writer changed the files the delete rewrote while "
-                    "it was staged, and the commit was refused; nothing of this try was "
-                    "committed and its files were removed. Retry"
+                    f"{self.label}: the table changed while the delete was staged (another "
+                    "writer committed) and its commit was refused: nothing of this try was "
+                    "committed. Retry"
                 ) from None
             raise
         self._table = table
         return result
 
     def _remove_staged(self, table: Table, staged: Table) -> None:
-        base = {s.snapshot_id for s in table.metadata.snapshots}
-        new = [s for s in staged.metadata.snapshots if s.snapshot_id not in base]
+        new = _staged_snapshots(table, staged)
         try:
             now = self.refresh()
         except Exception:  # the catalog cannot say whether it committed: leave the files
@@ -832,12 +842,17 @@ def _drop_deleted_manifests(tx: Transaction, io: FileIO) -> bool:
 
 
 def _staged_names(table: Table, staged: Table, files: TableFiles) -> tuple[str, ...]:
-    """The names of the files the staged snapshots wrote: each an engine's (a UUID in it),
-    never a directory, which may be a partition value."""
+    """The names of the files the staged snapshots wrote, in the forms pyiceberg gives them
+    (a UUID in each; never a directory, which may be a partition value)."""
+    new = _staged_snapshots(table, staged)
+    names = {key.rsplit("/", 1)[-1] for key in files.written_by(new)}
+    return tuple(sorted(n for n in names if _WRITTEN_NAME.fullmatch(n)))
+
+
+def _staged_snapshots(table: Table, staged: Table) -> list[Snapshot]:
+    """The snapshots a staged commit adds to `table`."""
     base = {s.snapshot_id for s in table.metadata.snapshots}
-    new = [s for s in staged.metadata.snapshots if s.snapshot_id not in base]
-    names = {key.rsplit("/", 1)[-1] for key in files.of_snapshots(new, strict=False)}
-    return tuple(sorted(n for n in names if ENGINE_FILE.fullmatch(n)))
+    return [s for s in staged.metadata.snapshots if s.snapshot_id not in base]
 
 
 def _records(table: Table) -> int:

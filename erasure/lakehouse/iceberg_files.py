@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pyarrow.fs as pafs  # type: ignore[import-untyped, unused-ignore]
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyiceberg.manifest import DataFileContent, ManifestFile
+from pyiceberg.manifest import DataFileContent, ManifestEntryStatus, ManifestFile
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.metadata import TableMetadata
@@ -166,6 +166,24 @@ class TableFiles:
                 for path, content in entries:
                     found[self.key(path)] = "data" if content == DataFileContent.DATA else "delete"
         return found
+
+    def written_by(self, snapshots: Iterable[Snapshot]) -> list[str]:
+        """The files `snapshots` wrote themselves (their manifest lists, the manifests they
+        added and the files those list as ADDED by them): what a staged commit put on disk."""
+        ids = {s.snapshot_id for s in snapshots}
+        written: list[str] = []
+        for snapshot in snapshots:
+            written.append(self.key(snapshot.manifest_list))
+            for manifest in snapshot.manifests(self.io):
+                if manifest.added_snapshot_id not in ids:
+                    continue  # carried over from before
+                written.append(self.key(manifest.manifest_path))
+                written += [
+                    self.key(entry.data_file.file_path)
+                    for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=True)
+                    if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id in ids
+                ]
+        return written
 
     def _unreadable(self, snapshot_id: int) -> LakehouseError:
         return LakehouseError(

@@ -22,6 +22,15 @@ class LakehouseTable(Protocol):
     format: str  # "iceberg" | "delta"
     label: str  # for messages: "iceberg shop.customers", "delta crm/customers"
 
+    def physical_id(self) -> str:
+        """The table's own id, however it is catalogued: Iceberg's table UUID, the id in a
+        Delta table's metadata."""
+        ...
+
+    def refresh(self) -> object:
+        """Read the table's current metadata again."""
+        ...
+
     def columns(self) -> list[str]:
         """The top-level columns of the current schema."""
         ...

@@ -25,6 +25,7 @@ from erasure.store.database import Store, store_errors
 
 _PROCESS_HOLDS: dict[tuple[str, int], threading.Lock] = {}  # in-memory stores
 _PROCESS_HOLDS_LOCK = threading.Lock()
+_THREAD = threading.local()
 _POLL_SECONDS = (0.2, 1.0)  # between two tries, at random: two waiters do not try in step
 
 
@@ -34,19 +35,40 @@ def hold(store: Store | None, name: str, *, wait: float = 0.0) -> Iterator[bool]
     holder. Released when the block ends, or when its holder's connection or process dies.
     With no store, a hold of this process only."""
     key = lock_key(name)
-    if store is None:
-        with _process_lock(("", key), wait) as held:
-            yield held
+    taken = (id(store), key)
+    if taken in _held_here():  # this thread holds it: not free, and not worth waiting for
+        if wait > 0:
+            raise RuntimeError(
+                f"this thread already holds {name!r}: a nested hold would wait for itself"
+            )
+        yield False
         return
+    with _lock(store, key, wait) as held:
+        if held:
+            _held_here().add(taken)
+        try:
+            yield held
+        finally:
+            _held_here().discard(taken)
+
+
+def _lock(store: Store | None, key: int, wait: float) -> AbstractContextManager[bool]:
+    if store is None:
+        return _process_lock(("", key), wait)
     database = store.engine.url.database if store.dialect == "sqlite" else None
     if store.dialect == "postgresql":
-        lock: AbstractContextManager[bool] = _advisory_lock(store, key, wait)
-    elif database and database != ":memory:" and not database.startswith("file:"):
-        lock = _file_lock(f"{database}.hold-{key & 0xFFFFFFFFFFFFFFFF:016x}.lock", wait)
-    else:
-        lock = _process_lock((str(store.engine.url), key), wait)
-    with lock as held:
-        yield held
+        return _advisory_lock(store, key, wait)
+    if database and database != ":memory:" and not database.startswith("file:"):
+        return _file_lock(f"{database}.hold-{key & 0xFFFFFFFFFFFFFFFF:016x}.lock", wait)
+    return _process_lock((str(store.engine.url), key), wait)
+
+
+def _held_here() -> set[tuple[int, int]]:
+    """The holds this thread has taken and not yet released."""
+    held: set[tuple[int, int]] | None = getattr(_THREAD, "held", None)
+    if held is None:
+        held = _THREAD.held = set()
+    return held
 
 
 def lock_key(name: str) -> int:
@@ -70,14 +92,19 @@ def _advisory_lock(store: Store, key: int, wait: float) -> Iterator[bool]:
         conn = store.engine.connect()
     try:
         held = False
-        for _ in _tries(wait):
-            with store_errors(store, "take a hold"):
-                held = bool(
-                    conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
-                )
-                conn.commit()  # a session lock: it outlives this transaction
-            if held:
-                break
+        try:
+            for _ in _tries(wait):
+                with store_errors(store, "take a hold"):
+                    query = sa.text("SELECT pg_try_advisory_lock(:k)")
+                    held = bool(conn.execute(query, {"k": key}).scalar())
+                    conn.commit()  # a session lock: it outlives this transaction
+                if held:
+                    break
+        except BaseException:
+            # The server may have granted it before the failure: end the session, never hand
+            # a connection holding it back to the pool (a later hold on it would stack).
+            conn.invalidate()
+            raise
         try:
             yield held
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -289,3 +290,41 @@ def test_split_name_reads_schema_and_table() -> None:
 def load_catalog_text(tmp_path: Path, text: str) -> Catalog:
     (tmp_path / "catalog.yaml").write_text(text)
     return load_catalog(tmp_path / "catalog.yaml")
+
+
+def test_a_lakehouse_table_is_held_by_its_own_id_however_it_is_catalogued(tmp_path: Path) -> None:
+    """Two spellings of one Delta table (two catalog entries, a trailing slash) share a hold:
+    while one worker holds it, another waits, then gives up saying so and having done
+    nothing; a nested take in one thread fails at once instead of waiting for itself."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from erasure.lakehouse import LakehouseBusy
+    from erasure.lakehouse.delta import DeltaLakeTable
+
+    write_deltalake(str(tmp_path / "ledger"), pa.table({"customer_id": ["C1"]}))
+    one = DeltaLakeTable(str(tmp_path / "ledger"), "ledger")
+    other = DeltaLakeTable(f"{tmp_path}/./ledger/", "ledger_too")
+    assert one.physical_id() == other.physical_id()
+    catalog, _ = make_estate(tmp_path, CATALOG, [])
+    holder = Warehouse(catalog, hold_wait=0.5)
+    waiter = Warehouse(catalog, hold_wait=0.5)
+    released = threading.Event()
+    inside = threading.Event()
+
+    def hold_it() -> None:
+        with holder.holding(one):
+            inside.set()
+            released.wait(10)
+
+    thread = threading.Thread(target=hold_it)
+    thread.start()
+    try:
+        inside.wait(10)
+        with pytest.raises(LakehouseBusy, match="changed nothing"), waiter.holding(other):
+            pass
+    finally:
+        released.set()
+        thread.join()
+    with waiter.holding(other), pytest.raises(RuntimeError, match="nested"), waiter.holding(one):
+        pass

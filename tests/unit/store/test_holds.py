@@ -26,12 +26,28 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         yield opened
 
 
+def _elsewhere(store: Store | None, name: str, wait: float) -> tuple[bool, float]:
+    """Take `name` in another thread (a worker of its own): whether it got it, how long."""
+    result: list[tuple[bool, float]] = []
+
+    def take() -> None:
+        started = time.monotonic()
+        with hold(store, name, wait=wait) as held:
+            result.append((held, time.monotonic() - started))
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    thread.join()
+    return result[0]
+
+
 def test_a_second_taker_gives_up_after_its_wait(store: Store) -> None:
     with hold(store, "t") as first:
-        started = time.monotonic()
-        with hold(store, "t", wait=0.6) as second:
-            waited = time.monotonic() - started
-        with hold(store, "another name") as other:
+        second, waited = _elsewhere(store, "t", 0.6)
+        other, _ = _elsewhere(store, "another name", 0)
+        with hold(store, "t") as nested:  # this thread holds it: tried once, not free
+            assert not nested
+        with pytest.raises(RuntimeError, match="would wait for itself"), hold(store, "t", wait=5):
             pass
     assert first and not second and other
     assert waited >= 0.6
@@ -60,8 +76,8 @@ def test_a_waiter_takes_the_hold_once_the_holder_releases_it(store: Store) -> No
 
 
 def test_with_no_store_the_hold_is_this_process_s() -> None:
-    with hold(None, "t") as first, hold(None, "t", wait=0.2) as second:
-        assert first and not second
+    with hold(None, "t") as first:
+        assert first and not _elsewhere(None, "t", 0.2)[0]
     with hold(None, "t") as again:
         assert again
 
