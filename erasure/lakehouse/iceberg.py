@@ -52,13 +52,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import PrimitiveType
 
 from erasure.lakehouse.errors import LakehouseError, LakehouseRefused
-from erasure.lakehouse.evidence import (
-    DeletedRows,
-    Expiry,
-    FileKind,
-    HistoryErasure,
-    Residue,
-)
+from erasure.lakehouse.evidence import DeletedRows, Expiry, FileKind, HistoryErasure, Residue
 from erasure.lakehouse.files import (
     UNNAMED_MIN_AGE,
     Located,
