@@ -439,7 +439,9 @@ def _recount_lakehouse(
     if found and problem is None:
         where = [f"{n} row(s) in snapshot {s}" for s, n in sorted(residue.rows_by_snapshot.items())]
         if residue.files_holding:
-            where.append(f"{len(residue.files_holding)} file(s) on disk")
+            shown = ", ".join(_shown_path(f) for f in residue.files_holding[:5])
+            more = ", …" if len(residue.files_holding) > 5 else ""
+            where.append(f"{len(residue.files_holding)} file(s) on disk: {shown}{more}")
         problem = (
             f"the subject is still in the table's history ({'; '.join(where)}): erase it "
             "again (expires them), then verify again"

@@ -207,6 +207,7 @@ def test_the_subject_put_back_into_the_history_after_the_erasure_fails_verify(
     with pytest.raises(VerificationFailed) as failed:
         workflow.verify(svc, ref)
     assert "events.activity" in str(failed.value) and "history" in str(failed.value)
+    assert "file(s) on disk: data/" in str(failed.value)  # where to look, by path
     assert STORED not in str(failed.value) and subject not in str(failed.value)
 
 
