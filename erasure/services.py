@@ -164,7 +164,9 @@ class Services:
         return cls(
             settings=settings,
             catalog=catalog,
-            warehouse=Warehouse(catalog, resolve, store=store),
+            warehouse=Warehouse(
+                catalog, resolve, store=store, hold_wait=settings.lakehouse_hold_wait_seconds
+            ),
             store=store,
             vault=vault,
             keystore=keystore,

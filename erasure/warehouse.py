@@ -66,10 +66,6 @@ def airflow_url(config: AirflowConnection, context: ConnectionContext) -> sa.URL
     return context.resolve_conn_id(context.name, config.airflow_conn_id)
 
 
-# How long a worker waits for another's hold on a lakehouse table (`Warehouse.holding`).
-LAKEHOUSE_HOLD_WAIT_SECONDS = 900.0
-
-
 class Warehouse:
     """Lazily built engines for the catalog's connections, one per connection name.
 
@@ -82,7 +78,7 @@ class Warehouse:
         resolve: ConnectionResolver | None = None,
         *,
         store: Store | None = None,
-        hold_wait: float = LAKEHOUSE_HOLD_WAIT_SECONDS,
+        hold_wait: float = 900.0,  # as Settings.lakehouse_hold_wait_seconds
     ) -> None:
         self.catalog = catalog
         self._resolve = resolve

@@ -28,6 +28,7 @@ def test_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ERASURE_VAULT_TOKEN", "s.secret")
     monkeypatch.setenv("ERASURE_KEYSTORE_KIND", "kv")
     monkeypatch.setenv("ERASURE_VAULT_SNAPSHOT_RETENTION_DAYS", "45")
+    monkeypatch.setenv("ERASURE_LAKEHOUSE_HOLD_WAIT_SECONDS", "120")
     settings = Settings()
     assert settings.vault_addr == "https://vault.internal:8200"
     assert settings.vault_token is not None
@@ -35,6 +36,7 @@ def test_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "s.secret" not in repr(settings)
     assert settings.keystore_kind == "kv"  # still selectable
     assert settings.vault_snapshot_retention_days == 45
+    assert settings.lakehouse_hold_wait_seconds == 120
 
 
 @pytest.mark.parametrize(
@@ -45,6 +47,7 @@ def test_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("ERASURE_VAULT_SNAPSHOT_RETENTION_DAYS", "-1"),
         ("ERASURE_VAULT_KV_MOUNT", "bad mount/"),
         ("ERASURE_VAULT_AUTH_METHOD", "ldap"),
+        ("ERASURE_LAKEHOUSE_HOLD_WAIT_SECONDS", "0"),
     ],
 )
 def test_a_bad_value_names_its_variable(
