@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from erasure.keys.vault import EmbeddedOpenBao
+from erasure.sample.embedded import open_demo
+from erasure.services import Services
 from erasure.store import Store, open_store
 
 
@@ -32,3 +34,15 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     )
     with open_store(url) as opened:
         yield opened
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def svc(
+    request: pytest.FixtureRequest, tmp_path: Path, openbao: EmbeddedOpenBao
+) -> Iterator[Services]:
+    """The demo estate's services, its warehouse on SQLite and on Postgres (a module whose
+    tests need another estate or one backend defines its own `svc`)."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    settings = open_demo(tmp_path / "demo", openbao, url=url)
+    with Services.open(settings) as services:
+        yield services

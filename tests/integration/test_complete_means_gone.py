@@ -4,7 +4,6 @@ Postgres; and what may not be recorded is refused when it is typed, not at compl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,16 +26,6 @@ from erasure.workflow import StepError, UpstreamFailed
 from tests.integration.workflow_support import CONF, answer, item_named, register, run_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def svc(
-    request: pytest.FixtureRequest, tmp_path: Path, openbao: EmbeddedOpenBao
-) -> Iterator[Services]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
-    settings = open_demo(tmp_path / "demo", openbao, url=url)
-    with Services.open(settings) as services:
-        yield services
 
 
 def add_customer(svc: Services, customer_id: str, **columns: Any) -> None:

@@ -4,33 +4,19 @@ the completion record say so, on SQLite and Postgres. A repeated typo is still a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from erasure.keys.vault import EmbeddedOpenBao
 from erasure.planner import SUBJECT_SEARCH
 from erasure.prompts import NOT_FOUND_PROMPT, escalation_prompt
-from erasure.sample.embedded import open_demo
 from erasure.services import Services
 from tests.integration.workflow_support import CONF, run_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
 FIRST = "DSR-ERASED-1"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def svc(
-    request: pytest.FixtureRequest, tmp_path: Path, openbao: EmbeddedOpenBao
-) -> Iterator[Services]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
-    settings = open_demo(tmp_path / "demo", openbao, url=url)
-    with Services.open(settings) as services:
-        yield services
 
 
 def request(ref: str, id_type: str, identifier: str) -> dict[str, Any]:

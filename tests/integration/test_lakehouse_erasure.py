@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,8 @@ from pyiceberg.expressions import EqualTo
 from erasure import workflow
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.errors import VerificationFailed
-from erasure.keys.vault import EmbeddedOpenBao
 from erasure.lakehouse.iceberg import IcebergTable
 from erasure.model import Action, DatasetRef
-from erasure.sample.embedded import open_demo
 from erasure.sample.lake import DELTA_TABLE, ICEBERG_TABLE, iceberg_catalog
 from erasure.services import Services
 from tests.integration.workflow_support import (
@@ -43,16 +40,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
 ALICE = "alice.smith@example.com"
 STORED = "Alice.Smith@Example.com"  # as the CRM wrote it, and the export copied it
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def svc(
-    request: pytest.FixtureRequest, tmp_path: Path, openbao: EmbeddedOpenBao
-) -> Iterator[Services]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
-    settings = open_demo(tmp_path / "demo", openbao, url=url)
-    with Services.open(settings) as services:
-        yield services
 
 
 def lake(svc: Services) -> Path:
