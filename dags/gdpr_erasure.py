@@ -103,7 +103,7 @@ def gdpr_erasure() -> None:
         from erasure.prompts import bound_prompts
 
         ref = registration["request_ref"]
-        with open_services() as svc:
+        with open_services() as svc, in_order():  # a lakehouse table held: rescheduled
             planned = workflow.plan_request(svc, ref)
             pending = workflow.pending_escalations(svc, ref)
             dry_run = svc.requests.require(ref).dry_run
@@ -261,7 +261,7 @@ def gdpr_erasure() -> None:
     def verify(ref: str) -> bool:
         from erasure import workflow
 
-        with open_services() as svc:
+        with open_services() as svc, in_order():  # a lakehouse table held: rescheduled
             return workflow.verify(svc, ref).passed
 
     @task(**RETRIES)

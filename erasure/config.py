@@ -160,9 +160,10 @@ class Settings(BaseSettings):
     rebuild_wait_in_task_seconds: float = Field(default=10, ge=0, le=300)
     upstream_retry_grace_seconds: int = Field(default=120, ge=0)
     upstream_wait_timeout_seconds: int = Field(default=6 * 3600, gt=0)
-    # How long a worker waits for another's hold on a lakehouse table (erasing, expiring or
-    # searching it) before its task fails with LakehouseBusy, having changed nothing.
-    lakehouse_hold_wait_seconds: float = Field(default=900, gt=0, le=6 * 3600)
+    # How long a task waits in its worker slot for another's hold on a lakehouse table
+    # (erasing, expiring or searching it); then LakehouseBusy, having changed nothing: the
+    # task is rescheduled, holding no slot (plan, erase, rebuild, verify).
+    lakehouse_hold_wait_seconds: float = Field(default=30, gt=0, le=3600)
     # The VACUUM after an erasure's delete (erasure.actions.reclaim): how long it waits for
     # the table's lock, and runs; past either it is left to the daily pass.
     vacuum_lock_timeout_seconds: float = Field(default=5, gt=0, le=600)

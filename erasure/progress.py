@@ -32,7 +32,8 @@ class StepError(ErasureError):
 
 
 class NotYet(StepError):
-    """A step must wait for others of the same run (lineage or foreign-key order): retry soon."""
+    """A step must wait for others of the same run (lineage or foreign-key order), or for
+    another worker's hold on a table: retry soon."""
 
 
 class UpstreamFailed(StepError):

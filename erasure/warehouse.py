@@ -78,7 +78,7 @@ class Warehouse:
         resolve: ConnectionResolver | None = None,
         *,
         store: Store | None = None,
-        hold_wait: float = 900.0,  # as Settings.lakehouse_hold_wait_seconds
+        hold_wait: float = 30.0,  # as Settings.lakehouse_hold_wait_seconds
     ) -> None:
         self.catalog = catalog
         self._resolve = resolve
@@ -246,8 +246,8 @@ class Warehouse:
 
                 raise LakehouseBusy(
                     f"{table.label}: another worker has been erasing, expiring or searching "
-                    f"this table for over {self._hold_wait:.0f} s; this try changed nothing. "
-                    "Retry once that task has finished (its task log names the table)"
+                    f"this table for over {self._hold_wait:.0f} s; this try changed nothing "
+                    "and is tried again once that one is done"
                 )
             table.refresh()  # as the holder before left it
             yield

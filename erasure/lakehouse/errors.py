@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from erasure.errors import ErasureError
+from erasure.progress import NotYet
 
 RefusalReason = Literal[
     "refs_hold_subject",  # Iceberg: a branch or tag other than main holds their rows
@@ -42,6 +43,7 @@ class LakehouseRefused(LakehouseError):
         self.names = list(names)
 
 
-class LakehouseBusy(LakehouseError):
+class LakehouseBusy(LakehouseError, NotYet):
     """Another worker held the table (erasing it, expiring its history or searching it) for
-    longer than this one waits: this try changed nothing, a retry resumes."""
+    longer than this one waits in its task: this try changed nothing. A step that may wait is
+    rescheduled (NotYet), holding no worker slot meanwhile."""
