@@ -17,6 +17,15 @@ class ErasureError(Exception):
     """Root of every error this package raises on purpose."""
 
 
+class StepError(ErasureError):
+    """A step cannot run at all; the message says what must happen first."""
+
+
+class NotYet(StepError):
+    """A step must wait for others of the same run (lineage or foreign-key order), or for
+    another worker's hold on a table: retry soon."""
+
+
 class ConfigError(ErasureError):
     """Settings are missing or inconsistent."""
 

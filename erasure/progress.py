@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from erasure.errors import ErasureError
+from erasure.errors import ErasureError, NotYet, StepError
 from erasure.model import Action, Evidence, PlanItem
 from erasure.registry.action_log import ActionLog, ActionRecord, ActionStatus
 from erasure.registry.requests import RegisteredRequest, RequestBook, RequestStatus
@@ -25,15 +25,6 @@ from erasure.registry.requests import RegisteredRequest, RequestBook, RequestSta
 log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Evidence)
-
-
-class StepError(ErasureError):
-    """A step cannot run at all; the message says what must happen first."""
-
-
-class NotYet(StepError):
-    """A step must wait for others of the same run (lineage or foreign-key order), or for
-    another worker's hold on a table: retry soon."""
 
 
 class UpstreamFailed(StepError):

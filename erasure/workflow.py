@@ -51,8 +51,10 @@ from erasure.audit.records import CompletionRecord, RecordKind, RecordStatus
 from erasure.completion import completion_body
 from erasure.errors import (
     EraseFailed,
+    NotYet,
     RebuildFailed,
     RequestError,
+    StepError,
     SubjectError,
     VerificationFailed,
     describe_invalid,
@@ -72,9 +74,7 @@ from erasure.locate import (
 from erasure.model import Action, DatasetRef, ErasedBefore, Identity, Plan, PlanItem, SubjectRef
 from erasure.planner import SUPPRESSION_LIST, escalate_unkeyed, make_plan, must_precede
 from erasure.progress import (
-    NotYet,
     Step,
-    StepError,
     UpstreamFailed,
     advance,
     done,

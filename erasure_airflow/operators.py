@@ -189,7 +189,7 @@ class DpoPrompt(HITLOperator):
 
     def _asked(self, context: Any) -> Asked:
         """What this prompt asks about, which must be about this run's own request."""
-        from erasure.progress import StepError
+        from erasure.errors import StepError
         from erasure.prompts import Asked
 
         asked = Asked.model_validate(self.asked)

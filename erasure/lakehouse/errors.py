@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from erasure.errors import ErasureError
-from erasure.progress import NotYet
+from erasure.errors import ErasureError, NotYet
 
 RefusalReason = Literal[
     "refs_hold_subject",  # Iceberg: a branch or tag other than main holds their rows

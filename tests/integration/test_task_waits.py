@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from erasure.errors import NotYet
 from erasure.lakehouse import LakehouseBusy, LakehouseError
-from erasure.progress import NotYet
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 

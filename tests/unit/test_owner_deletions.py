@@ -12,11 +12,10 @@ import pytest
 
 from erasure import workflow
 from erasure.actions.escalate import delete_artefact
-from erasure.errors import VerificationFailed
+from erasure.errors import StepError, VerificationFailed
 from erasure.free_text import NamesSubject
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.model import Action, DatasetRef, PlanItem
-from erasure.progress import StepError
 from erasure.pseudonym import subject_hash
 from erasure.rulings import RulingOption, options_for
 from erasure.services import Services

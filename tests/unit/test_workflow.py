@@ -24,12 +24,12 @@ from erasure import workflow
 from erasure.audit.outcome import OutcomeStatus, outcome_of
 from erasure.audit.records import RecordKind, RecordStatus
 from erasure.config import Settings
-from erasure.errors import RequestError, ShredError, VerificationFailed
+from erasure.errors import NotYet, RequestError, ShredError, StepError, VerificationFailed
 from erasure.free_text import NamesSubject
 from erasure.keys.vault import EmbeddedOpenBao
 from erasure.locate import normalise_subject
 from erasure.model import Action, DatasetRef
-from erasure.progress import NotYet, StepError, UpstreamFailed
+from erasure.progress import UpstreamFailed
 from erasure.pseudonym import subject_hash
 from erasure.registry.action_log import ActionStatus
 from erasure.registry.requests import RequestStatus
