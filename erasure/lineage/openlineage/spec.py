@@ -122,7 +122,7 @@ class RunEvent(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _keep_raw(
-        cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent], info: ValidationInfo[Any]
+        cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent], info: ValidationInfo
     ) -> RunEvent:
         event = handler(data)
         if isinstance(data, Mapping):
