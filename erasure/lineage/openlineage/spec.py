@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -122,8 +122,8 @@ class RunEvent(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _keep_raw(
-        cls, data: Any, handler: ModelWrapValidatorHandler[RunEvent], info: ValidationInfo
-    ) -> RunEvent:
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
         event = handler(data)
         if isinstance(data, Mapping):
             # Parsed from JSON text, the dict is ours alone: copying 30,000 events per plan
