@@ -136,7 +136,7 @@ def _search(
         if not history:
             return None
         # Nothing now: the history may still serve them (a delete never expired).
-        residue = table.residue(match, columns, _search_values(values, match))
+        residue = table.residue(match, columns, search_values(values, match))
         history_rows = sum(residue.rows_by_snapshot.values()) + len(residue.files_holding)
         if not history_rows:
             return None
@@ -193,7 +193,7 @@ def shown_refs(
     return shown
 
 
-def _search_values(
+def search_values(
     values: Mapping[str, set[object]], match: SubjectMatch
 ) -> dict[str, set[object]]:
     """What a file scan looks for as text: the stored values found now, and the identities

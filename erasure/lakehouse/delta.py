@@ -187,13 +187,14 @@ class DeltaLakeTable:
         *,
         before_commit: Callable[[HistoryErasure], None] | None = None,
         staged_before: Sequence[str] = (),
+        search: SubjectValues | None = None,
     ) -> HistoryErasure:
         """Delete the subject's rows copy-on-write, then every older version and every file
         that held them; resumable, and a no-op (already_done) on a clean table. delta-rs
         writes and commits in one call, so no try logs what it staged (`staged_before` is
-        empty)."""
+        empty). `search`: what the files are searched for, `values` by default."""
         table = self.refresh()
-        probe = Probe.build(match, columns, values)
+        probe = Probe.build(match, columns, values if search is None else search)
         self.check_deletion_vectors(probe)
         self.check_files_outside(probe)
         versions_before = self._versions()

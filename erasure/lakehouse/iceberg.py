@@ -9,9 +9,10 @@ at any point finishes the job and a run on a clean table changes nothing:
    them: a person decides); when delete files mask rows still present in data files; when a
    file holding them lives outside the table's own locations (it cannot be removed);
 2. `delete_rows`: copy-on-write delete in one transaction (pyiceberg rewrites the affected
-   files whatever `write.delete.mode` says), with a manifest-only snapshot that drops the
-   manifests listing the removed files as DELETED: their entries keep the removed files'
-   column bounds, which may be the subject's value;
+   files whatever `write.delete.mode` says), with a manifest-only snapshot whose manifests
+   list no removed file (an entry of status DELETED keeps the removed file's column bounds,
+   which may be the subject's value): those listing only removed files are dropped, those
+   listing live files too (another engine's delete) written again without them;
 3. `expire_snapshots_holding`: exactly the snapshots that hold the subject (their rows, or a
    summary, manifest list, manifest or file naming them); the others, which never held them
    (a staged write-audit-publish snapshot, another branch's ancestry), stay;
@@ -43,11 +44,18 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, Valida
 from pyiceberg.expressions import AlwaysFalse, BooleanExpression, In, Or
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import DataFileContent
+from pyiceberg.manifest import (
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+)
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.snapshots import Operation, Snapshot
+from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import PrimitiveType
 
@@ -244,15 +252,17 @@ class IcebergTable:
         *,
         before_commit: Callable[[HistoryErasure], None] | None = None,
         staged_before: Sequence[str] = (),
+        search: SubjectValues | None = None,
     ) -> HistoryErasure:
         """Delete the subject's rows copy-on-write, expire the snapshots that held them, and
         remove every file that held them; resumable, and a no-op (already_done) on a clean
         table. `staged_before`: the files an earlier try logged as staged (its process died
-        at its commit): removed, however young, where no snapshot uses them."""
+        at its commit): removed, however young, where no snapshot uses them. `search`: what
+        the history and files are searched for (`residue`'s values), `values` by default."""
         table = self.refresh()
         self.check_owns_its_files()
         snapshots_before = len(table.metadata.snapshots)
-        probe = self._probe(table.metadata, match, columns, values)
+        probe = self._probe(table.metadata, match, columns, values if search is None else search)
         holding = self._refs_holding(table, match, columns, probe)
         if holding:
             raise LakehouseRefused(
@@ -819,20 +829,68 @@ def _verdict(files: TableFiles, key: str, probe: Probe, verdicts: dict[str, Verd
 
 
 def _drop_deleted_manifests(tx: Transaction, io: FileIO) -> bool:
-    """Stage a manifest-only snapshot on main without the manifests that list no live file.
-
-    A fast append of nothing keeps only the parent's manifests with added or existing files
-    (pyiceberg's `_FastAppendFiles._existing_manifests`), which is exactly this."""
+    """Stage a manifest-only snapshot on main whose manifests list live files only, when a
+    manifest of its head lists a removed file (an entry of status DELETED keeps the removed
+    file's column bounds, which may be the subject's value, truncated): a manifest listing
+    only removed files is dropped, one listing removed and live files (Spark's and Trino's
+    deletes write such, the removed file beside those kept) is written again without them."""
     snapshot = tx.table_metadata.snapshot_by_name(MAIN)
     if snapshot is None:
         return False
-    manifests = snapshot.manifests(io)
-    if all(m.has_added_files() or m.has_existing_files() for m in manifests):
+    if not any(_lists_removed(m, io) for m in snapshot.manifests(io)):
         return False
-    tx.update_snapshot(
-        snapshot_properties={DROPPED_MANIFESTS_PROPERTY: "true"}
-    ).fast_append().commit()
+    _LiveEntriesOnly(tx, io).commit()
     return True
+
+
+def _lists_removed(manifest: ManifestFile, io: FileIO) -> bool:
+    """Whether a manifest has an entry of a removed file, or no live one (nothing to keep)."""
+    if not (manifest.has_added_files() or manifest.has_existing_files()):
+        return True
+    if manifest.deleted_files_count is not None:  # optional in format version 1
+        return manifest.deleted_files_count > 0
+    entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
+    return any(e.status == ManifestEntryStatus.DELETED for e in entries)
+
+
+class _LiveEntriesOnly(_FastAppendFiles):
+    """A fast append of nothing whose manifests list live files only (_drop_deleted_manifests).
+
+    pyiceberg 0.12 has no manifest rewrite (apache/iceberg-python#3629, pull request #3631 is
+    open): its fast append keeps every manifest of the parent that lists a live file whole.
+    This one writes such a manifest again without its removed entries, as pyiceberg's own
+    delete writes a manifest it filters: the live entries EXISTING, with the snapshot and
+    sequence numbers they had. A delete manifest (no writer in pyiceberg) is kept whole.
+    tests/unit/lakehouse/test_iceberg.py says when pyiceberg has its own."""
+
+    def __init__(self, tx: Transaction, io: FileIO) -> None:
+        super().__init__(
+            operation=Operation.APPEND,
+            transaction=tx,
+            io=io,
+            branch=MAIN,
+            snapshot_properties={DROPPED_MANIFESTS_PROPERTY: "true"},
+        )
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        kept = []
+        for manifest in super()._existing_manifests():  # those listing a live file
+            if manifest.content != ManifestContent.DATA or not _lists_removed(manifest, self._io):
+                kept.append(manifest)
+                continue
+            with self.new_manifest_writer(self.spec(manifest.partition_spec_id)) as writer:
+                for entry in manifest.fetch_manifest_entry(self._io, discard_deleted=True):
+                    writer.add_entry(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.EXISTING,
+                            snapshot_id=entry.snapshot_id,
+                            sequence_number=entry.sequence_number,
+                            file_sequence_number=entry.file_sequence_number,
+                            data_file=entry.data_file,
+                        )
+                    )
+            kept.append(writer.to_manifest_file())
+        return kept
 
 
 def _staged_names(table: Table, staged: Table, files: TableFiles) -> tuple[str, ...]:

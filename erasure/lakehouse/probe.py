@@ -13,6 +13,7 @@ or `%`).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -213,13 +214,26 @@ def _unkeyed(text: str, probe: Probe) -> str:
 
 def truncated_bound_of(bound: str, value: str) -> bool:
     """Whether `bound` is `value` truncated as a lower bound (a prefix) or as an upper bound (a
-    prefix whose last character was rounded up), and at least TRUNCATED_BOUND_MIN_CHARS long."""
-    size = len(bound)
-    if size < TRUNCATED_BOUND_MIN_CHARS or size >= len(value):
+    prefix whose last character was rounded up), and at least TRUNCATED_BOUND_MIN_CHARS long.
+
+    Compared case- and compatibility-folded (NFKC, then case folding): a truncated bound
+    cannot be matched as a whole value, and the value searched for is the identity's
+    canonical form, where the table may store it in another case ("Ann.OHara.zqcana" is a
+    bound of ann.ohara.zqcanary77@example.com stored as Ann.OHara.zqcanary77@Example.com)."""
+    if len(bound) < TRUNCATED_BOUND_MIN_CHARS:
         return False
-    if value.startswith(bound):
+    folded_value = _folded(value)
+    head = _folded(bound)
+    if len(head) < len(folded_value) and folded_value.startswith(head):
         return True
-    return value.startswith(bound[:-1]) and ord(bound[-1]) == ord(value[size - 1]) + 1
+    head, last = _folded(bound[:-1]), ord(bound[-1])
+    if last == 0 or len(head) >= len(folded_value) or not folded_value.startswith(head):
+        return False
+    return folded_value.startswith(_folded(chr(last - 1)), len(head))
+
+
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def redact(path: str, probe: Probe | None = None) -> str:

@@ -60,9 +60,11 @@ class LakehouseTable(Protocol):
         *,
         before_commit: Callable[[HistoryErasure], None] | None = None,
         staged_before: Sequence[str] = (),
+        search: SubjectValues | None = None,
     ) -> HistoryErasure:
         """Delete the subject's rows copy-on-write and every snapshot and file that held them;
-        `staged_before` names the files an earlier try logged as staged before it died."""
+        `staged_before` names the files an earlier try logged as staged before it died;
+        `search` what the history and files are searched for (`values` by default)."""
         ...
 
     def expire_history(self) -> HistoryErasure:

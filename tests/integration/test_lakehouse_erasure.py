@@ -35,6 +35,8 @@ from tests.integration.workflow_support import (
     register,
     run_request,
 )
+from tests.unit.lakehouse.iceberg_support import delete_as_spark
+from tests.unit.lakehouse.support import files_holding as files_read_holding
 
 pytestmark = [pytest.mark.integration, pytest.mark.vault]
 
@@ -138,6 +140,28 @@ def test_a_subject_deleted_but_never_expired_is_found_in_the_history(svc: Servic
     assert item.action is Action.ERASE_ROWS
     assert item.evidence["rows_before"] == 0 and item.evidence["history_rows"] > 0
     assert not any(iceberg_rows(svc, subject).values())
+
+
+def test_a_delete_by_another_engine_keeping_her_bounds_beside_live_files_leaves_none(
+    svc: Services,
+) -> None:
+    """Spark's delete keeps the removed files in a manifest beside the files kept, as DELETED
+    entries with their bounds: "Alice.Smith@Exam", her address cut to 16 characters as the
+    CRM stored it, where the request knows her as alice.smith@example.com."""
+    subject = alice_id(svc)
+    table = iceberg_catalog(lake(svc)).load_table(ICEBERG_TABLE)  # type: ignore[attr-defined]
+    table.delete(EqualTo("customer_id", subject))
+    delete_as_spark(table, set())  # the delete's manifests merged into one, as Spark's are
+    head = table.refresh().current_snapshot()
+    [mixed] = head.manifests(table.io)
+    assert mixed.existing_files_count and mixed.deleted_files_count
+
+    record = run_request(svc, CONF)
+
+    assert record.kind is RecordKind.COMPLETED
+    assert not any(iceberg_rows(svc, subject).values())
+    # Read by format (manifests are compressed Avro): "Alice.Smith@" in no bound either.
+    assert files_read_holding(lake(svc) / "lake", STORED[:12]) == []
 
 
 def test_a_tag_keeping_the_subject_goes_to_the_dpo_and_nothing_completes_without_her(

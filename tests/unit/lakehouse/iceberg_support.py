@@ -17,6 +17,7 @@ from pyiceberg.manifest import (
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
+    ManifestFile,
     ManifestWriterV2,
     write_manifest_list,
 )
@@ -117,12 +118,49 @@ def mask_row(table: Table, data_file: str, position: int) -> None:
                 status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=delete_file
             )
         )
+    _commit(table, snapshot_id, [*parent.manifests(table.io), w.to_manifest_file()])
+
+
+def delete_as_spark(table: Table, removed: set[str]) -> None:
+    """Commit a delete of the data files `removed` as Spark's deletes write it (Java's merging
+    snapshot producer, manifest merge on by default): one manifest listing the removed files
+    as DELETED entries, which keep their column bounds, beside the EXISTING files kept. The
+    current snapshot's own DELETED entries stay DELETED (`removed` empty: its manifests merged
+    into one)."""
+    metadata = table.metadata
+    parent = metadata.current_snapshot()
+    assert parent is not None
+    snapshot_id = metadata.new_snapshot_id()
+    path = f"{table.location()}/metadata/{uuid.uuid4()}-m0.avro"
+    output = table.io.new_output(path)
+    with ManifestWriterV2(metadata.spec(), metadata.schema(), output, snapshot_id, "deflate") as w:
+        for manifest in parent.manifests(table.io):
+            for e in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                gone = e.data_file.file_path in removed or e.status == ManifestEntryStatus.DELETED
+                status = ManifestEntryStatus.DELETED if gone else ManifestEntryStatus.EXISTING
+                w.add_entry(
+                    ManifestEntry.from_args(
+                        status=status,
+                        snapshot_id=snapshot_id if gone else e.snapshot_id,
+                        sequence_number=e.sequence_number,
+                        file_sequence_number=e.file_sequence_number,
+                        data_file=e.data_file,
+                    )
+                )
+    _commit(table, snapshot_id, [w.to_manifest_file()])
+
+
+def _commit(table: Table, snapshot_id: int, manifests: list[ManifestFile]) -> None:
+    """Commit a snapshot of `manifests` on main, as another engine would."""
+    metadata = table.metadata
+    parent = metadata.current_snapshot()
+    assert parent is not None
     sequence = metadata.next_sequence_number()
     listed = f"{table.location()}/metadata/snap-{snapshot_id}-0-{uuid.uuid4()}.avro"
     with write_manifest_list(
         2, table.io.new_output(listed), snapshot_id, parent.snapshot_id, sequence, "deflate"
     ) as writer:
-        writer.add_manifests([*parent.manifests(table.io), w.to_manifest_file()])
+        writer.add_manifests(manifests)
     snapshot = Snapshot(
         snapshot_id=snapshot_id,
         parent_snapshot_id=parent.snapshot_id,
