@@ -406,6 +406,10 @@ def _search_avro(location: str, data: bytes, probe: Probe) -> Verdict:
     return "clean"
 
 
+# A partition field keeping a subject column's values: the column, and whether it truncates.
+_Keyed = tuple[str, bool]
+
+
 @dataclass(frozen=True)
 class _IcebergLayout:
     """Where an Iceberg manifest keeps each entry's partition values (`data_file.partition`,
@@ -414,7 +418,7 @@ class _IcebergLayout:
 
     data_file: int | None = None
     partition: int | None = None
-    partition_columns: tuple[str | None, ...] = ()
+    partition_columns: tuple[_Keyed | None, ...] = ()
     spec_id: int | None = None
     summaries: int | None = None
     lower: int | None = None
@@ -432,7 +436,7 @@ class _IcebergLayout:
                 by_id = {f["field-id"]: f for f in spec}
                 struct = _record_of(data_file["fields"][inner["partition"]]["type"])
                 columns = tuple(
-                    _identity_column(by_id.get(f.get("field-id")), probe)
+                    _keyed_column(by_id.get(f.get("field-id")), probe)
                     for f in struct.get("fields", [])
                 )
                 return cls(fields["data_file"], inner["partition"], columns)
@@ -455,10 +459,14 @@ class _IcebergLayout:
             partition = data_file[self.partition]
             unkeyed = []  # a partition value no subject column keys: bucket, truncate, ...
             for position in range(len(partition)):
-                column = self._column(position)
-                if column is None:
-                    unkeyed.append(partition[position])
-                elif probe.accepts(column, partition[position]):
+                keyed, value = self._column(position), partition[position]
+                if keyed is None:
+                    unkeyed.append(value)
+                elif probe.accepts(keyed[0], value) or (
+                    keyed[1]  # truncate[W]: the value cut short
+                    and isinstance(value, str)
+                    and any(truncated_bound_of(value, t) for t in probe.texts)
+                ):
                     return True
             others = [data_file[i] for i in range(len(data_file)) if i != self.partition]
             others += unkeyed
@@ -473,7 +481,7 @@ class _IcebergLayout:
                         return True
         return _avro_holds(record, probe)
 
-    def _column(self, position: int) -> str | None:
+    def _column(self, position: int) -> _Keyed | None:
         if position < len(self.partition_columns):
             return self.partition_columns[position]
         return None
@@ -497,11 +505,16 @@ def _record_of(avro_type: Any) -> dict[str, Any]:
     raise TypeError("not a record")
 
 
-def _identity_column(spec_field: Mapping[str, Any] | None, probe: Probe) -> str | None:
-    if spec_field is None or spec_field.get("transform") != "identity":
+def _keyed_column(spec_field: Mapping[str, Any] | None, probe: Probe) -> _Keyed | None:
+    """The subject column an identity or truncate[W] partition field keeps values of, and
+    whether it cuts them short."""
+    if spec_field is None:
+        return None
+    transform = str(spec_field.get("transform"))
+    if transform != "identity" and not transform.startswith("truncate["):
         return None
     column = probe.field_names.get(spec_field.get("source-id", -1))
-    return column if column in probe.columns else None
+    return (column, transform != "identity") if column in probe.columns else None
 
 
 def _avro_holds(node: Any, probe: Probe) -> bool:

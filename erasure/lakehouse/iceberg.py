@@ -56,7 +56,7 @@ from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot
 from pyiceberg.table.update.snapshot import _FastAppendFiles
-from pyiceberg.transforms import IdentityTransform
+from pyiceberg.transforms import IdentityTransform, TruncateTransform
 from pyiceberg.types import PrimitiveType
 
 from erasure.lakehouse.errors import LakehouseError, LakehouseRefused
@@ -719,12 +719,15 @@ class IcebergTable:
                     fields[nested.field_id] = (nested.name, nested.field_type)
         names = {fid: name for fid, (name, _) in fields.items()}
         specs = metadata.specs()
-        partition_columns = {
-            spec_field.name: names[spec_field.source_id]
+        keyed = [
+            spec_field
             for spec in specs.values()
             for spec_field in spec.fields
-            if isinstance(spec_field.transform, IdentityTransform) and spec_field.source_id in names
-        }
+            if isinstance(spec_field.transform, IdentityTransform | TruncateTransform)
+            and spec_field.source_id in names
+        ]
+        partition_columns = {f.name: names[f.source_id] for f in keyed}
+        truncating = {f.name for f in keyed if isinstance(f.transform, TruncateTransform)}
 
         def decode_bound(field_id: int, raw: bytes) -> tuple[str, object] | None:
             known = fields.get(field_id)
@@ -754,6 +757,7 @@ class IcebergTable:
             decode_bound=decode_bound,
             decode_summary_bound=decode_summary_bound,
             partition_columns=partition_columns,
+            truncating=truncating,
         )
 
 

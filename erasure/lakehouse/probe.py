@@ -62,6 +62,9 @@ class Probe:
     # The name a path segment gives a partition -> its column (Iceberg: identity partition
     # fields named otherwise than their source). A subject column's own name needs no entry.
     partition_columns: Mapping[str, str] = field(default_factory=dict)
+    # Partitions whose value is its column's value cut short (Iceberg's truncate[W]): theirs
+    # when it begins one of their values, as a truncated bound does.
+    truncating: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -74,6 +77,7 @@ class Probe:
         decode_bound: BoundDecoder | None = None,
         decode_summary_bound: SummaryBoundDecoder | None = None,
         partition_columns: Mapping[str, str] | None = None,
+        truncating: Collection[str] = (),
     ) -> Probe:
         texts: dict[str, None] = {}
         for given in values.values():
@@ -89,6 +93,7 @@ class Probe:
             decode_bound=decode_bound,
             decode_summary_bound=decode_summary_bound,
             partition_columns=dict(partition_columns or {}),
+            truncating=frozenset(truncating),
         )
 
     def accepts(self, column: str, value: object) -> bool:
@@ -194,7 +199,9 @@ def partition_holds(name: str, value: str, probe: Probe) -> bool:
     column = probe.column_of(name)
     if column is None or value in _NULL_PARTITIONS:
         return False
-    return any(probe.accepts(column, form) for form in typed_forms(value))
+    if any(probe.accepts(column, form) for form in typed_forms(value)):
+        return True
+    return name in probe.truncating and any(truncated_bound_of(value, t) for t in probe.texts)
 
 
 def _unkeyed(text: str, probe: Probe) -> str:

@@ -7,9 +7,16 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    schema_to_pyarrow,
+)
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
@@ -182,3 +189,35 @@ def _commit(table: Table, snapshot_id: int, manifests: list[ManifestFile]) -> No
             ),
             (AssertRefSnapshotId(snapshot_id=parent.snapshot_id, ref="main"),),
         )
+
+
+def append_as_spark(
+    table: Table, records: list[dict[str, Any]], partition: tuple[Any, ...]
+) -> None:
+    """Append one data file in the partition `partition` of the table's spec, under the folder
+    Spark names after it (`field=value`, percent-encoded): pyiceberg 0.12 writes no truncate
+    or bucket partitions itself."""
+    spec = table.spec()
+    folder = "/".join(
+        f"{f.name}={quote(str(v), safe='')}" for f, v in zip(spec.fields, partition, strict=True)
+    )
+    location = f"{table.location()}/data/{folder}/00000-0-{uuid.uuid4()}.parquet"
+    local = Path(location.removeprefix("file://"))
+    local.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(records, schema_to_pyarrow(table.schema())), local)
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=pq.read_metadata(local),
+        stats_columns=compute_statistics_plan(table.schema(), table.metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(table.schema()),
+    )
+    data_file = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(*partition),
+        file_size_in_bytes=local.stat().st_size,
+        spec_id=table.metadata.default_spec_id,
+        **statistics.to_serialized_dict(),
+    )
+    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        append.append_data_file(data_file)

@@ -12,7 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
 from pyiceberg.table import StaticTable
+from pyiceberg.transforms import TruncateTransform
+from pyiceberg.types import LongType, NestedField, StringType
 
 from erasure.lakehouse import HistoryErasure, LakehouseError, open_table
 from erasure.lakehouse.config import load_iceberg_catalog
@@ -25,6 +29,7 @@ from tests.unit.lakehouse.iceberg_support import (
     SCHEMA,
     VALUES,
     Lake,
+    append_as_spark,
     delete_as_spark,
     everyone_else,
     rows,
@@ -145,8 +150,47 @@ def test_another_engines_delete_keeping_the_removed_file_beside_live_ones_leaves
         entries = manifest.fetch_manifest_entry(table.table.io, discard_deleted=False)
         assert ManifestEntryStatus.DELETED not in {e.status for e in entries}
     assert table.residue(match, COLUMNS, searched).clean
-    assert files_holding(lake.location, stored[:12]) == []  # "O'Hara.ZQCAN": no bound of it
+    assert files_holding(lake.location, CANARY.upper()) == []  # in no bound, name or summary
     assert table.erase({}, match, COLUMNS, search=searched).already_done
+
+
+@pytest.mark.parametrize("width", [16, 64])  # her address cut short, or whole
+def test_a_partition_truncating_her_address_goes_with_her_history(lake: Lake, width: int) -> None:
+    """A table partitioned by truncate[W](email) keeps her address cut to W characters in
+    the partition tuple of manifests, in her data file's folder name and in the snapshot
+    summaries of old metadata files; another writer deleted her row, so the erasure finds
+    her in the history alone, by the identity's canonical form."""
+    stored = "O'Hara." + CANARY.upper() + "7f3a@Example.com"  # SUBJECT, stored in another case
+    catalog = load_iceberg_catalog(lake.config, "lake", lake.base)
+    catalog.create_namespace("shop")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "email", StringType(), required=False),
+    )
+    spec = PartitionSpec(PartitionField(2, 1000, TruncateTransform(width), "email_trunc"))
+    created = catalog.create_table(
+        "shop.customers",
+        schema,
+        partition_spec=spec,
+        properties={"write.summary.partition-limit": "100"},
+    )
+    append_as_spark(created, [{"id": 1, "email": NEIGHBOUR}], (NEIGHBOUR[:width],))
+    append_as_spark(created, [{"id": 2, "email": stored}], (stored[:width],))
+    created.delete(EqualTo("id", 2))  # another writer's delete: her file dropped, not expired
+    table = open_table(lake.config, "lake", "shop.customers", lake.base)
+
+    def match(column: str, value: object) -> bool:  # as an email's matcher: any case
+        return column == "email" and str(value).lower() == SUBJECT
+
+    searched = {"email": {SUBJECT}}
+    assert not table.residue(match, COLUMNS, searched).clean
+
+    table.erase({}, match, COLUMNS, search=searched)
+
+    assert table.residue(match, COLUMNS, searched).clean
+    assert files_holding(lake.location, CANARY.upper()) == []  # in no bound, name or summary
+    assert not [p for p in lake.location.rglob("*") if CANARY in p.name.lower()]  # folders
+    assert table.count({"email": {NEIGHBOUR}}) == 1
 
 
 def test_pyiceberg_still_has_no_manifest_rewrite_of_its_own(lake: Lake) -> None:
