@@ -21,7 +21,7 @@ import gzip
 import io
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -37,6 +37,7 @@ from erasure.lakehouse.probe import (
     TEXT_MIN_CHARS,
     TRUNCATED_BOUND_MIN_CHARS,
     Probe,
+    cut_short,
     document_holds,
     has_token,
     path_holds,
@@ -239,7 +240,7 @@ def _json_holds(node: Any, probe: Probe, key: str | None) -> bool:
     if key is not None and key in probe.columns:
         if probe.accepts(key, node):
             return True
-        return isinstance(node, str) and any(truncated_bound_of(node, t) for t in probe.texts)
+        return isinstance(node, str) and cut_short(node, probe)
     if isinstance(node, str):
         if node[:1] in ("{", "["):  # a JSON document in a string: Delta's `stats`
             documents, leftover = _json_documents(node)
@@ -406,6 +407,8 @@ def _search_avro(location: str, data: bytes, probe: Probe) -> Verdict:
     return "clean"
 
 
+# A manifest entry's status of a removed file (Iceberg spec: 0 existing, 1 added, 2 deleted).
+_DELETED = 2
 # A partition field keeping a subject column's values: the column, and whether it truncates.
 _Keyed = tuple[str, bool]
 
@@ -417,6 +420,7 @@ class _IcebergLayout:
     partition bounds (`partitions`, in the order of its spec `partition_spec_id`)."""
 
     data_file: int | None = None
+    status: int | None = None
     partition: int | None = None
     partition_columns: tuple[_Keyed | None, ...] = ()
     spec_id: int | None = None
@@ -439,7 +443,12 @@ class _IcebergLayout:
                     _keyed_column(by_id.get(f.get("field-id")), probe)
                     for f in struct.get("fields", [])
                 )
-                return cls(fields["data_file"], inner["partition"], columns)
+                return cls(
+                    data_file=fields["data_file"],
+                    status=fields.get("status"),
+                    partition=inner["partition"],
+                    partition_columns=columns,
+                )
             if "partition_spec_id" in fields and "partitions" in fields:
                 summary = _record_of(schema["fields"][fields["partitions"]]["type"])
                 bounds = _field_positions(summary)
@@ -455,6 +464,9 @@ class _IcebergLayout:
 
     def holds(self, record: Any, probe: Probe) -> bool:
         if self.data_file is not None and self.partition is not None:
+            if self.status is not None and record[self.status] == _DELETED:
+                # A removed file's entry: no value another person holds now explains it.
+                probe = replace(probe, shared=frozenset())
             data_file = record[self.data_file]
             partition = data_file[self.partition]
             unkeyed = []  # a partition value no subject column keys: bucket, truncate, ...
@@ -465,7 +477,7 @@ class _IcebergLayout:
                 elif probe.accepts(keyed[0], value) or (
                     keyed[1]  # truncate[W]: the value cut short
                     and isinstance(value, str)
-                    and any(truncated_bound_of(value, t) for t in probe.texts)
+                    and cut_short(value, probe)
                 ):
                     return True
             others = [data_file[i] for i in range(len(data_file)) if i != self.partition]
@@ -543,8 +555,7 @@ def _bound_holds(field_id: int, raw: bytes, probe: Probe) -> bool:
             column, value = decoded
             if column in probe.columns:
                 return probe.accepts(column, value) or (
-                    isinstance(value, str)
-                    and any(truncated_bound_of(value, t) for t in probe.texts)
+                    isinstance(value, str) and cut_short(value, probe)
                 )
     return _bytes_hold(raw, probe)
 
@@ -567,7 +578,7 @@ def _bytes_hold(raw: bytes, probe: Probe) -> bool:
     except UnicodeDecodeError:
         text = raw.decode("utf-8", "replace")
         return any(has_token(text, t) for t in probe.texts)
-    return _string_holds(text, probe) or any(truncated_bound_of(text, t) for t in probe.texts)
+    return _string_holds(text, probe) or cut_short(text, probe)
 
 
 def search_located(files: Iterable[Located], probe: Probe) -> tuple[int, list[str], list[str]]:

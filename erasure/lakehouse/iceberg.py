@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import reduce
 
@@ -76,7 +76,7 @@ from erasure.lakehouse.files import (
     search_path,
 )
 from erasure.lakehouse.iceberg_files import TableFiles
-from erasure.lakehouse.probe import Probe, redact
+from erasure.lakehouse.probe import Probe, redact, sharing_a_beginning
 from erasure.lakehouse.rows import matchable, matching_rows, value_counts
 from erasure.lakehouse.table import Match, SubjectValues
 
@@ -664,6 +664,7 @@ class IcebergTable:
             if rows:
                 by_snapshot[str(snapshot.snapshot_id)] = rows
         probe = self._probe(table.metadata, match, columns, values)
+        probe = replace(probe, shared=frozenset(self._others_sharing(match, columns, probe)))
         files = self._files(table)
         located: dict[str, Located] = {}
         directories: list[str] = []
@@ -703,6 +704,17 @@ class IcebergTable:
             files_unreadable=[redact(f, probe) for f in unreadable],
             refs=refs,
         )
+
+    def _others_sharing(self, match: Match, columns: Sequence[str], probe: Probe) -> set[str]:
+        """Values of `columns` other people hold in the current snapshot that begin as one of
+        theirs does (`Probe.shared`)."""
+        present = set(self.columns())
+        found: set[str] = set()
+        counted = self.distinct([c for c in columns if c in present])
+        for column, counts in counted.items():
+            shared = sharing_a_beginning(counts, probe.texts)
+            found |= {v for v in shared if not match(column, v)}
+        return found
 
     @staticmethod
     def _probe(

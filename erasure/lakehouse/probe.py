@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import date
@@ -65,6 +65,9 @@ class Probe:
     # Partitions whose value is its column's value cut short (Iceberg's truncate[W]): theirs
     # when it begins one of their values, as a truncated bound does.
     truncating: frozenset[str] = frozenset()
+    # Values other people still hold in the table that begin as one of theirs does: a value
+    # cut short that begins one of these too names nobody in particular (`cut_short`).
+    shared: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -201,7 +204,32 @@ def partition_holds(name: str, value: str, probe: Probe) -> bool:
         return False
     if any(probe.accepts(column, form) for form in typed_forms(value)):
         return True
-    return name in probe.truncating and any(truncated_bound_of(value, t) for t in probe.texts)
+    return name in probe.truncating and cut_short(value, probe)
+
+
+def cut_short(value: str, probe: Probe) -> bool:
+    """Whether `value` is one of their values cut short (a truncated bound or partition), and
+    not also the beginning of a value another person still holds in the table: a neighbour's
+    "ann.ohara.zqcanary99@example.com" in a live file has the bound "ann.ohara.zqcana" of hers
+    too, and would keep verify failing for as long as it is there."""
+    if not any(truncated_bound_of(value, t) for t in probe.texts):
+        return False
+    folded = _folded(value)
+    return not any(folded == _folded(v) or truncated_bound_of(value, v) for v in probe.shared)
+
+
+def sharing_a_beginning(values: Iterable[object], texts: Collection[str]) -> set[str]:
+    """The string `values` whose first TRUNCATED_BOUND_MIN_CHARS characters, folded, are those
+    of one of `texts` (what `Probe.shared` keeps of other people's values)."""
+    heads = {_folded(t)[:TRUNCATED_BOUND_MIN_CHARS] for t in texts}
+    heads.discard("")
+    return {
+        v
+        for v in values
+        if isinstance(v, str)
+        and len(v) >= TRUNCATED_BOUND_MIN_CHARS
+        and _folded(v)[:TRUNCATED_BOUND_MIN_CHARS] in heads
+    }
 
 
 def _unkeyed(text: str, probe: Probe) -> str:

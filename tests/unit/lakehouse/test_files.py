@@ -43,6 +43,8 @@ def verdict(root: Path, relative: str, probe: Probe = PROBE) -> str:
         (SUBJECT[:15] + chr(ord(SUBJECT[15]) + 2), False),
         ("neighbour@exampl", False),
         (SUBJECT, False),  # the whole value is a substring match, not a truncation
+        (SUBJECT[:16].upper(), True),  # stored in another case than the identity's
+        (SUBJECT[:15].upper() + chr(ord(SUBJECT[15].upper()) + 1), True),
     ],
 )
 def test_a_truncated_bound_is_recognised(bound: str, found: bool) -> None:

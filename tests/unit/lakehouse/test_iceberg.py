@@ -193,6 +193,26 @@ def test_a_partition_truncating_her_address_goes_with_her_history(lake: Lake, wi
     assert table.count({"email": {NEIGHBOUR}}) == 1
 
 
+def test_a_neighbour_sharing_her_first_16_characters_stays_and_verify_passes(lake: Lake) -> None:
+    """Iceberg cuts string bounds to 16 characters, so a neighbour's address beginning as hers
+    does gives a live file her bounds too: a value cut short that another person still in the
+    table begins with names nobody in particular. A removed file's entry still counts."""
+    neighbour = SUBJECT[:16] + "9@example.org"
+    table = lake.create([[(1, neighbour, "stays")], [(2, SUBJECT, "goes")]])
+
+    table.delete_rows(VALUES, drop_deleted_manifests=False)  # her removed file's entry kept
+    table.expire_snapshots()
+    table.remove_unreferenced_files()
+    kept = table.residue(MATCH, COLUMNS, VALUES)
+    assert kept.rows_by_snapshot == {} and len(kept.files_holding) == 1  # that entry's bounds
+
+    table.erase(VALUES, MATCH, COLUMNS)
+
+    assert table.residue(MATCH, COLUMNS, VALUES).clean  # the neighbour's bounds are no proof
+    assert rows(table) == [(1, neighbour, "stays")]
+    assert files_holding(lake.location, SUBJECT[16:]) == []  # nothing past the shared part
+
+
 def test_pyiceberg_still_has_no_manifest_rewrite_of_its_own(lake: Lake) -> None:
     """The erasure writes the manifests kept without their removed files through pyiceberg's
     private fast append (erasure.lakehouse.iceberg._LiveEntriesOnly). Once pyiceberg has a
