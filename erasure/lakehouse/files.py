@@ -421,6 +421,7 @@ class _IcebergLayout:
 
     data_file: int | None = None
     status: int | None = None
+    file_path: int | None = None
     partition: int | None = None
     partition_columns: tuple[_Keyed | None, ...] = ()
     spec_id: int | None = None
@@ -446,6 +447,7 @@ class _IcebergLayout:
                 return cls(
                     data_file=fields["data_file"],
                     status=fields.get("status"),
+                    file_path=inner.get("file_path"),
                     partition=inner["partition"],
                     partition_columns=columns,
                 )
@@ -464,10 +466,17 @@ class _IcebergLayout:
 
     def holds(self, record: Any, probe: Probe) -> bool:
         if self.data_file is not None and self.partition is not None:
-            if self.status is not None and record[self.status] == _DELETED:
-                # A removed file's entry: no value another person holds now explains it.
-                probe = replace(probe, shared=frozenset())
             data_file = record[self.data_file]
+            if (
+                probe.others
+                and self.status is not None
+                and record[self.status] != _DELETED
+                and self.file_path is not None
+                and data_file[self.file_path] in probe.live_files
+            ):
+                # A file the current snapshot uses: its bounds are its rows', and a value
+                # another person there holds explains them (a removed file's: nothing does).
+                probe = replace(probe, shared=probe.others)
             partition = data_file[self.partition]
             unkeyed = []  # a partition value no subject column keys: bucket, truncate, ...
             for position in range(len(partition)):

@@ -263,6 +263,7 @@ class IcebergTable:
         self.check_owns_its_files()
         snapshots_before = len(table.metadata.snapshots)
         probe = self._probe(table.metadata, match, columns, values if search is None else search)
+        probe = self._excusing_others(table, probe, match, columns)
         holding = self._refs_holding(table, match, columns, probe)
         if holding:
             raise LakehouseRefused(
@@ -664,7 +665,7 @@ class IcebergTable:
             if rows:
                 by_snapshot[str(snapshot.snapshot_id)] = rows
         probe = self._probe(table.metadata, match, columns, values)
-        probe = replace(probe, shared=frozenset(self._others_sharing(match, columns, probe)))
+        probe = self._excusing_others(table, probe, match, columns)
         files = self._files(table)
         located: dict[str, Located] = {}
         directories: list[str] = []
@@ -705,16 +706,33 @@ class IcebergTable:
             refs=refs,
         )
 
-    def _others_sharing(self, match: Match, columns: Sequence[str], probe: Probe) -> set[str]:
-        """Values of `columns` other people hold in the current snapshot that begin as one of
-        theirs does (`Probe.shared`)."""
-        present = set(self.columns())
-        found: set[str] = set()
-        counted = self.distinct([c for c in columns if c in present])
-        for column, counts in counted.items():
-            shared = sharing_a_beginning(counts, probe.texts)
-            found |= {v for v in shared if not match(column, v)}
-        return found
+    @staticmethod
+    def _excusing_others(table: Table, probe: Probe, match: Match, columns: Sequence[str]) -> Probe:
+        """`probe` knowing the values of `columns` other people hold in the current snapshot
+        of `table` that begin as one of theirs does, and the data files it uses
+        (`Probe.others`, `Probe.live_files`); unchanged when that snapshot cannot be read."""
+        snapshot = table.current_snapshot()
+        present = [c for c in columns if c in {f.name for f in table.schema().fields}]
+        if snapshot is None or not present or not probe.texts:
+            return probe
+        try:
+            reader = table.scan(selected_fields=tuple(present)).to_arrow_batch_reader()
+            others = {
+                value
+                for column, counts in value_counts(reader, present).items()
+                for value in sharing_a_beginning(counts, probe.texts)
+                if not match(column, value)
+            }
+            if not others:
+                return probe
+            live = {
+                entry.data_file.file_path
+                for manifest in snapshot.manifests(table.io)
+                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+            }
+        except Exception:  # nothing excuses a value then: verify fails rather than passes
+            return probe
+        return replace(probe, others=frozenset(others), live_files=frozenset(live))
 
     @staticmethod
     def _probe(

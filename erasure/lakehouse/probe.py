@@ -65,8 +65,11 @@ class Probe:
     # Partitions whose value is its column's value cut short (Iceberg's truncate[W]): theirs
     # when it begins one of their values, as a truncated bound does.
     truncating: frozenset[str] = frozenset()
-    # Values other people still hold in the table that begin as one of theirs does: a value
-    # cut short that begins one of these too names nobody in particular (`cut_short`).
+    # Iceberg: values other people hold in the current snapshot that begin as one of theirs
+    # does, and the data files that snapshot uses. A live manifest entry of one of those
+    # files judges its bounds with `shared` set to `others` (`cut_short`); nothing else does.
+    others: frozenset[str] = frozenset()
+    live_files: frozenset[str] = frozenset()
     shared: frozenset[str] = frozenset()
 
     @classmethod
@@ -209,18 +212,17 @@ def partition_holds(name: str, value: str, probe: Probe) -> bool:
 
 def cut_short(value: str, probe: Probe) -> bool:
     """Whether `value` is one of their values cut short (a truncated bound or partition), and
-    not also the beginning of a value another person still holds in the table: a neighbour's
-    "ann.ohara.zqcanary99@example.com" in a live file has the bound "ann.ohara.zqcana" of hers
-    too, and would keep verify failing for as long as it is there."""
+    not exactly (in its case) the beginning of a value in `probe.shared`: a neighbour's
+    "ann.ohara.zqcanary99@example.com" in a live file gives it the bound "ann.ohara.zqcana",
+    which begins hers too, and would keep verify failing for as long as it is there."""
     if not any(truncated_bound_of(value, t) for t in probe.texts):
         return False
-    folded = _folded(value)
-    return not any(folded == _folded(v) or truncated_bound_of(value, v) for v in probe.shared)
+    return not any(value == v or truncated_bound_of(value, v, folded=False) for v in probe.shared)
 
 
 def sharing_a_beginning(values: Iterable[object], texts: Collection[str]) -> set[str]:
     """The string `values` whose first TRUNCATED_BOUND_MIN_CHARS characters, folded, are those
-    of one of `texts` (what `Probe.shared` keeps of other people's values)."""
+    of one of `texts` (what `Probe.others` keeps of other people's values)."""
     heads = {_folded(t)[:TRUNCATED_BOUND_MIN_CHARS] for t in texts}
     heads.discard("")
     return {
@@ -247,24 +249,26 @@ def _unkeyed(text: str, probe: Probe) -> str:
     return "/".join(kept)
 
 
-def truncated_bound_of(bound: str, value: str) -> bool:
+def truncated_bound_of(bound: str, value: str, *, folded: bool = True) -> bool:
     """Whether `bound` is `value` truncated as a lower bound (a prefix) or as an upper bound (a
     prefix whose last character was rounded up), and at least TRUNCATED_BOUND_MIN_CHARS long.
 
     Compared case- and compatibility-folded (NFKC, then case folding): a truncated bound
     cannot be matched as a whole value, and the value searched for is the identity's
     canonical form, where the table may store it in another case ("Ann.OHara.zqcana" is a
-    bound of ann.ohara.zqcanary77@example.com stored as Ann.OHara.zqcanary77@Example.com)."""
+    bound of ann.ohara.zqcanary77@example.com stored as Ann.OHara.zqcanary77@Example.com);
+    exactly as stored with `folded` False."""
     if len(bound) < TRUNCATED_BOUND_MIN_CHARS:
         return False
-    folded_value = _folded(value)
-    head = _folded(bound)
+    fold = _folded if folded else str
+    folded_value = fold(value)
+    head = fold(bound)
     if len(head) < len(folded_value) and folded_value.startswith(head):
         return True
-    head, last = _folded(bound[:-1]), ord(bound[-1])
+    head, last = fold(bound[:-1]), ord(bound[-1])
     if last == 0 or len(head) >= len(folded_value) or not folded_value.startswith(head):
         return False
-    return folded_value.startswith(_folded(chr(last - 1)), len(head))
+    return folded_value.startswith(fold(chr(last - 1)), len(head))
 
 
 def _folded(text: str) -> str:

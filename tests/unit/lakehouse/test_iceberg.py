@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -211,6 +212,38 @@ def test_a_neighbour_sharing_her_first_16_characters_stays_and_verify_passes(lak
     assert table.residue(MATCH, COLUMNS, VALUES).clean  # the neighbour's bounds are no proof
     assert rows(table) == [(1, neighbour, "stays")]
     assert files_holding(lake.location, SUBJECT[16:]) == []  # nothing past the shared part
+
+
+def test_a_neighbours_bound_excuses_only_a_live_file_of_the_current_snapshot(lake: Lake) -> None:
+    """Her file's manifest left by a failed commit (named by no metadata, young: the erasure
+    leaves it) keeps her bounds in her own case: the neighbour's address, in another case and
+    in a file of its own, excuses none of it. And a tag on the neighbour's snapshot alone
+    holds nothing of hers: the erasure does not refuse over it."""
+    stored = SUBJECT[:16].upper() + SUBJECT[16:]
+    neighbour = SUBJECT[:16] + "9@example.org"
+    table = lake.create([[(1, neighbour, "stays")]])
+    head = table.table.current_snapshot()
+    assert head is not None
+    table.table.manage_snapshots().create_tag(head.snapshot_id, "before-her").commit()
+    table.table.append(pa.Table.from_pylist([{"id": 2, "email": stored, "note": "g"}], SCHEMA))
+    current = table.refresh().current_snapshot()
+    assert current is not None
+    [added] = [
+        m for m in current.manifests(table.table.io) if m.added_snapshot_id == current.snapshot_id
+    ]
+    orphan = lake.location / "metadata" / "deadbeef-0000-4000-8000-000000000000-m0.avro"
+    orphan.write_bytes(Path(added.manifest_path.removeprefix("file://")).read_bytes())
+
+    def match(column: str, value: object) -> bool:
+        return column == "email" and str(value).lower() == SUBJECT
+
+    searched = {"email": {SUBJECT}}
+    erased = table.erase({"email": {stored}}, match, COLUMNS, search=searched)
+
+    assert erased.files_unnamed_left == 1 and orphan.exists()  # perhaps a writer's, in flight
+    residue = table.residue(match, COLUMNS, searched)
+    assert residue.files_holding == ["metadata/" + orphan.name] and not residue.clean
+    assert rows(table) == [(1, neighbour, "stays")]
 
 
 def test_pyiceberg_still_has_no_manifest_rewrite_of_its_own(lake: Lake) -> None:
