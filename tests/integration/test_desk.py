@@ -952,11 +952,18 @@ def _notes_held(store: Store) -> int:
         return int(conn.execute(sa.select(sa.func.count()).select_from(sealed_notes)).scalar_one())
 
 
-def test_an_answer_that_does_not_fit_the_prompt_is_refused_before_airflow_keeps_any_of_it(
-    client: Any, tokens: dict[str, str], store: Store, desk: dict[str, str]
-) -> None:
+@pytest.fixture(scope="module")
+def prompt_to_answer(client: Any, desk: dict[str, str]) -> str:
+    """The run ANSWERED, its prompt awaiting the DPO: once per worker, whichever of the tests
+    that answer it comes first (xdist may send them to different workers)."""
     _start_run(ANSWERED)
     _set_task(f"erasure-{ANSWERED}", "dpo_decides", "awaiting_input", prompt=PROMPT_SUBJECT)
+    return ANSWERED
+
+
+def test_an_answer_that_does_not_fit_the_prompt_is_refused_before_airflow_keeps_any_of_it(
+    client: Any, tokens: dict[str, str], store: Store, prompt_to_answer: str
+) -> None:
     dpo = bearer(tokens["dpo"])
     held = _notes_held(store)
     refused = {
@@ -1064,7 +1071,12 @@ def test_an_answer_that_does_not_fit_the_prompt_is_refused_before_airflow_keeps_
 
 
 def test_the_dpo_answers_and_airflow_keeps_only_the_handle_of_her_sealed_justification(
-    client: Any, tokens: dict[str, str], store: Store, env: dict[str, str], openbao: Any
+    client: Any,
+    tokens: dict[str, str],
+    store: Store,
+    env: dict[str, str],
+    openbao: Any,
+    prompt_to_answer: str,
 ) -> None:
     from erasure.intake import NOTE_HANDLE, note_binding
 
