@@ -76,8 +76,13 @@ from erasure.lakehouse.files import (
     search_path,
 )
 from erasure.lakehouse.iceberg_files import TableFiles
-from erasure.lakehouse.probe import Probe, redact, sharing_a_beginning
-from erasure.lakehouse.rows import matchable, matching_rows, value_counts
+from erasure.lakehouse.probe import (
+    TRUNCATED_BOUND_MIN_CHARS,
+    Probe,
+    redact,
+    sharing_a_beginning,
+)
+from erasure.lakehouse.rows import matchable, matching_rows, strings_beginning, value_counts
 from erasure.lakehouse.table import Match, SubjectValues
 
 MAIN = "main"
@@ -715,12 +720,16 @@ class IcebergTable:
         present = [c for c in columns if c in {f.name for f in table.schema().fields}]
         if snapshot is None or not present or not probe.texts:
             return probe
+        size = TRUNCATED_BOUND_MIN_CHARS  # a shorter value has no bound cut short of it
+        heads = {t.lower()[:size] for t in probe.texts if len(t.lower()) >= size}
         try:
             reader = table.scan(selected_fields=tuple(present)).to_arrow_batch_reader()
+            # Lower-cased in Arrow first (a value only NFKC would bring near stays out: fewer
+            # excuses, never more), then as `cut_short` compares.
             others = {
                 value
-                for column, counts in value_counts(reader, present).items()
-                for value in sharing_a_beginning(counts, probe.texts)
+                for column, near in strings_beginning(reader, present, heads).items()
+                for value in sharing_a_beginning(near, probe.texts)
                 if not match(column, value)
             }
             if not others:
@@ -878,9 +887,14 @@ def _drop_deleted_manifests(tx: Transaction, io: FileIO) -> bool:
 
 
 def _lists_removed(manifest: ManifestFile, io: FileIO) -> bool:
-    """Whether a manifest has an entry of a removed file, or no live one (nothing to keep)."""
+    """Whether a manifest has no live entry (dropped) or is a data manifest with an entry of
+    a removed file (written again without it). A delete manifest listing live delete files is
+    kept whole (pyiceberg has no writer for it; `check_delete_files` refuses live ones), so it
+    is never reported: a retry would otherwise commit another snapshot each time."""
     if not (manifest.has_added_files() or manifest.has_existing_files()):
         return True
+    if manifest.content != ManifestContent.DATA:
+        return False
     if manifest.deleted_files_count is not None:  # optional in format version 1
         return manifest.deleted_files_count > 0
     entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
@@ -894,8 +908,8 @@ class _LiveEntriesOnly(_FastAppendFiles):
     open): its fast append keeps every manifest of the parent that lists a live file whole.
     This one writes such a manifest again without its removed entries, as pyiceberg's own
     delete writes a manifest it filters: the live entries EXISTING, with the snapshot and
-    sequence numbers they had. A delete manifest (no writer in pyiceberg) is kept whole.
-    tests/unit/lakehouse/test_iceberg.py says when pyiceberg has its own."""
+    sequence numbers they had. tests/unit/lakehouse/test_iceberg.py says when pyiceberg has
+    its own."""
 
     def __init__(self, tx: Transaction, io: FileIO) -> None:
         super().__init__(
@@ -909,7 +923,7 @@ class _LiveEntriesOnly(_FastAppendFiles):
     def _existing_manifests(self) -> list[ManifestFile]:
         kept = []
         for manifest in super()._existing_manifests():  # those listing a live file
-            if manifest.content != ManifestContent.DATA or not _lists_removed(manifest, self._io):
+            if not _lists_removed(manifest, self._io):
                 kept.append(manifest)
                 continue
             with self.new_manifest_writer(self.spec(manifest.partition_spec_id)) as writer:

@@ -87,6 +87,28 @@ def value_counts(
     return {column: dict(found) for column, found in counts.items()}
 
 
+def strings_beginning(
+    batches: Iterable[pa.RecordBatch], columns: Sequence[str], heads: Iterable[str]
+) -> dict[str, set[str]]:
+    """Per column, each string value whose first characters, lower-cased, are one of `heads`
+    (lower-case, all of one length): filtered in Arrow, so a table of millions of distinct
+    values yields the few near one of theirs, never all of them."""
+    wanted = sorted(set(heads))
+    found: dict[str, set[str]] = {column: set() for column in columns}
+    if not wanted:
+        return found
+    size, value_set = len(wanted[0]), pa.array(wanted, pa.large_string())
+    for batch in map(without_views, batches):
+        for column in columns:
+            array = batch.column(column)
+            if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+                continue
+            begins = pc.utf8_lower(pc.utf8_slice_codeunits(array, 0, size))
+            near = pc.filter(array, pc.is_in(begins.cast(pa.large_string()), value_set=value_set))
+            found[column].update(v for v in near.to_pylist() if v is not None)
+    return found
+
+
 def _counted(array: pa.Array) -> Iterable[tuple[object, int]]:
     try:
         pairs = pc.value_counts(array)
